@@ -1,0 +1,39 @@
+"""Users (a user's username is its workspace slug) and their API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from lanner.db import Base, TimestampMixin, id_column
+
+
+class User(TimestampMixin, Base):
+    __tablename__ = "users"
+
+    id: Mapped[str] = id_column()
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    full_name: Mapped[str] = mapped_column(String(200), default="")
+    password_hash: Mapped[str | None] = mapped_column(String(300))
+    tier: Mapped[str] = mapped_column(String(20), default="free")
+    is_admin: Mapped[bool] = mapped_column(default=False)
+
+    api_keys: Mapped[list[ApiKey]] = relationship(back_populates="user", cascade="all, delete-orphan")
+
+
+class ApiKey(Base):
+    """A key is shown once; only its SHA-256 digest is kept, so lookup is one indexed equality."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = id_column()
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+    user: Mapped[User] = relationship(back_populates="api_keys")

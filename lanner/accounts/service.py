@@ -1,0 +1,116 @@
+"""Users and API keys. Plain functions, session first; the caller owns the transaction."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.accounts.models import ApiKey, User
+from lanner.accounts.security import hash_password, key_digest, looks_like_api_key, new_api_key, verify_password
+from lanner.billing import service as billing_service
+from lanner.db import utcnow
+from lanner.errors import BadRequest, Conflict, NotFound, Unauthorized
+
+USERNAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+TIERS = ("free", "pro", "enterprise")
+RESERVED = {"api", "datasets", "settings", "login", "logout", "static", "admin", "explore", "new"}
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: cached per API key so the hot webhook path skips a lookup."""
+
+    user_id: str
+    username: str
+    tier: str
+    key_id: str | None
+
+
+def get_user_by_username(session: Session, *, username: str) -> User | None:
+    return session.scalar(select(User).where(User.username == username.lower()))
+
+
+def require_user(session: Session, *, username: str) -> User:
+    user = get_user_by_username(session, username=username)
+    if user is None:
+        raise NotFound(f"user '{username}' not found")
+    return user
+
+
+def create_user(session: Session, *, username: str, password: str | None = None, tier: str = "free",
+                full_name: str = "", credits_micros: int = 0, is_admin: bool = False) -> User:
+    username = username.strip().lower()
+    if not USERNAME_RE.match(username) or username in RESERVED:
+        raise BadRequest(
+            f"invalid username '{username}': use 1-40 lowercase letters, digits or inner hyphens"
+        )
+    if tier not in TIERS:
+        raise BadRequest(f"unknown tier '{tier}': choose one of {', '.join(TIERS)}")
+    if get_user_by_username(session, username=username):
+        raise Conflict(f"user '{username}' already exists")
+    if password is not None and len(password) < 8:
+        raise BadRequest("password must be at least 8 characters")
+    user = User(username=username, full_name=full_name or username, tier=tier, is_admin=is_admin,
+                password_hash=hash_password(password) if password else None)
+    session.add(user)
+    session.flush()
+    if credits_micros:
+        billing_service.top_up(session, user_id=user.id, micros=credits_micros, description="Initial credits")
+    return user
+
+
+def authenticate_password(session: Session, *, username: str, password: str) -> User:
+    user = get_user_by_username(session, username=username)
+    if user is None or not verify_password(password, user.password_hash):
+        raise Unauthorized("wrong username or password")
+    return user
+
+
+def create_api_key(session: Session, *, user: User, name: str = "default") -> tuple[ApiKey, str]:
+    """Returns the row and the plaintext key; the plaintext is never stored."""
+    plaintext = new_api_key()
+    key = ApiKey(user_id=user.id, name=name[:100] or "default", prefix=plaintext[:7],
+                 digest=key_digest(plaintext), created_at=utcnow())
+    session.add(key)
+    session.flush()
+    return key, plaintext
+
+
+def list_api_keys(session: Session, *, user_id: str) -> list[ApiKey]:
+    return list(session.scalars(
+        select(ApiKey).where(ApiKey.user_id == user_id, ApiKey.revoked_at.is_(None)).order_by(ApiKey.created_at)
+    ))
+
+
+def revoke_api_key(session: Session, *, user_id: str, key_id: str, cache: dict | None = None) -> None:
+    key = session.scalar(select(ApiKey).where(ApiKey.id == key_id, ApiKey.user_id == user_id))
+    if key is None or key.revoked_at is not None:
+        raise NotFound("API key not found")
+    key.revoked_at = utcnow()
+    if cache is not None:
+        cache.pop(key.digest, None)
+
+
+def authenticate_key(session: Session, *, key: str, cache: dict, ttl: float) -> Principal:
+    if not looks_like_api_key(key):
+        raise Unauthorized("invalid API key")
+    digest = key_digest(key)
+    now = time.monotonic()
+    hit = cache.get(digest)
+    if hit and hit[0] > now:
+        return hit[1]  # type: ignore[return-value]
+    row = session.execute(
+        select(ApiKey.id, User.id, User.username, User.tier)
+        .join(User, User.id == ApiKey.user_id)
+        .where(ApiKey.digest == digest, ApiKey.revoked_at.is_(None))
+    ).first()
+    if row is None:
+        cache.pop(digest, None)
+        raise Unauthorized("invalid or revoked API key")
+    principal = Principal(user_id=row[1], username=row[2], tier=row[3], key_id=row[0])
+    cache[digest] = (now + ttl, principal)
+    return principal

@@ -1,0 +1,51 @@
+"""Application factory: one ``create_app()`` used by ``lanner serve``, tests and benchmarks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from lanner import __version__, handlers
+from lanner.config import Settings, get_settings
+from lanner.context import AppContext
+from lanner.migrate import upgrade_database
+
+
+def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
+    settings = settings or get_settings()
+    ctx = AppContext.from_settings(settings)
+    if migrate:
+        upgrade_database(ctx.db.url)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        ctx.db.dispose()
+
+    app = FastAPI(
+        title="Lanner",
+        version=__version__,
+        description="Self-hosted computer-vision platform, wire-compatible with the Ultralytics Platform API.",
+        lifespan=lifespan,
+    )
+    app.state.lanner = ctx
+    handlers.install(app)
+
+    from lanner.accounts.router import router as accounts_router
+    from lanner.projects.router import router as projects_router
+    from lanner.storage.router import router as storage_router
+    from lanner.training.router import router as training_router
+    from lanner.web.router import router as web_router
+
+    for router in (accounts_router, projects_router, training_router, storage_router, web_router):
+        app.include_router(router)
+
+    @app.get("/api/health", tags=["meta"])
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    logging.getLogger("lanner").setLevel(logging.INFO)
+    return app

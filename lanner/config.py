@@ -1,0 +1,61 @@
+"""Process-wide settings, read from the environment (``LANNER_*``) and CLI flags."""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Server settings. Every field is documented in README.md (a test checks it)."""
+
+    model_config = SettingsConfigDict(env_prefix="LANNER_", extra="ignore")
+
+    home: Path = Field(default=Path(".lanner"), description="Data folder: database, blobs, secrets.")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default SQLite (WAL) under LANNER_HOME."
+    )
+    public_url: str = Field(
+        default="http://127.0.0.1:8000", description="Base URL handed out in signed links and modelUrl."
+    )
+    secret_key: str | None = Field(
+        default=None, description="HMAC key for signed URLs and sessions; generated under LANNER_HOME if unset."
+    )
+    signed_url_ttl_seconds: int = Field(default=3600, description="Lifetime of signed upload/download links.")
+    api_key_cache_seconds: float = Field(
+        default=5.0, description="How long a verified API key is trusted without a database lookup."
+    )
+
+    @property
+    def resolved_home(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.resolved_home / 'lanner.db'}"
+
+    @property
+    def blob_root(self) -> Path:
+        return self.resolved_home / "blobs"
+
+    @property
+    def resolved_secret_key(self) -> bytes:
+        if self.secret_key:
+            return self.secret_key.encode()
+        path = self.resolved_home / "secret.key"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_hex(32))
+            path.chmod(0o600)
+        return path.read_text().strip().encode()
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

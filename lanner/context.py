@@ -1,0 +1,30 @@
+"""Everything a request needs that lives for the life of the app: settings, database, blobs, signer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lanner.config import Settings
+from lanner.db import Database
+from lanner.storage.blobs import BlobStore, LocalBlobStore
+from lanner.storage.signing import URLSigner
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    db: Database
+    blobs: BlobStore
+    signer: URLSigner
+    key_cache: dict[str, tuple[float, object]] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AppContext:
+        home = settings.resolved_home
+        home.mkdir(parents=True, exist_ok=True)
+        return cls(
+            settings=settings,
+            db=Database(settings.resolved_database_url),
+            blobs=LocalBlobStore(settings.blob_root),
+            signer=URLSigner(settings.resolved_secret_key, settings.public_url, settings.signed_url_ttl_seconds),
+        )

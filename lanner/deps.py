@@ -1,0 +1,57 @@
+"""FastAPI dependencies shared by every router: the app context, a DB session per request, the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from lanner.accounts import service as accounts_service
+from lanner.accounts.service import Principal
+from lanner.context import AppContext
+from lanner.errors import Unauthorized
+
+SESSION_COOKIE = "lanner_session"
+
+
+def get_ctx(request: Request) -> AppContext:
+    return request.app.state.lanner
+
+
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+
+
+def get_session(ctx: Ctx) -> Iterator[Session]:
+    """One unit of work per request, committed before the response is sent."""
+    with ctx.db.session() as session:
+        yield session
+
+
+DbSession = Annotated[Session, Depends(get_session)]
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+def get_principal(request: Request, ctx: Ctx, session: DbSession) -> Principal:
+    token = _bearer(request)
+    if token:
+        return accounts_service.authenticate_key(
+            session, key=token, cache=ctx.key_cache, ttl=ctx.settings.api_key_cache_seconds
+        )
+    from lanner.web.sessions import principal_from_cookie
+
+    principal = principal_from_cookie(session, ctx, request.cookies.get(SESSION_COOKIE))
+    if principal is not None:
+        return principal
+    raise Unauthorized("missing API key: send 'Authorization: Bearer ul_...'")
+
+
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]

@@ -1,0 +1,52 @@
+"""Turn every failure into the hosted platform's error shape: ``{"error": "<message>", "code": "..."}``."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lanner.errors import LannerError
+
+log = logging.getLogger("lanner")
+
+
+def _location(loc: tuple) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def describe_validation(exc: RequestValidationError) -> str:
+    messages = []
+    for err in exc.errors()[:5]:
+        where = _location(tuple(err.get("loc", ())))
+        if err.get("type") == "json_invalid":
+            messages.append("request body is not valid JSON")
+        else:
+            messages.append(f"{where}: {err.get('msg', 'invalid value')}")
+    return "; ".join(messages)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(LannerError)
+    async def _lanner_error(_: Request, exc: LannerError) -> JSONResponse:
+        return JSONResponse({"error": exc.message, "code": exc.code, **exc.extra}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": describe_validation(exc), "code": "invalid"}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 404 and message == "Not Found":
+            message = "not found"
+        return JSONResponse({"error": message, "code": "http_error"}, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return JSONResponse({"error": "internal server error", "code": "internal"}, status_code=500)

@@ -1,0 +1,9 @@
+"""Imports every domain's tables so Alembic sees one complete metadata."""
+
+from lanner.accounts import models as _accounts  # noqa: F401
+from lanner.billing import models as _billing  # noqa: F401
+from lanner.db import Base
+from lanner.projects import models as _projects  # noqa: F401
+from lanner.training import models as _training  # noqa: F401
+
+metadata = Base.metadata

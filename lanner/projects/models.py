@@ -1,0 +1,66 @@
+"""Projects group models; a model is a trained (or to-be-trained) network with its history."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from lanner.db import Base, TimestampMixin, id_column
+
+
+class Project(TimestampMixin, Base):
+    __tablename__ = "projects"
+    __table_args__ = (UniqueConstraint("owner_id", "slug"),)
+
+    id: Mapped[str] = id_column()
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    slug: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    visibility: Mapped[str] = mapped_column(String(10), default="private")
+    tags: Mapped[list[Any]] = mapped_column(default=list)
+    license: Mapped[str | None] = mapped_column(String(40))
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    icon_color: Mapped[str | None] = mapped_column(String(20))
+    archived: Mapped[bool] = mapped_column(default=False)
+
+    models: Mapped[list[ModelRecord]] = relationship(back_populates="project", cascade="all, delete-orphan")
+
+
+class ModelRecord(TimestampMixin, Base):
+    """Named ModelRecord so it never shadows pydantic's or SQLAlchemy's ``Model``."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("project_id", "slug"),)
+
+    id: Mapped[str] = id_column()
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    slug: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    task: Mapped[str | None] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(20), default="untrained")
+    epochs: Mapped[int | None]
+    best_epoch: Mapped[int | None]
+    best_fitness: Mapped[float | None]
+    metrics: Mapped[dict[str, Any] | None] = mapped_column()
+    train_args: Mapped[dict[str, Any] | None] = mapped_column()
+    results: Mapped[dict[str, Any] | None] = mapped_column()
+    class_names: Mapped[list[Any] | None] = mapped_column()
+    plots: Mapped[list[Any] | None] = mapped_column()
+    environment: Mapped[dict[str, Any] | None] = mapped_column()
+    model_info: Mapped[dict[str, Any] | None] = mapped_column()
+    training_error: Mapped[dict[str, Any] | None] = mapped_column()
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    base_model: Mapped[str | None] = mapped_column(String(300))
+    weights_sha256: Mapped[str | None] = mapped_column(String(64))
+    weights_size: Mapped[int | None] = mapped_column(BigInteger)
+    weights_name: Mapped[str | None] = mapped_column(String(200))
+    started_at: Mapped[datetime | None]
+    completed_at: Mapped[datetime | None]
+
+    project: Mapped[Project] = relationship(back_populates="models")

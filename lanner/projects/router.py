@@ -1,0 +1,179 @@
+"""SDK ``projects.*`` and ``models.*`` endpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Query
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from lanner.accounts.models import User
+from lanner.deps import CurrentPrincipal, Ctx, DbSession
+from lanner.projects import service
+from lanner.projects.models import ModelRecord, Project
+from lanner.projects.schemas import REGION, ModelCreate, ProjectCreate, model_item, model_summary, project_item
+from lanner.storage.signing import blob_path
+from lanner.training import service as training_service
+from lanner.training.models import ConsoleChunk, EpochMetric
+
+router = APIRouter(tags=["projects"])
+
+
+def _username(session: Session, user_id: str) -> str:
+    return session.scalar(select(User.username).where(User.id == user_id)) or ""
+
+
+@router.post("/api/projects", status_code=201)
+def create_project(body: ProjectCreate, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    project = service.create_project(
+        session, principal, slug=body.project, name=body.name, owner=body.owner, description=body.description,
+        visibility=body.visibility, tags=body.tags, license=body.license, metadata=body.metadata,
+    )
+    return {"id": project.id, "owner": principal.username, "project": project.slug, "region": REGION}
+
+
+@router.get("/api/projects/{owner}")
+def list_projects(owner: str, principal: CurrentPrincipal, session: DbSession,
+                  limit: int | None = Query(default=None, ge=1, le=1000)) -> dict[str, Any]:
+    projects = service.list_projects(session, principal, owner=owner, limit=limit)
+    counts = service.model_counts(session, [p.id for p in projects])
+    items = [project_item(p, owner=owner.lower(), model_count=counts.get(p.id, 0)) for p in projects]
+    return {"projects": items, "total": len(items), "region": REGION}
+
+
+@router.get("/api/projects/{owner}/{project}")
+def retrieve_project(owner: str, project: str, principal: CurrentPrincipal, session: DbSession,
+                     search: str | None = None) -> dict[str, Any]:
+    proj = service.get_project(session, principal, owner=owner, slug=project)
+    models = service.list_models(session, proj)
+    if search:
+        needle = search.lower()
+        models = [m for m in models if needle in m.name.lower() or needle in m.slug]
+    epoch_counts = dict(session.execute(
+        select(EpochMetric.model_id, func.count()).where(EpochMetric.model_id.in_([m.id for m in models]))
+        .group_by(EpochMetric.model_id)
+    ).all())
+    item = project_item(proj, owner=owner.lower(), model_count=len(models), model_names=[m.name for m in models])
+    item["metadata"] = proj.metadata_ or {}
+    return {
+        "project": item,
+        "models": [model_summary(m, epoch_count=int(epoch_counts.get(m.id, 0))) for m in models],
+        "isOwner": proj.owner_id == principal.user_id,
+    }
+
+
+@router.patch("/api/projects/{owner}/{project}")
+def update_project(owner: str, project: str, principal: CurrentPrincipal, session: DbSession,
+                   body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    proj = service.get_project(session, principal, owner=owner, slug=project, write=True)
+    service.update_project(session, principal, proj, body)
+    return {"success": True, "project": proj.slug}
+
+
+@router.delete("/api/projects/{owner}/{project}")
+def delete_project(owner: str, project: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    proj = service.get_project(session, principal, owner=owner, slug=project, write=True)
+    return {"success": True, "cascadedModels": service.delete_project(session, proj)}
+
+
+# --- models --------------------------------------------------------------------------------------
+
+@router.post("/api/models", status_code=201)
+def create_model(body: ModelCreate, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    proj = service.get_project(session, principal, owner=body.owner or principal.username, slug=body.project,
+                               write=True)
+    record = service.create_model(
+        session, proj, name=body.name or body.model or "model", slug=body.model, description=body.description,
+        task=body.task, metadata=body.metadata, train_args=body.trainArgs, epochs=body.epochs,
+    )
+    return {"id": record.id, "owner": principal.username, "project": proj.slug, "model": record.slug,
+            "name": record.name, "region": REGION}
+
+
+@router.get("/api/models/{owner}/{project}")
+def list_models(owner: str, project: str, principal: CurrentPrincipal, session: DbSession,
+                limit: int | None = Query(default=None, ge=1, le=1000)) -> dict[str, Any]:
+    proj = service.get_project(session, principal, owner=owner, slug=project)
+    models = service.list_models(session, proj, limit=limit)
+    return {"models": [model_item(m, owner=owner.lower(), project=proj) for m in models], "region": REGION}
+
+
+def _train_results(session: Session, model_id: str) -> list[dict[str, Any]]:
+    from lanner.projects.schemas import iso, numeric_metrics
+
+    rows = session.scalars(select(EpochMetric).where(EpochMetric.model_id == model_id).order_by(EpochMetric.epoch))
+    results = []
+    for row in rows:
+        item: dict[str, Any] = {"epoch": row.epoch, "metrics": numeric_metrics(row.metrics),
+                                "timestamp": iso(row.created_at)}
+        if row.fitness is not None:
+            item["fitness"] = row.fitness
+        results.append(item)
+    return results
+
+
+def _console(session: Session, model_id: str) -> list[dict[str, Any]]:
+    from lanner.projects.schemas import iso
+
+    rows = session.scalars(select(ConsoleChunk).where(ConsoleChunk.model_id == model_id)
+                           .order_by(ConsoleChunk.chunk_id))
+    return [{"chunkId": float(r.chunk_id), "content": r.content, "lineCount": float(r.line_count),
+             "timestamp": iso(r.created_at)} for r in rows]
+
+
+@router.get("/api/models/{owner}/{project}/{model}")
+def retrieve_model(owner: str, project: str, model: str, principal: CurrentPrincipal,
+                   session: DbSession) -> dict[str, Any]:
+    record = service.get_model(session, principal, owner=owner, project=project, model=model)
+    proj = session.get(Project, record.project_id)
+    assert proj is not None
+    extra = {"trainResults": _train_results(session, record.id), "consoleChunks": _console(session, record.id),
+             "metadata": record.metadata_ or {}}
+    return {"model": model_item(record, owner=owner.lower(), project=proj, extra=extra),
+            "isOwner": record.owner_id == principal.user_id}
+
+
+@router.patch("/api/models/{owner}/{project}/{model}")
+def update_model(owner: str, project: str, model: str, principal: CurrentPrincipal, session: DbSession,
+                 body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    record = service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
+    renamed = service.update_model(session, record, body)
+    if renamed:
+        return {"success": True, "slug": record.slug, "name": record.name, "renamed": True}
+    return {"success": True, "model": record.slug}
+
+
+@router.delete("/api/models/{owner}/{project}/{model}")
+def delete_model(owner: str, project: str, model: str, principal: CurrentPrincipal,
+                 session: DbSession) -> dict[str, Any]:
+    record = service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
+    session.delete(record)
+    return {"success": True}
+
+
+@router.get("/api/models/{owner}/{project}/{model}/files")
+def model_files(owner: str, project: str, model: str, principal: CurrentPrincipal, session: DbSession,
+                ctx: Ctx) -> dict[str, Any]:
+    """Signed download links; ``model=ul://owner/project/model`` in the trainer resolves through here."""
+    record: ModelRecord = service.get_model(session, principal, owner=owner, project=project, model=model)
+    if record.weights_sha256 is None:
+        return {"files": []}
+    name = record.weights_name or "best.pt"
+    url = ctx.signer.sign("GET", blob_path(record.weights_sha256, name))
+    return {"files": [{"name": name, "size": float(record.weights_size or 0), "downloadUrl": url}]}
+
+
+@router.get("/api/models/{owner}/{project}/{model}/training")
+def model_training(owner: str, project: str, model: str, principal: CurrentPrincipal,
+                   session: DbSession) -> dict[str, Any]:
+    record = service.get_model(session, principal, owner=owner, project=project, model=model)
+    return {"job": training_service.job_view(session, record)}
+
+
+@router.delete("/api/models/{owner}/{project}/{model}/training")
+def cancel_model_training(owner: str, project: str, model: str, principal: CurrentPrincipal,
+                          session: DbSession) -> dict[str, Any]:
+    record = service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
+    training_service.cancel_training(session, record)
+    return {"success": True, "status": "cancelled"}

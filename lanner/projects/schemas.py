@@ -1,0 +1,143 @@
+"""Wire shapes for projects and models: camelCase, as ``ultralytics_platform/types.py`` declares them."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lanner.projects.models import ModelRecord, Project
+
+REGION = "us"
+
+
+def iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def numeric_metrics(metrics: dict[str, Any] | None) -> dict[str, float]:
+    """The SDK types metrics as ``dict[str, float]``: drop anything that is not a finite number."""
+    out: dict[str, float] = {}
+    for key, value in (metrics or {}).items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if math.isfinite(value):
+            out[str(key)] = float(value)
+    return out
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def project_item(project: Project, *, owner: str, model_count: int, model_names: list[str] | None = None,
+                 star_count: int = 0, starred: bool = False) -> dict[str, Any]:
+    return _drop_none({
+        "id": project.id,
+        "owner": owner,
+        "project": project.slug,
+        "name": project.name,
+        "description": project.description or "",
+        "visibility": project.visibility,
+        "tags": list(project.tags or []),
+        "license": project.license,
+        "iconColor": project.icon_color,
+        "modelCount": model_count,
+        "modelNames": model_names,
+        "starCount": star_count,
+        "isStarred": starred,
+        "archived": project.archived,
+        "region": REGION,
+        "createdAt": iso(project.created_at),
+        "updatedAt": iso(project.updated_at),
+    })
+
+
+def model_summary(record: ModelRecord, *, epoch_count: int) -> dict[str, Any]:
+    """The per-model entry of ``projects.retrieve``."""
+    return _drop_none({
+        "id": record.id,
+        "model": record.slug,
+        "name": record.name,
+        "task": record.task,
+        "status": record.status,
+        "epochs": record.epochs,
+        "bestEpoch": record.best_epoch,
+        "bestFitness": record.best_fitness,
+        "metrics": numeric_metrics(record.metrics) if record.metrics else None,
+        "epochCount": epoch_count,
+        "startedAt": iso(record.started_at),
+        "file": {"size": float(record.weights_size)} if record.weights_sha256 else None,
+        "hasWeights": record.weights_sha256 is not None,
+        "trainArgs": record.train_args,
+        "createdAt": iso(record.created_at),
+        "updatedAt": iso(record.updated_at),
+    })
+
+
+def model_item(record: ModelRecord, *, owner: str, project: Project, extra: dict[str, Any] | None = None,
+               star_count: int = 0, starred: bool = False) -> dict[str, Any]:
+    """A full model as ``models.list`` and ``models.retrieve`` return it."""
+    body = {
+        "id": record.id,
+        "owner": owner,
+        "project": project.slug,
+        "projectName": project.name,
+        "model": record.slug,
+        "visibility": project.visibility,
+        "name": record.name,
+        "description": record.description or "",
+        "status": record.status,
+        "task": record.task,
+        "baseModel": record.base_model,
+        "epochs": record.epochs,
+        "bestEpoch": record.best_epoch,
+        "bestFitness": record.best_fitness,
+        "trainArgs": record.train_args,
+        "metrics": numeric_metrics(record.metrics) if record.metrics else None,
+        "hasWeights": record.weights_sha256 is not None,
+        "file": {"size": float(record.weights_size)} if record.weights_sha256 else None,
+        "startedAt": iso(record.started_at),
+        "completedAt": iso(record.completed_at),
+        "classNames": [str(n) for n in record.class_names] if record.class_names else None,
+        "plots": record.plots,
+        "trainingError": record.training_error,
+        "starCount": star_count,
+        "isStarred": starred,
+        "environment": record.environment,
+        "createdAt": iso(record.created_at),
+        "updatedAt": iso(record.updated_at),
+    }
+    body.update(extra or {})
+    return _drop_none(body)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class ProjectCreate(_Body):
+    project: str | None = Field(default=None, max_length=128)
+    name: str = Field(min_length=1, max_length=200)
+    owner: str | None = None
+    description: str = Field(default="", max_length=5000)
+    visibility: str = "private"
+    tags: list[str] | None = None
+    license: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ModelCreate(_Body):
+    project: str = Field(min_length=1)
+    owner: str | None = None
+    model: str | None = Field(default=None, max_length=128)
+    name: str | None = Field(default=None, max_length=200)
+    description: str = Field(default="", max_length=5000)
+    task: str | None = None
+    metadata: dict[str, Any] | None = None
+    trainArgs: dict[str, Any] | None = None
+    epochs: int | None = Field(default=None, ge=0)

@@ -1,0 +1,192 @@
+"""Projects and models: lookups with access checks, create/update/delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from lanner.accounts import service as accounts_service
+from lanner.accounts.models import User
+from lanner.accounts.service import Principal
+from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
+from lanner.projects.models import ModelRecord, Project
+from lanner.slugs import slugify, unique_slug
+
+VISIBILITIES = ("public", "private")
+TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
+
+
+def _owner(session: Session, owner: str) -> User:
+    user = accounts_service.get_user_by_username(session, username=owner)
+    if user is None:
+        raise NotFound(f"workspace '{owner}' not found")
+    return user
+
+
+def can_read(principal: Principal, *, owner_id: str, visibility: str) -> bool:
+    return principal.user_id == owner_id or visibility == "public"
+
+
+def get_project(session: Session, principal: Principal, *, owner: str, slug: str, write: bool = False) -> Project:
+    """404 for anything the caller may not see, so private names do not leak."""
+    project = session.scalar(
+        select(Project).join(User, User.id == Project.owner_id).where(
+            User.username == owner.lower(), Project.slug == slug
+        )
+    )
+    if project is None or not can_read(principal, owner_id=project.owner_id, visibility=project.visibility):
+        raise NotFound(f"project '{owner}/{slug}' not found")
+    if write and project.owner_id != principal.user_id:
+        raise Forbidden(f"project '{owner}/{slug}' is public but read-only for you")
+    return project
+
+
+def list_projects(session: Session, principal: Principal, *, owner: str, limit: int | None) -> list[Project]:
+    user = _owner(session, owner)
+    query = select(Project).where(Project.owner_id == user.id).order_by(Project.created_at.desc())
+    if user.id != principal.user_id:
+        query = query.where(Project.visibility == "public")
+    if limit:
+        query = query.limit(limit)
+    return list(session.scalars(query))
+
+
+def create_project(session: Session, principal: Principal, *, slug: str | None, name: str,
+                   owner: str | None = None, description: str = "", visibility: str = "private",
+                   tags: list[str] | None = None, license: str | None = None,
+                   metadata: dict[str, Any] | None = None) -> Project:
+    if owner and owner.lower() != principal.username:
+        raise NotFound(f"workspace '{owner}' not found")
+    if visibility not in VISIBILITIES:
+        raise BadRequest(f"visibility must be one of {', '.join(VISIBILITIES)}")
+    slug = slugify(slug or name)
+    if not slug:
+        raise BadRequest("project name must contain at least one letter or digit")
+    exists = session.scalar(select(Project.id).where(Project.owner_id == principal.user_id, Project.slug == slug))
+    if exists:
+        raise Conflict(f"project '{principal.username}/{slug}' already exists")
+    project = Project(owner_id=principal.user_id, slug=slug, name=name or slug, description=description or "",
+                      visibility=visibility, tags=tags or [], license=license, metadata_=metadata or {})
+    session.add(project)
+    session.flush()
+    return project
+
+
+def get_or_create_project(session: Session, *, owner_id: str, slug: str) -> Project:
+    project = session.scalar(select(Project).where(Project.owner_id == owner_id, Project.slug == slug))
+    if project is None:
+        project = Project(owner_id=owner_id, slug=slug, name=slug, tags=[], metadata_={})
+        session.add(project)
+        session.flush()
+    return project
+
+
+def update_project(session: Session, principal: Principal, project: Project, changes: dict[str, Any]) -> Project:
+    if "name" in changes and changes["name"] is not None:
+        new_slug = slugify(changes["name"])
+        if not new_slug:
+            raise BadRequest("project name must contain at least one letter or digit")
+        if new_slug != project.slug:
+            clash = session.scalar(select(Project.id).where(
+                Project.owner_id == project.owner_id, Project.slug == new_slug))
+            if clash:
+                raise Conflict(f"project '{principal.username}/{new_slug}' already exists")
+            project.slug = new_slug
+        project.name = changes["name"]
+    if changes.get("visibility") is not None:
+        if changes["visibility"] not in VISIBILITIES:
+            raise BadRequest(f"visibility must be one of {', '.join(VISIBILITIES)}")
+        project.visibility = changes["visibility"]
+    for field, attr in (("description", "description"), ("tags", "tags"), ("license", "license"),
+                        ("metadata", "metadata_"), ("archived", "archived"), ("iconColor", "icon_color")):
+        if changes.get(field) is not None:
+            setattr(project, attr, changes[field])
+    session.flush()
+    return project
+
+
+def delete_project(session: Session, project: Project) -> int:
+    count = session.scalar(select(func.count()).select_from(ModelRecord).where(
+        ModelRecord.project_id == project.id)) or 0
+    session.delete(project)
+    session.flush()
+    return int(count)
+
+
+def model_counts(session: Session, project_ids: list[str]) -> dict[str, int]:
+    if not project_ids:
+        return {}
+    rows = session.execute(select(ModelRecord.project_id, func.count()).where(
+        ModelRecord.project_id.in_(project_ids)).group_by(ModelRecord.project_id))
+    return {pid: int(n) for pid, n in rows}
+
+
+# --- models -------------------------------------------------------------------------------------
+
+def list_models(session: Session, project: Project, *, limit: int | None = None) -> list[ModelRecord]:
+    query = select(ModelRecord).where(ModelRecord.project_id == project.id).order_by(ModelRecord.created_at.desc())
+    if limit:
+        query = query.limit(limit)
+    return list(session.scalars(query))
+
+
+def get_model(session: Session, principal: Principal, *, owner: str, project: str, model: str,
+              write: bool = False) -> ModelRecord:
+    proj = get_project(session, principal, owner=owner, slug=project, write=write)
+    record = session.scalar(select(ModelRecord).where(ModelRecord.project_id == proj.id, ModelRecord.slug == model))
+    if record is None:
+        raise NotFound(f"model '{owner}/{project}/{model}' not found")
+    return record
+
+
+def taken_model_slugs(session: Session, project_id: str, base: str) -> list[str]:
+    return list(session.scalars(select(ModelRecord.slug).where(
+        ModelRecord.project_id == project_id, ModelRecord.slug.like(f"{base}%"))))
+
+
+def create_model(session: Session, project: Project, *, name: str, slug: str | None = None,
+                 unique: bool = False, **fields: Any) -> ModelRecord:
+    base = slugify(slug or name) or "model"
+    taken = taken_model_slugs(session, project.id, base)
+    if unique:
+        base = unique_slug(base, taken)
+    elif base in taken:
+        raise Conflict(f"model '{base}' already exists in this project")
+    if fields.get("task") and fields["task"] not in TASKS:
+        raise BadRequest(f"task must be one of {', '.join(TASKS)}")
+    record = ModelRecord(project_id=project.id, owner_id=project.owner_id, slug=base, name=name or base,
+                         metadata_=fields.pop("metadata", None) or {}, **fields)
+    session.add(record)
+    session.flush()
+    return record
+
+
+MODEL_STATUSES = ("pending", "untrained", "starting", "running", "completed", "failed", "cancelled")
+
+
+def update_model(session: Session, record: ModelRecord, changes: dict[str, Any]) -> bool:
+    """Apply a PATCH; returns True when the slug changed."""
+    renamed = False
+    if changes.get("name") is not None:
+        new_slug = slugify(changes["name"])
+        if not new_slug:
+            raise BadRequest("model name must contain at least one letter or digit")
+        if new_slug != record.slug:
+            clash = session.scalar(select(ModelRecord.id).where(
+                ModelRecord.project_id == record.project_id, ModelRecord.slug == new_slug))
+            if clash:
+                raise Conflict(f"model '{new_slug}' already exists in this project")
+            record.slug = new_slug
+            renamed = True
+        record.name = changes["name"]
+    if changes.get("status") is not None and changes["status"] not in MODEL_STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(MODEL_STATUSES)}")
+    for field, attr in (("description", "description"), ("metadata", "metadata_"), ("trainArgs", "train_args"),
+                        ("epochs", "epochs"), ("bestEpoch", "best_epoch"), ("bestFitness", "best_fitness"),
+                        ("trainingError", "training_error")):
+        if changes.get(field) is not None:
+            setattr(record, attr, changes[field])
+    session.flush()
+    return renamed

@@ -1,0 +1,112 @@
+"""Content-addressed blob store. One small interface; the local folder is the embedded implementation."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    sha256: str
+    size: int
+
+
+class BlobStore(ABC):
+    """Blobs are addressed by the SHA-256 of their bytes, so the same file is stored once."""
+
+    @abstractmethod
+    def put_file(self, source: BinaryIO) -> StoredBlob: ...
+
+    @abstractmethod
+    async def put_stream(self, chunks: AsyncIterator[bytes], max_bytes: int | None = None) -> StoredBlob: ...
+
+    @abstractmethod
+    def exists(self, sha256: str) -> bool: ...
+
+    @abstractmethod
+    def open(self, sha256: str) -> BinaryIO: ...
+
+    @abstractmethod
+    def local_path(self, sha256: str) -> Path | None:
+        """A filesystem path when the store has one (lets the server use sendfile)."""
+
+    def iter_bytes(self, sha256: str) -> Iterator[bytes]:
+        with self.open(sha256) as fh:
+            while chunk := fh.read(CHUNK):
+                yield chunk
+
+
+class BlobTooLarge(Exception):
+    pass
+
+
+class LocalBlobStore(BlobStore):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "tmp").mkdir(parents=True, exist_ok=True)
+
+    def _path(self, sha256: str) -> Path:
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            raise ValueError("not a sha256 digest")
+        return self.root / sha256[:2] / sha256[2:4] / sha256
+
+    def _commit(self, tmp_path: Path, digest: str) -> None:
+        final = self._path(digest)
+        if final.exists():
+            tmp_path.unlink(missing_ok=True)
+            return
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp_path, final)
+
+    def put_file(self, source: BinaryIO) -> StoredBlob:
+        hasher, size = hashlib.sha256(), 0
+        fd, name = tempfile.mkstemp(dir=self.root / "tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := source.read(CHUNK):
+                    hasher.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+            digest = hasher.hexdigest()
+            self._commit(Path(name), digest)
+        except BaseException:
+            Path(name).unlink(missing_ok=True)
+            raise
+        return StoredBlob(digest, size)
+
+    async def put_stream(self, chunks: AsyncIterator[bytes], max_bytes: int | None = None) -> StoredBlob:
+        hasher, size = hashlib.sha256(), 0
+        fd, name = tempfile.mkstemp(dir=self.root / "tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if max_bytes is not None and size > max_bytes:
+                        raise BlobTooLarge(f"upload exceeds {max_bytes} bytes")
+                    hasher.update(chunk)
+                    out.write(chunk)
+            digest = hasher.hexdigest()
+            self._commit(Path(name), digest)
+        except BaseException:
+            Path(name).unlink(missing_ok=True)
+            raise
+        return StoredBlob(digest, size)
+
+    def exists(self, sha256: str) -> bool:
+        return self._path(sha256).exists()
+
+    def open(self, sha256: str) -> BinaryIO:
+        return self._path(sha256).open("rb")
+
+    def local_path(self, sha256: str) -> Path | None:
+        path = self._path(sha256)
+        return path if path.exists() else None

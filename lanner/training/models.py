@@ -1,0 +1,100 @@
+"""Runs and what they report: epochs, console, system metrics and staged checkpoint uploads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from lanner.db import Base, utcnow
+
+
+class Run(Base):
+    """One trainer process reporting into a model. Status changes only through ``training/state.py``."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(20), default="starting")
+    termination_reason: Mapped[str | None] = mapped_column(String(40))
+    epochs: Mapped[int | None]
+    device: Mapped[str | None] = mapped_column(String(100))
+    train_args: Mapped[dict[str, Any] | None] = mapped_column()
+    environment: Mapped[dict[str, Any] | None] = mapped_column()
+    error: Mapped[dict[str, Any] | None] = mapped_column()
+    # Hash of the training_started body: a retried start returns the same run instead of a new model.
+    start_fingerprint: Mapped[str | None] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    last_event_at: Mapped[datetime | None]
+    completed_at: Mapped[datetime | None]
+
+
+class RunEvent(Base):
+    """Audit trail of status transitions (who moved a run, from what, to what, why)."""
+
+    __tablename__ = "run_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    from_status: Mapped[str | None] = mapped_column(String(20))
+    to_status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class EpochMetric(Base):
+    """One row per (model, epoch): a retried or resumed epoch replaces itself instead of duplicating."""
+
+    __tablename__ = "epoch_metrics"
+    __table_args__ = (UniqueConstraint("model_id", "epoch"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    epoch: Mapped[int]
+    metrics: Mapped[dict[str, Any]] = mapped_column()
+    fitness: Mapped[float | None]
+    system: Mapped[dict[str, Any] | None] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ConsoleChunk(Base):
+    __tablename__ = "console_chunks"
+    __table_args__ = (UniqueConstraint("model_id", "chunk_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    chunk_id: Mapped[int] = mapped_column(BigInteger)
+    content: Mapped[str] = mapped_column(Text)
+    line_count: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SystemMetric(Base):
+    __tablename__ = "system_metrics"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    data: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class StagedUpload(Base):
+    """A checkpoint upload slot handed to a trainer; ``checkpoint_saved`` promotes it onto the model."""
+
+    __tablename__ = "staged_uploads"
+
+    path: Mapped[str] = mapped_column(String(300), primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    filename: Mapped[str] = mapped_column(String(200))
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    uploaded_at: Mapped[datetime | None]
+    promoted_at: Mapped[datetime | None]

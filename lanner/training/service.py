@@ -1,0 +1,449 @@
+"""The training protocol: what the official trainer sends to ``/api/webhooks/training/metrics`` and
+``/api/webhooks/models/upload``, applied to runs and models. Every handler is safe to repeat."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from lanner.accounts import service as accounts_service
+from lanner.accounts.service import Principal
+from lanner.db import utcnow
+from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
+from lanner.projects import service as projects_service
+from lanner.projects.models import ModelRecord, Project
+from lanner.slugs import slugify
+from lanner.training.models import ConsoleChunk, EpochMetric, Run, StagedUpload, SystemMetric
+from lanner.training.schemas import (
+    CheckpointSavedData,
+    ConsoleData,
+    EpochEndData,
+    MetricsEvent,
+    TrainingCompleteData,
+    TrainingFailedData,
+    UploadCheckpointRequest,
+)
+from lanner.training.state import ACTIVE, RunStatus, transition, try_transition
+
+DUPLICATE_START_WINDOW = timedelta(minutes=10)
+
+
+def parse(model: type[BaseModel], data: dict[str, Any], event: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "data"
+        raise Unprocessable(f"{event}: data.{where}: {first.get('msg', 'invalid value')}") from None
+
+
+def _insert(session: Session, table: Any) -> Any:
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
+
+
+# --- resolving the model an event is about --------------------------------------------------------
+
+def resolve_project_for_start(session: Session, principal: Principal, project: str) -> Project:
+    """``owner/slug`` selects that workspace (the caller's only); any other path is a project of the caller."""
+    raw = project.strip().strip("/")
+    if not raw:
+        raise Unprocessable("training_started: 'project' is required")
+    owner, _, rest = raw.partition("/")
+    if rest:
+        if owner.lower() == principal.username:
+            slug = slugify(rest.replace("/", "-"))
+        elif accounts_service.get_user_by_username(session, username=owner) is not None:
+            raise Forbidden(f"this API key may not write to workspace '{owner}'")
+        else:
+            slug = slugify(raw.replace("/", "-"))
+    else:
+        slug = slugify(raw)
+    if not slug:
+        raise Unprocessable(f"training_started: project '{project}' has no usable name")
+    return projects_service.get_or_create_project(session, owner_id=principal.user_id, slug=slug)
+
+
+def writable_model(session: Session, principal: Principal, model_id: str) -> ModelRecord:
+    model = session.get(ModelRecord, model_id)
+    if model is None:
+        raise NotFound(f"model '{model_id}' not found")
+    if model.owner_id != principal.user_id:
+        project = session.get(Project, model.project_id)
+        if project is not None and project.visibility == "public":
+            raise Forbidden("this API key may not write to this model")
+        raise NotFound(f"model '{model_id}' not found")
+    return model
+
+
+def _model_by_name(session: Session, principal: Principal, project: str | None, name: str | None) -> ModelRecord:
+    """Legacy identity (project + name) for callers that send no modelId: the newest model with that slug."""
+    if not project:
+        raise Unprocessable("modelId is required (or project and name)")
+    proj = resolve_project_for_start(session, principal, project)
+    slug = slugify(name or "train")
+    model = session.scalar(select(ModelRecord).where(
+        ModelRecord.project_id == proj.id, ModelRecord.slug.like(f"{slug}%")
+    ).order_by(ModelRecord.created_at.desc()).limit(1))
+    if model is None:
+        raise NotFound(f"model '{proj.slug}/{slug}' not found")
+    return model
+
+
+def latest_run(session: Session, model_id: str) -> Run | None:
+    return session.scalar(select(Run).where(Run.model_id == model_id).order_by(Run.id.desc()).limit(1))
+
+
+def _run_for_event(session: Session, model: ModelRecord, run_id: Any) -> Run:
+    if run_id is not None:
+        try:
+            run = session.get(Run, int(run_id))
+        except (TypeError, ValueError):
+            raise Unprocessable("data.runId must be an integer") from None
+        if run is None or run.model_id != model.id:
+            raise NotFound(f"run {run_id} not found for this model")
+        return run
+    run = latest_run(session, model.id)
+    if run is None:
+        raise Conflict("this model has no training run: send training_started first")
+    return run
+
+
+def model_url(public_url: str, owner: str, project: str, model: str) -> str:
+    return f"{public_url.rstrip('/')}/{owner}/{project}/{model}"
+
+
+# --- events --------------------------------------------------------------------------------------
+
+class EventContext:
+    """What a handler needs besides the session; built once per request."""
+
+    def __init__(self, session: Session, principal: Principal, public_url: str) -> None:
+        self.session = session
+        self.principal = principal
+        self.public_url = public_url
+
+
+def handle_event(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
+    if body.event == "training_started":
+        return _training_started(ctx, body)
+    session = ctx.session
+    if body.modelId:
+        model = writable_model(session, ctx.principal, body.modelId)
+    else:
+        model = _model_by_name(session, ctx.principal, body.project, body.name)
+    run = _run_for_event(session, model, body.data.get("runId"))
+    HANDLERS[body.event](ctx, model, run, body.data)
+    run.last_event_at = utcnow()
+    response: dict[str, Any] = {"received": True, "event": body.event, "modelId": model.id, "runId": run.id}
+    if run.status == RunStatus.CANCELLED and run.termination_reason == "cancelled_by_user":
+        response["cancelled"] = True
+    return response
+
+
+def _fingerprint(body: MetricsEvent) -> str:
+    canonical = json.dumps({"project": body.project, "name": body.name, "modelId": body.modelId, "data": body.data},
+                           sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _started_response(ctx: EventContext, model: ModelRecord, run: Run, *, cancelled: bool = False) -> dict[str, Any]:
+    project = ctx.session.get(Project, model.project_id)
+    assert project is not None
+    response: dict[str, Any] = {
+        "received": True,
+        "event": "training_started",
+        "mode": "remote",
+        "modelId": model.id,
+        "runId": run.id,
+        "modelSlug": model.slug,
+        "modelUrl": model_url(ctx.public_url, ctx.principal.username, project.slug, model.slug),
+    }
+    if cancelled:
+        response["cancelled"] = True
+    return response
+
+
+def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
+    session, data = ctx.session, body.data
+    fingerprint = _fingerprint(body)
+    # A retried training_started (the response was lost) must not create a second model.
+    duplicate = session.scalar(select(Run).where(
+        Run.start_fingerprint == fingerprint, Run.status == RunStatus.STARTING.value, Run.created_at >= utcnow() - DUPLICATE_START_WINDOW
+    ).order_by(Run.id.desc()).limit(1))
+    if duplicate is not None:
+        model = session.get(ModelRecord, duplicate.model_id)
+        if model is not None and model.owner_id == ctx.principal.user_id:
+            return _started_response(ctx, model, duplicate)
+
+    epochs = data.get("epochs")
+    if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0):
+        raise Unprocessable("training_started: data.epochs must be a non-negative integer")
+    train_args = data.get("trainArgs")
+    if train_args is not None and not isinstance(train_args, dict):
+        raise Unprocessable("training_started: data.trainArgs must be an object")
+
+    if body.modelId:
+        model = writable_model(session, ctx.principal, body.modelId)
+        previous = latest_run(session, model.id)
+        if previous is not None and previous.status == RunStatus.CANCELLED:
+            # The user stopped this model; a resume of it is told so and tracks as a new model.
+            return _started_response(ctx, model, previous, cancelled=True)
+        if previous is not None and previous.status in ACTIVE:
+            try_transition(session, previous, RunStatus.FAILED, reason="superseded_by_resume")
+    else:
+        if not body.project:
+            raise Unprocessable("training_started: 'project' (owner/slug) is required")
+        project = resolve_project_for_start(session, ctx.principal, body.project)
+        name = body.name or "train"
+        model = projects_service.create_model(session, project, name=name, unique=True)
+        model.status = RunStatus.STARTING.value
+
+    environment = data.get("environment") if isinstance(data.get("environment"), dict) else None
+    run = Run(model_id=model.id, status=RunStatus.STARTING.value, epochs=epochs, device=str(data.get("device") or ""),
+              train_args=train_args, environment=environment, start_fingerprint=fingerprint,
+              last_event_at=utcnow())
+    session.add(run)
+    session.flush()
+    model.status = RunStatus.STARTING.value
+    model.train_args = train_args or model.train_args
+    model.epochs = epochs if epochs is not None else model.epochs
+    model.environment = environment or model.environment
+    model.started_at = model.started_at or utcnow()
+    model.completed_at = None
+    model.training_error = None
+    if train_args:
+        task = train_args.get("task")
+        model.task = task if task in projects_service.TASKS else model.task
+        model.base_model = str(train_args.get("model") or "") or model.base_model
+    if isinstance(data.get("modelInfo"), dict):
+        model.model_info = data["modelInfo"]
+    session.flush()
+    return _started_response(ctx, model, run)
+
+
+def _mark_running(session: Session, run: Run) -> None:
+    if run.status == RunStatus.STARTING:
+        try_transition(session, run, RunStatus.RUNNING, reason="first report")
+
+
+def is_final_evaluation(session: Session, run: Run, parsed: EpochEndData) -> bool:
+    """The trainer re-sends ``epoch_end`` once more after training (``final_eval``) with the best weights'
+    validation at index ``last epoch + 1``. It is a result, not an epoch: it must not enter the history.
+    Recognised by its index past the planned epochs, or (after an early stop) by the validation losses that
+    only the in-training validation reports."""
+    if run.epochs is not None and parsed.epoch >= run.epochs:
+        return True
+    if any(k.startswith("val/") for k in parsed.metrics):
+        return False
+    previous = session.scalar(select(EpochMetric.metrics).where(
+        EpochMetric.run_id == run.id, EpochMetric.epoch == parsed.epoch - 1))
+    return bool(previous) and any(k.startswith("val/") for k in previous)
+
+
+def _epoch_end(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+    parsed: EpochEndData = parse(EpochEndData, data, "epoch_end")
+    session = ctx.session
+    if is_final_evaluation(session, run, parsed):
+        model.metrics = {**parsed.metrics, **({"fitness": parsed.fitness} if parsed.fitness is not None else {})}
+        return
+    values = {"model_id": model.id, "run_id": run.id, "epoch": parsed.epoch, "metrics": parsed.metrics,
+              "fitness": parsed.fitness, "system": parsed.system, "created_at": utcnow()}
+    stmt = _insert(session, EpochMetric).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["model_id", "epoch"],
+        set_={k: stmt.excluded[k] for k in ("run_id", "metrics", "fitness", "system", "created_at")},
+    )
+    session.execute(stmt)
+    _mark_running(session, run)
+    changes: dict[str, Any] = {"metrics": parsed.metrics, "updated_at": utcnow()}
+    if parsed.best_fitness is not None:
+        changes["best_fitness"] = parsed.best_fitness
+    if parsed.modelInfo:
+        changes["model_info"] = parsed.modelInfo
+    total = parsed.total_epochs or parsed.epochs_total
+    if total:
+        changes["epochs"] = total
+    session.execute(update(ModelRecord).where(ModelRecord.id == model.id).values(**changes)
+                    .execution_options(synchronize_session=False))
+    if parsed.system:
+        session.add(SystemMetric(run_id=run.id, data=parsed.system))
+
+
+def _console_output(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+    parsed: ConsoleData = parse(ConsoleData, data, "console_output")
+    stmt = _insert(ctx.session, ConsoleChunk).values(
+        model_id=model.id, run_id=run.id, chunk_id=parsed.chunkId, content=parsed.content,
+        line_count=parsed.lineCount, created_at=utcnow(),
+    ).on_conflict_do_nothing(index_elements=["model_id", "chunk_id"])
+    ctx.session.execute(stmt)
+    _mark_running(ctx.session, run)
+
+
+def _system_metrics(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+    ctx.session.add(SystemMetric(run_id=run.id, data=data))
+
+
+def _training_progress(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+    _mark_running(ctx.session, run)
+
+
+def promote_checkpoint(session: Session, model: ModelRecord, path: str, run: Run | None) -> bool:
+    staged = session.get(StagedUpload, path)
+    if staged is None or staged.model_id != model.id:
+        raise NotFound(f"no upload '{path}' for this model")
+    if run is not None and staged.run_id is not None and staged.run_id != run.id:
+        raise Unprocessable("checkpoint_saved: the upload belongs to another run")
+    if staged.sha256 is None:
+        raise Conflict(f"checkpoint '{path}' was not uploaded yet")
+    model.weights_sha256 = staged.sha256
+    model.weights_size = staged.size
+    model.weights_name = staged.filename
+    staged.promoted_at = staged.promoted_at or utcnow()
+    return True
+
+
+def _checkpoint_saved(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+    parsed: CheckpointSavedData = parse(CheckpointSavedData, data, "checkpoint_saved")
+    promote_checkpoint(ctx.session, model, parsed.modelPath, run)
+
+
+def _training_complete(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+    parsed: TrainingCompleteData = parse(TrainingCompleteData, data, "training_complete")
+    results = parsed.results
+    metrics = results.get("metrics")
+    if isinstance(metrics, dict):
+        model.metrics = metrics
+    if isinstance(results.get("bestEpoch"), int):
+        model.best_epoch = results["bestEpoch"]
+    if isinstance(results.get("bestFitness"), int | float):
+        model.best_fitness = float(results["bestFitness"])
+    if parsed.classNames is not None:
+        model.class_names = [str(n) for n in parsed.classNames]
+    if parsed.plots is not None:
+        model.plots = parsed.plots
+    model.results = results
+    model_path = results.get("modelPath")
+    if isinstance(model_path, str) and model_path:
+        staged = ctx.session.get(StagedUpload, model_path)
+        if staged is not None and staged.model_id == model.id and staged.sha256:
+            promote_checkpoint(ctx.session, model, model_path, run)
+    if run.status in (RunStatus.STARTING, RunStatus.RUNNING):
+        transition(ctx.session, run, RunStatus.COMPLETED, reason="training_complete")
+    model.completed_at = model.completed_at or utcnow()
+
+
+def _training_failed(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+    parsed: TrainingFailedData = parse(TrainingFailedData, data, "training_failed")
+    error = {"message": parsed.error or "training failed", "timestamp": utcnow().isoformat().replace("+00:00", "Z")}
+    if parsed.code:
+        error["code"] = parsed.code
+    if run.status in ACTIVE:
+        run.error = error
+        model.training_error = error
+        transition(ctx.session, run, RunStatus.FAILED, reason=parsed.code or "training_failed")
+
+
+HANDLERS: dict[str, Callable[[EventContext, ModelRecord, Run, dict[str, Any]], None]] = {
+    "epoch_end": _epoch_end,
+    "console_output": _console_output,
+    "system_metrics": _system_metrics,
+    "training_progress": _training_progress,
+    "checkpoint_saved": _checkpoint_saved,
+    "training_complete": _training_complete,
+    "training_failed": _training_failed,
+}
+
+
+# --- checkpoint uploads --------------------------------------------------------------------------
+
+def stage_checkpoint_upload(session: Session, principal: Principal, body: UploadCheckpointRequest) -> StagedUpload:
+    filename = body.filename.replace("\\", "/").rsplit("/", 1)[-1]
+    if not filename or filename in (".", "..") or not filename.endswith((".pt", ".pth", ".onnx", ".zip")):
+        raise Unprocessable("filename must be a checkpoint file name such as best.pt")
+    if body.modelId:
+        model = writable_model(session, principal, body.modelId)
+    else:
+        model = _model_by_name(session, principal, body.project, body.name)
+    run_id = None
+    if body.runId is not None:
+        run = session.get(Run, body.runId)
+        if run is None or run.model_id != model.id:
+            raise NotFound(f"run {body.runId} not found for this model")
+        run_id = run.id
+    path = f"checkpoints/{model.id}/{run_id or 0}/{secrets.token_hex(8)}/{filename}"
+    staged = StagedUpload(path=path, model_id=model.id, run_id=run_id, filename=filename)
+    session.add(staged)
+    session.flush()
+    return staged
+
+
+# --- cancel --------------------------------------------------------------------------------------
+
+def cancel_training(session: Session, model: ModelRecord) -> Run:
+    """Mark the active run cancelled; the trainer learns it from its next webhook response."""
+    run = latest_run(session, model.id)
+    if run is None or run.status not in ACTIVE:
+        raise Conflict("this model has no active training run to cancel")
+    transition(session, run, RunStatus.CANCELLED, reason="cancelled_by_user")
+    return run
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+def _as_float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def job_view(session: Session, model: ModelRecord) -> dict[str, Any] | None:
+    """``models.training`` job: status, progress and timing of the model's latest run."""
+    from lanner.projects.schemas import iso, numeric_metrics
+
+    run = latest_run(session, model.id)
+    if run is None:
+        return None
+    epochs = list(session.scalars(select(EpochMetric).where(EpochMetric.run_id == run.id)
+                                  .order_by(EpochMetric.epoch)))
+    total = float(run.epochs or model.epochs or 0)
+    done = float(epochs[-1].epoch + 1) if epochs else 0.0
+    end = run.completed_at or utcnow()
+    elapsed_ms = max(0.0, (end - (run.started_at or run.created_at)).total_seconds() * 1000)
+    per_epoch = 0.0
+    if len(epochs) >= 2:
+        span = (epochs[-1].created_at - epochs[0].created_at).total_seconds() * 1000
+        per_epoch = span / (len(epochs) - 1)
+    elif epochs and run.started_at:
+        per_epoch = max(0.0, (epochs[0].created_at - run.started_at).total_seconds() * 1000)
+    remaining = max(0.0, total - done)
+    args = run.train_args or {}
+    train_args = {k: v for k, v in {"model": args.get("model"), "epochs": _as_float(args.get("epochs")),
+                                    "batch": _as_float(args.get("batch")),
+                                    "imgsz": _as_float(args.get("imgsz"))}.items() if v is not None}
+    return {
+        "id": str(run.id),
+        "status": run.status,
+        "progress": {k: v for k, v in {
+            "currentEpoch": done, "totalEpochs": total, "startedAt": iso(run.started_at),
+            "completedAt": iso(run.completed_at),
+            "percentage": round(100.0 * done / total, 2) if total else 0.0}.items() if v is not None},
+        "timing": {"elapsedMs": elapsed_ms, "timePerEpochMs": per_epoch,
+                   "etaMs": 0.0 if run.status in ("completed", "failed", "cancelled") else per_epoch * remaining},
+        "compute": None,
+        "trainArgs": train_args or None,
+        "epochMetrics": numeric_metrics(epochs[-1].metrics) if epochs else None,
+        "error": run.error,
+        "createdAt": iso(run.created_at),
+        "updatedAt": iso(run.last_event_at or run.created_at),
+    }

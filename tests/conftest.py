@@ -1,0 +1,102 @@
+"""Fixtures: an app per test on SQLite or on a real PostgreSQL, users with keys, and the official SDK."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from ultralytics_platform import Platform
+
+from lanner.app import create_app
+from lanner.config import Settings
+from lanner.migrate import upgrade_database
+from tests.pg import PostgresCluster
+
+TEST_URL = "http://testserver"
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    cluster = PostgresCluster().start()
+    cluster.execute("CREATE DATABASE lanner_template")
+    upgrade_database(cluster.url("lanner_template"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'lanner.db'}"
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    name = f"lanner_test_{next(_db_counter)}"
+    cluster.execute(f"CREATE DATABASE {name} TEMPLATE lanner_template")
+    return cluster.url(name)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return Settings(home=tmp_path / "home", database_url=database_url, public_url=TEST_URL,
+                    secret_key="test-secret", api_key_cache_seconds=0)
+
+
+@pytest.fixture
+def app(settings: Settings) -> Any:
+    application = create_app(settings)
+    yield application
+    application.state.lanner.db.dispose()
+
+
+@pytest.fixture
+def client(app: Any) -> Iterator[TestClient]:
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@dataclass
+class Account:
+    username: str
+    user_id: str
+    key: str
+    headers: dict[str, str]
+
+
+@pytest.fixture
+def make_account(app: Any) -> Callable[..., Account]:
+    from lanner.accounts import service
+
+    def make(username: str = "alice", *, tier: str = "free", password: str | None = None,
+             credits_micros: int = 0) -> Account:
+        with app.state.lanner.db.session() as session:
+            user = service.create_user(session, username=username, tier=tier, password=password,
+                                       credits_micros=credits_micros)
+            _, key = service.create_api_key(session, user=user)
+            return Account(user.username, user.id, key, {"Authorization": f"Bearer {key}"})
+
+    return make
+
+
+@pytest.fixture
+def alice(make_account: Callable[..., Account]) -> Account:
+    return make_account("alice", password="correct horse")
+
+
+@pytest.fixture
+def bob(make_account: Callable[..., Account]) -> Account:
+    return make_account("bob")
+
+
+@pytest.fixture
+def sdk(client: TestClient) -> Callable[[Account], Platform]:
+    """The official SDK, talking to the in-process app through the test client."""
+
+    def make(account: Account) -> Platform:
+        return Platform(api_key=account.key, base_url=TEST_URL, http_client=client, max_retries=0)
+
+    return make
