@@ -92,7 +92,8 @@ def test_full_run_lifecycle(sdk, alice, client):
     assert files[0]["name"] == "best.pt"
     assert client.get(files[0]["downloadUrl"]).content == b"weights-bytes"
     job = assert_sdk_type(platform.models.training("alice", "shapes", "train"), "ModelsTrainingResponse")["job"]
-    assert job["status"] == "completed" and job["progress"]["currentEpoch"] == 2 and job["progress"]["percentage"] == 100
+    assert job["status"] == "completed"
+    assert job["progress"]["currentEpoch"] == 2 and job["progress"]["percentage"] == 100
     listed = assert_sdk_type(platform.projects.retrieve("alice", "shapes"), "ProjectsRetrieveResponse")
     assert listed["models"][0]["epochCount"] == 2
 

@@ -11,7 +11,7 @@ from lanner.accounts import service
 from lanner.accounts.models import User
 from lanner.accounts.schemas import ApiKeyCreate, LoginRequest
 from lanner.billing import service as billing_service
-from lanner.deps import SESSION_COOKIE, CurrentPrincipal, Ctx, DbSession
+from lanner.deps import SESSION_COOKIE, Ctx, CurrentPrincipal, DbSession
 from lanner.errors import NotFound
 from lanner.projects.models import ModelRecord, Project
 from lanner.projects.schemas import iso

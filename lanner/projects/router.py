@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.deps import CurrentPrincipal, Ctx, DbSession
+from lanner.deps import Ctx, CurrentPrincipal, DbSession
 from lanner.projects import service
 from lanner.projects.models import ModelRecord, Project
 from lanner.projects.schemas import REGION, ModelCreate, ProjectCreate, model_item, model_summary, project_item

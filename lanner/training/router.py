@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from lanner.deps import CurrentPrincipal, Ctx, DbSession
+from lanner.deps import Ctx, CurrentPrincipal, DbSession
 from lanner.storage.signing import upload_path
 from lanner.training import service
 from lanner.training.schemas import MetricsEvent, UploadCheckpointRequest

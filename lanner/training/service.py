@@ -178,7 +178,9 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
     fingerprint = _fingerprint(body)
     # A retried training_started (the response was lost) must not create a second model.
     duplicate = session.scalar(select(Run).where(
-        Run.start_fingerprint == fingerprint, Run.status == RunStatus.STARTING.value, Run.created_at >= utcnow() - DUPLICATE_START_WINDOW
+        Run.start_fingerprint == fingerprint,
+        Run.status == RunStatus.STARTING.value,
+        Run.created_at >= utcnow() - DUPLICATE_START_WINDOW,
     ).order_by(Run.id.desc()).limit(1))
     if duplicate is not None:
         model = session.get(ModelRecord, duplicate.model_id)

@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh Debian machine with Python 3.11: `make run` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.lanner-installed
+
+.PHONY: run test lint system-test-deps bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, pinned: the machines' pip constraints cap it here, and a bare `torch` would pull a newer CUDA build
+	$(BIN)/pip install -q torch==2.14.1 torchvision==0.29.1
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/lanner demo
+	$(BIN)/lanner serve --host 127.0.0.1 --port 8000
+
+# PostgreSQL (initdb, pg_ctl) for the tests that run the API against a real server.
+system-test-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null)
+
+lint: $(STAMP)
+	$(BIN)/ruff check lanner tests benchmarks
+
+test: $(STAMP) system-test-deps lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: $(STAMP)
+	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)
+	$(BIN)/python benchmarks/webhook_ingest.py
+
+clean:
+	rm -rf $(VENV) .lanner runs

@@ -1,0 +1,89 @@
+"""Run the real ``lanner serve`` in a subprocess, and the real trainer with a clean environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lanner_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
+    env.update({"LANNER_HOME": str(home), **extra})
+    return env
+
+
+def lanner_cli(home: Path, *args: str, **extra: str) -> str:
+    result = subprocess.run([str(VENV_BIN / "lanner"), *args], capture_output=True, text=True,
+                            env=lanner_env(home, **extra), check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"lanner {' '.join(args)} failed: {result.stderr}")
+    return result.stdout.strip()
+
+
+@dataclass
+class Server:
+    url: str
+    home: Path
+    process: subprocess.Popen
+    log: Path
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_server(home: Path, **extra: str) -> Server:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = home / "server.log"
+    home.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen([str(VENV_BIN / "lanner"), "serve", "--port", str(port)],
+                               env=lanner_env(home, LANNER_PUBLIC_URL=url, **extra),
+                               stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {log.read_text()}")
+        try:
+            if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
+                return Server(url, home, process, log)
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"server did not start: {log.read_text()}")
+
+
+def trainer_env(workdir: Path, platform_url: str, api_key: str) -> dict[str, str]:
+    """What a worker gives the trainer: no pytest markers (they disable the Platform callbacks)."""
+    return {
+        "PATH": f"{VENV_BIN}:/usr/bin:/bin",
+        "HOME": str(workdir),
+        "YOLO_CONFIG_DIR": str(workdir / "config"),
+        "ULTRALYTICS_PLATFORM_URL": platform_url,
+        "ULTRALYTICS_API_KEY": api_key,
+        "OMP_NUM_THREADS": "2",
+        "MPLBACKEND": "Agg",
+    }
+
+
+def yolo(workdir: Path, env: dict[str, str], *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VENV_BIN / "yolo"), *args], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
