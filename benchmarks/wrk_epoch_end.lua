@@ -13,7 +13,7 @@
 --   BENCH_PATH         request path (default /api/webhooks/training/metrics)
 --
 -- done() prints one line `BENCH_RESULT {json}` with the per-status counts, socket errors, latency
--- percentiles (microseconds) and, per thread/model: requests sent, 2xx received and the epochs that were
+-- percentiles (microseconds), the request body size and, per thread/model: requests sent, 2xx received and the epochs that were
 -- sent but not acknowledged with a 2xx.
 
 local model_ids_env = os.getenv("BENCH_MODEL_IDS") or ""
@@ -37,17 +37,19 @@ function setup(thread)
   thread:set("tid", #threads)
 end
 
+-- Floats go out at full precision (%.17g), the way Python's json.dumps writes the trainer's floats. The runs
+-- train on CPU (training_started says device "cpu"), so "gpus" is empty, as SystemLogger reports it there.
 local body_format = table.concat({
   '{"modelId":"%s","event":"epoch_end","data":{"epoch":%d,',
-  '"metrics":{"train/box_loss":%.5f,"train/cls_loss":%.5f,"train/dfl_loss":%.5f,',
-  '"metrics/precision(B)":%.5f,"metrics/recall(B)":%.5f,"metrics/mAP50(B)":%.5f,"metrics/mAP50-95(B)":%.5f,',
-  '"val/box_loss":%.5f,"val/cls_loss":%.5f,"val/dfl_loss":%.5f,"lr":%.8f},',
-  '"system":{"cpu":%.1f,"ram":%.1f,',
-  '"disk":[{"mount":"/","used_gb":256.8,"total_gb":512.0},{"mount":"/data","used_gb":1843.2,"total_gb":3726.0}],',
-  '"disk_io":{"read_mbs":%.2f,"write_mbs":%.2f},"network":{"recv_mbs":%.2f,"sent_mbs":%.2f},',
-  '"gpus":{"0":{"usage":%.1f,"memory":%.1f,"temp":%d,"power":%d},"1":{"usage":%.1f,"memory":%.1f,"temp":%d,"power":%d}},',
-  '"driver_version":"570.133.20","cuda_version":"12.8"},',
-  '"fitness":%.5f,"best_fitness":%.5f}}',
+  '"metrics":{"train/box_loss":%.17g,"train/cls_loss":%.17g,"train/dfl_loss":%.17g,',
+  '"metrics/precision(B)":%.17g,"metrics/recall(B)":%.17g,"metrics/mAP50(B)":%.17g,',
+  '"metrics/mAP50-95(B)":%.17g,"val/box_loss":%.17g,"val/cls_loss":%.17g,"val/dfl_loss":%.17g,',
+  '"lr":%.17g},',
+  '"system":{"cpu":%.1f,"ram":%.1f,"disk":[',
+  '{"mount":"/","used_gb":256.8,"total_gb":512.0},{"mount":"/boot/efi","used_gb":0.1,"total_gb":0.5},',
+  '{"mount":"/data","used_gb":1843.2,"total_gb":3726.0},{"mount":"/home","used_gb":402.7,"total_gb":915.8}],',
+  '"disk_io":{"read_mbs":%.2f,"write_mbs":%.2f},"network":{"recv_mbs":%.2f,"sent_mbs":%.2f},"gpus":{}},',
+  '"fitness":%.17g,"best_fitness":%.17g}}',
 })
 
 function init(args)
@@ -62,6 +64,7 @@ function init(args)
   codes = {}
   unacked = {}        -- epochs sent without a 2xx answer
   pending = nil       -- epoch of the request on the wire, if any
+  body_bytes = 0      -- size of the last body sent
   first_error = nil   -- status and body of the first non-2xx answer
   headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. api_key}
 end
@@ -84,8 +87,8 @@ function request()
     0.80 - 0.5 * decay, 0.76 - 0.5 * decay, map50, map,
     1.0 + 0.5 * decay, 0.6 + 1.4 * decay, 0.95 + 0.4 * decay, 0.01 * decay + 0.0001,
     35.0 + (e % 40), 61.3 + (e % 7), 12.5 + (e % 9), 8.25, 5.2, 1.1,
-    95.0 - (e % 5), 85.4, 70 + (e % 4), 280 + (e % 10), 94.1, 82.7, 69 + (e % 3), 276 + (e % 8),
     0.1 * map50 + 0.9 * map, 0.1 * map50 + 0.9 * map)
+  body_bytes = #body
   return wrk.format("POST", path, headers, body)
 end
 
@@ -143,12 +146,16 @@ function done(summary, latency, requests)
   for k, v in pairs(codes_total) do
     code_parts[#code_parts + 1] = string.format("%s:%d", json_string(k), v)
   end
+  local body_bytes = 0
+  for _, thread in ipairs(threads) do
+    body_bytes = math.max(body_bytes, thread:get("body_bytes") or 0)
+  end
   local e = summary.errors
   io.write(string.format(
-    'BENCH_RESULT {"duration_us":%d,"requests":%d,"bytes":%d,"codes":{%s},' ..
+    'BENCH_RESULT {"duration_us":%d,"requests":%d,"bytes":%d,"body_bytes":%d,"codes":{%s},' ..
     '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
     '"latency_us":{"p50":%d,"p90":%d,"p99":%d,"max":%d,"mean":%.1f},"threads":[%s]}\n',
-    summary.duration, summary.requests, summary.bytes, table.concat(code_parts, ","),
+    summary.duration, summary.requests, summary.bytes, body_bytes, table.concat(code_parts, ","),
     e.connect, e.read, e.write, e.status, e.timeout,
     latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean,
     table.concat(per_thread, ",")))

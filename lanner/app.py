@@ -22,7 +22,9 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        ctx.ingest.start()
         yield
+        ctx.ingest.stop()
         ctx.db.dispose()
 
     app = FastAPI(

@@ -8,6 +8,7 @@ from lanner.config import Settings
 from lanner.db import Database
 from lanner.storage.blobs import BlobStore, LocalBlobStore
 from lanner.storage.signing import URLSigner
+from lanner.training.ingest import IngestWriter
 
 
 @dataclass
@@ -16,15 +17,18 @@ class AppContext:
     db: Database
     blobs: BlobStore
     signer: URLSigner
+    ingest: IngestWriter
     key_cache: dict[str, tuple[float, object]] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AppContext:
         home = settings.resolved_home
         home.mkdir(parents=True, exist_ok=True)
+        db = Database(settings.resolved_database_url)
         return cls(
             settings=settings,
-            db=Database(settings.resolved_database_url),
+            db=db,
+            ingest=IngestWriter(db, settings.public_url),
             blobs=LocalBlobStore(settings.blob_root),
             signer=URLSigner(settings.resolved_secret_key, settings.public_url, settings.signed_url_ttl_seconds),
         )

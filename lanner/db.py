@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import JSON, DateTime, MetaData, String, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
@@ -71,9 +72,15 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _json_dumps(value: Any) -> str:
+    """orjson: several times faster than the standard library on the metrics dicts the trainer sends."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20,
+                               json_serializer=_json_dumps, json_deserializer=orjson.loads)
         event.listen(engine, "connect", _sqlite_pragmas)
         # SQLite's own BEGIN is deferred; take the write lock up front so concurrent writers queue
         # instead of failing with "database is locked" on lock upgrade.
@@ -84,7 +91,8 @@ def make_engine(url: str) -> Engine:
             dbapi_connection.isolation_level = None
 
         return engine
-    return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+    return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True, json_serializer=_json_dumps,
+                         json_deserializer=orjson.loads)
 
 
 class Database:

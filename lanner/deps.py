@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
@@ -16,7 +17,8 @@ from lanner.errors import Unauthorized
 SESSION_COOKIE = "lanner_session"
 
 
-def get_ctx(request: Request) -> AppContext:
+async def get_ctx(request: Request) -> AppContext:
+    """Async on purpose: FastAPI runs a sync dependency in the threadpool, a hop per request for a lookup."""
     return request.app.state.lanner
 
 
@@ -55,3 +57,21 @@ def get_principal(request: Request, ctx: Ctx, session: DbSession) -> Principal:
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+async def get_principal_nonblocking(request: Request, ctx: Ctx) -> Principal:
+    """For async hot paths: a cached key costs no thread hop; anything else is checked in the threadpool."""
+    token = _bearer(request)
+    if token:
+        principal = accounts_service.cached_principal(key=token, cache=ctx.key_cache)
+        if principal is not None:
+            return principal
+
+    def lookup() -> Principal:
+        with ctx.db.session() as session:
+            return get_principal(request, ctx, session)
+
+    return await run_in_threadpool(lookup)
+
+
+FastPrincipal = Annotated[Principal, Depends(get_principal_nonblocking)]

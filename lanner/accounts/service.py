@@ -95,6 +95,14 @@ def revoke_api_key(session: Session, *, user_id: str, key_id: str, cache: dict |
         cache.pop(key.digest, None)
 
 
+def cached_principal(*, key: str, cache: dict) -> Principal | None:
+    """The principal for ``key`` if it was verified within the cache's lifetime; no database access."""
+    hit = cache.get(key_digest(key))
+    if hit and hit[0] > time.monotonic():
+        return hit[1]
+    return None
+
+
 def authenticate_key(session: Session, *, key: str, cache: dict, ttl: float) -> Principal:
     if not looks_like_api_key(key):
         raise Unauthorized("invalid API key")

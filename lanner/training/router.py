@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from lanner.deps import Ctx, CurrentPrincipal, DbSession
+from lanner.deps import Ctx, CurrentPrincipal, DbSession, FastPrincipal
 from lanner.storage.signing import upload_path
 from lanner.training import service
 from lanner.training.schemas import MetricsEvent, UploadCheckpointRequest
@@ -15,10 +15,9 @@ router = APIRouter(tags=["training"])
 
 
 @router.post("/api/webhooks/training/metrics")
-def training_metrics(body: MetricsEvent, principal: CurrentPrincipal, session: DbSession,
-                     ctx: Ctx) -> dict[str, Any]:
-    event_ctx = service.EventContext(session, principal, ctx.settings.public_url)
-    return service.handle_event(event_ctx, body)
+async def training_metrics(body: MetricsEvent, principal: FastPrincipal, ctx: Ctx) -> dict[str, Any]:
+    """Answered once the event is committed; events are group-committed by ``training/ingest.py``."""
+    return await ctx.ingest.submit(principal, body)
 
 
 @router.post("/api/webhooks/models/upload")

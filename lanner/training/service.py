@@ -12,7 +12,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
@@ -22,7 +21,7 @@ from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.slugs import slugify
-from lanner.training.models import ConsoleChunk, EpochMetric, Run, StagedUpload, SystemMetric
+from lanner.training.models import EpochMetric, Run, StagedUpload
 from lanner.training.schemas import (
     CheckpointSavedData,
     ConsoleData,
@@ -33,6 +32,7 @@ from lanner.training.schemas import (
     UploadCheckpointRequest,
 )
 from lanner.training.state import ACTIVE, RunStatus, transition, try_transition
+from lanner.training.writes import HOT_EVENTS, BatchState, RunRef
 
 DUPLICATE_START_WINDOW = timedelta(minutes=10)
 
@@ -44,11 +44,6 @@ def parse(model: type[BaseModel], data: dict[str, Any], event: str) -> Any:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "data"
         raise Unprocessable(f"{event}: data.{where}: {first.get('msg', 'invalid value')}") from None
-
-
-def _insert(session: Session, table: Any) -> Any:
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
 
 
 # --- resolving the model an event is about --------------------------------------------------------
@@ -125,26 +120,63 @@ def model_url(public_url: str, owner: str, project: str, model: str) -> str:
 # --- events --------------------------------------------------------------------------------------
 
 class EventContext:
-    """What a handler needs besides the session; built once per request."""
+    """What a handler needs besides the session; ``batch`` is shared by the events of one transaction."""
 
-    def __init__(self, session: Session, principal: Principal, public_url: str) -> None:
+    def __init__(self, session: Session, principal: Principal, public_url: str,
+                 batch: BatchState | None = None) -> None:
         self.session = session
         self.principal = principal
         self.public_url = public_url
+        self.batch = batch or BatchState()
+
+
+def _check_writable(ctx: EventContext, model_id: str) -> None:
+    if ctx.batch.lookups.owner(ctx.session, model_id) != ctx.principal.user_id:
+        writable_model(ctx.session, ctx.principal, model_id)  # raises the right 404 or 403
+
+
+def _run_ref(ctx: EventContext, model_id: str, run_id: Any) -> RunRef:
+    lookups = ctx.batch.lookups
+    if run_id is not None:
+        if isinstance(run_id, bool) or not isinstance(run_id, int | str) or not str(run_id).isdigit():
+            raise Unprocessable("data.runId must be an integer")
+        run = lookups.run_by_id(ctx.session, int(run_id))
+        if run is None or run.model_id != model_id:
+            raise NotFound(f"run {run_id} not found for this model")
+        return run
+    run = lookups.latest_run(ctx.session, model_id)
+    if run is None:
+        raise Conflict("this model has no training run: send training_started first")
+    return run
+
+
+def _orm_run(session: Session, ref: RunRef) -> Run:
+    run = session.get(Run, ref.id)
+    assert run is not None
+    return run
+
+
+def _orm_model(session: Session, model_id: str) -> ModelRecord:
+    model = session.get(ModelRecord, model_id)
+    assert model is not None
+    return model
 
 
 def handle_event(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
+    """Apply one event. Hot events only queue rows on ``ctx.batch``; the caller must ``ctx.batch.finish()``."""
+    if body.event not in HOT_EVENTS:
+        ctx.batch.before_state_change(ctx.session)
     if body.event == "training_started":
         return _training_started(ctx, body)
-    session = ctx.session
     if body.modelId:
-        model = writable_model(session, ctx.principal, body.modelId)
+        model_id = body.modelId
+        _check_writable(ctx, model_id)
     else:
-        model = _model_by_name(session, ctx.principal, body.project, body.name)
-    run = _run_for_event(session, model, body.data.get("runId"))
-    HANDLERS[body.event](ctx, model, run, body.data)
-    run.last_event_at = utcnow()
-    response: dict[str, Any] = {"received": True, "event": body.event, "modelId": model.id, "runId": run.id}
+        model_id = _model_by_name(ctx.session, ctx.principal, body.project, body.name).id
+    run = _run_ref(ctx, model_id, body.data.get("runId"))
+    HANDLERS[body.event](ctx, model_id, run, body.data)
+    ctx.batch.writes.seen_runs.add(run.id)
+    response: dict[str, Any] = {"received": True, "event": body.event, "modelId": model_id, "runId": run.id}
     if run.status == RunStatus.CANCELLED and run.termination_reason == "cancelled_by_user":
         response["cancelled"] = True
     return response
@@ -233,12 +265,14 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
     return _started_response(ctx, model, run)
 
 
-def _mark_running(session: Session, run: Run) -> None:
+def _mark_running(session: Session, run: RunRef) -> None:
     if run.status == RunStatus.STARTING:
-        try_transition(session, run, RunStatus.RUNNING, reason="first report")
+        orm_run = _orm_run(session, run)
+        try_transition(session, orm_run, RunStatus.RUNNING, reason="first report")
+        run.status = orm_run.status
 
 
-def is_final_evaluation(session: Session, run: Run, parsed: EpochEndData) -> bool:
+def is_final_evaluation(ctx: EventContext, model_id: str, run: RunRef, parsed: EpochEndData) -> bool:
     """The trainer re-sends ``epoch_end`` once more after training (``final_eval``) with the best weights'
     validation at index ``last epoch + 1``. It is a result, not an epoch: it must not enter the history.
     Recognised by its index past the planned epochs, or (after an early stop) by the validation losses that
@@ -247,63 +281,56 @@ def is_final_evaluation(session: Session, run: Run, parsed: EpochEndData) -> boo
         return True
     if any(k.startswith("val/") for k in parsed.metrics):
         return False
-    previous = session.scalar(select(EpochMetric.metrics).where(
-        EpochMetric.run_id == run.id, EpochMetric.epoch == parsed.epoch - 1))
+    pending = [row["metrics"] for row in ctx.batch.writes.epochs
+               if row["model_id"] == model_id and row["epoch"] == parsed.epoch - 1]
+    previous = pending[-1] if pending else ctx.session.scalar(select(EpochMetric.metrics).where(
+        EpochMetric.model_id == model_id, EpochMetric.epoch == parsed.epoch - 1))
     return bool(previous) and any(k.startswith("val/") for k in previous)
 
 
-def _epoch_end(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+def _epoch_end(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
     parsed: EpochEndData = parse(EpochEndData, data, "epoch_end")
-    session = ctx.session
-    if is_final_evaluation(session, run, parsed):
-        model.metrics = {**parsed.metrics, **({"fitness": parsed.fitness} if parsed.fitness is not None else {})}
+    writes = ctx.batch.writes
+    if is_final_evaluation(ctx, model_id, run, parsed):
+        final = dict(parsed.metrics)
+        if parsed.fitness is not None:
+            final["fitness"] = parsed.fitness
+        writes.set_model_metrics(model_id, final, None)
         return
-    values = {"model_id": model.id, "run_id": run.id, "epoch": parsed.epoch, "metrics": parsed.metrics,
-              "fitness": parsed.fitness, "system": parsed.system, "created_at": utcnow()}
-    stmt = _insert(session, EpochMetric).values(**values)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["model_id", "epoch"],
-        set_={k: stmt.excluded[k] for k in ("run_id", "metrics", "fitness", "system", "created_at")},
-    )
-    session.execute(stmt)
-    _mark_running(session, run)
-    changes: dict[str, Any] = {"metrics": parsed.metrics, "updated_at": utcnow()}
-    if parsed.best_fitness is not None:
-        changes["best_fitness"] = parsed.best_fitness
+    writes.add_epoch(model_id=model_id, run_id=run.id, epoch=parsed.epoch, metrics=parsed.metrics,
+                     fitness=parsed.fitness, best_fitness=parsed.best_fitness, system=parsed.system)
+    _mark_running(ctx.session, run)
+    changes: dict[str, Any] = {}
     if parsed.modelInfo:
         changes["model_info"] = parsed.modelInfo
     total = parsed.total_epochs or parsed.epochs_total
     if total:
         changes["epochs"] = total
-    session.execute(update(ModelRecord).where(ModelRecord.id == model.id).values(**changes)
-                    .execution_options(synchronize_session=False))
-    if parsed.system:
-        session.add(SystemMetric(run_id=run.id, data=parsed.system))
+    if changes:
+        ctx.session.execute(update(ModelRecord).where(ModelRecord.id == model_id).values(**changes)
+                            .execution_options(synchronize_session=False))
 
 
-def _console_output(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+def _console_output(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
     parsed: ConsoleData = parse(ConsoleData, data, "console_output")
-    stmt = _insert(ctx.session, ConsoleChunk).values(
-        model_id=model.id, run_id=run.id, chunk_id=parsed.chunkId, content=parsed.content,
-        line_count=parsed.lineCount, created_at=utcnow(),
-    ).on_conflict_do_nothing(index_elements=["model_id", "chunk_id"])
-    ctx.session.execute(stmt)
+    ctx.batch.writes.add_console(model_id=model_id, run_id=run.id, chunk_id=parsed.chunkId, content=parsed.content,
+                                 line_count=parsed.lineCount)
     _mark_running(ctx.session, run)
 
 
-def _system_metrics(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
-    ctx.session.add(SystemMetric(run_id=run.id, data=data))
+def _system_metrics(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
+    ctx.batch.writes.add_system(run_id=run.id, data=data)
 
 
-def _training_progress(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+def _training_progress(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
     _mark_running(ctx.session, run)
 
 
-def promote_checkpoint(session: Session, model: ModelRecord, path: str, run: Run | None) -> bool:
+def promote_checkpoint(session: Session, model: ModelRecord, path: str, run_id: int | None) -> bool:
     staged = session.get(StagedUpload, path)
     if staged is None or staged.model_id != model.id:
         raise NotFound(f"no upload '{path}' for this model")
-    if run is not None and staged.run_id is not None and staged.run_id != run.id:
+    if run_id is not None and staged.run_id is not None and staged.run_id != run_id:
         raise Unprocessable("checkpoint_saved: the upload belongs to another run")
     if staged.sha256 is None:
         raise Conflict(f"checkpoint '{path}' was not uploaded yet")
@@ -314,13 +341,14 @@ def promote_checkpoint(session: Session, model: ModelRecord, path: str, run: Run
     return True
 
 
-def _checkpoint_saved(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+def _checkpoint_saved(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
     parsed: CheckpointSavedData = parse(CheckpointSavedData, data, "checkpoint_saved")
-    promote_checkpoint(ctx.session, model, parsed.modelPath, run)
+    promote_checkpoint(ctx.session, _orm_model(ctx.session, model_id), parsed.modelPath, run.id)
 
 
-def _training_complete(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+def _training_complete(ctx: EventContext, model_id: str, ref: RunRef, data: dict[str, Any]) -> None:
     parsed: TrainingCompleteData = parse(TrainingCompleteData, data, "training_complete")
+    model, run = _orm_model(ctx.session, model_id), _orm_run(ctx.session, ref)
     results = parsed.results
     metrics = results.get("metrics")
     if isinstance(metrics, dict):
@@ -338,14 +366,15 @@ def _training_complete(ctx: EventContext, model: ModelRecord, run: Run, data: di
     if isinstance(model_path, str) and model_path:
         staged = ctx.session.get(StagedUpload, model_path)
         if staged is not None and staged.model_id == model.id and staged.sha256:
-            promote_checkpoint(ctx.session, model, model_path, run)
+            promote_checkpoint(ctx.session, model, model_path, run.id)
     if run.status in (RunStatus.STARTING, RunStatus.RUNNING):
         transition(ctx.session, run, RunStatus.COMPLETED, reason="training_complete")
     model.completed_at = model.completed_at or utcnow()
 
 
-def _training_failed(ctx: EventContext, model: ModelRecord, run: Run, data: dict[str, Any]) -> None:
+def _training_failed(ctx: EventContext, model_id: str, ref: RunRef, data: dict[str, Any]) -> None:
     parsed: TrainingFailedData = parse(TrainingFailedData, data, "training_failed")
+    model, run = _orm_model(ctx.session, model_id), _orm_run(ctx.session, ref)
     error = {"message": parsed.error or "training failed", "timestamp": utcnow().isoformat().replace("+00:00", "Z")}
     if parsed.code:
         error["code"] = parsed.code
@@ -355,7 +384,7 @@ def _training_failed(ctx: EventContext, model: ModelRecord, run: Run, data: dict
         transition(ctx.session, run, RunStatus.FAILED, reason=parsed.code or "training_failed")
 
 
-HANDLERS: dict[str, Callable[[EventContext, ModelRecord, Run, dict[str, Any]], None]] = {
+HANDLERS: dict[str, Callable[[EventContext, str, RunRef, dict[str, Any]], None]] = {
     "epoch_end": _epoch_end,
     "console_output": _console_output,
     "system_metrics": _system_metrics,

@@ -1,0 +1,601 @@
+"""Webhook ingest benchmark (issue 3): how many ``epoch_end`` events per second Lanner stores, against a bare
+FastAPI endpoint that only parses them, and whether any acknowledged event is lost.
+
+    .venv/bin/python benchmarks/webhook_ingest.py [--duration 15] [--connections 16]
+
+What it does, all on 127.0.0.1:
+
+1. Makes a throw-away LANNER_HOME (default SQLite database), a user and an API key through the ``lanner`` CLI,
+   and starts ``lanner serve`` as a subprocess.
+2. Registers one simulated training run per connection (``training_started``, as the trainer sends it).
+3. Drives ``epoch_end`` events at it with ``wrk`` (benchmarks/wrk_epoch_end.lua): one wrk thread per connection,
+   each owning one model and counting that model's epochs up, so no two events share a (model, epoch) key.
+4. Reads every model back through the official SDK (``ultralytics_platform.Platform``) and checks that each
+   event wrk saw acknowledged with a 2xx is stored and readable.
+5. Runs the same load against benchmarks/bare_app.py (parse only, store nothing), served the same way.
+6. Prints a table and rewrites the "## Webhook ingest (issue 3)" section of docs/benchmarks.md.
+
+Every subprocess it starts is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "benchmarks"
+LUA_SCRIPT = BENCH_DIR / "wrk_epoch_end.lua"
+DOC = ROOT / "docs" / "benchmarks.md"
+SECTION = "## Webhook ingest (issue 3)"
+WEBHOOK = "/api/webhooks/training/metrics"
+HOST = "127.0.0.1"
+OWNER = "bench"
+PROJECT = "ingest"
+RUN_EPOCHS = 100_000  # planned epochs: an epoch index at or past this would be taken for the final evaluation
+
+# Targets (issue 3).
+TARGET_RATIO = 0.25
+TARGET_P99_MS = 100.0
+
+
+def venv_bin(name: str) -> str:
+    """The executable next to this interpreter (the project venv), else the repository's .venv."""
+    here = Path(sys.executable).parent / name
+    if here.exists():
+        return str(here)
+    return str(ROOT / ".venv" / "bin" / name)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def local_client(**kwargs: Any) -> httpx.Client:
+    # trust_env=False: never route 127.0.0.1 through a proxy named in the environment.
+    return httpx.Client(trust_env=False, timeout=30.0, **kwargs)
+
+
+# --- subprocesses --------------------------------------------------------------------------------------------
+
+@dataclass
+class Server:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    port: int
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    _log: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self, timeout: float = 90.0) -> None:
+        self._log = open(self.log_path, "wb")  # closed in stop()
+        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        with local_client() as client:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited with code {self.proc.returncode}:\n{self.log_tail()}")
+                try:
+                    if client.get(f"{self.url}/api/health", timeout=2.0).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+        raise RuntimeError(f"{self.name} did not answer /api/health within {timeout:.0f}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            # Its own session (start_new_session): signal the group, which is only this server.
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=5)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run([venv_bin("lanner"), *args], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"lanner {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def ensure_wrk() -> str:
+    found = shutil.which("wrk") or ("/usr/bin/wrk" if Path("/usr/bin/wrk").exists() else None)
+    if found:
+        return found
+    print("wrk not found; installing it with apt-get", file=sys.stderr)
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    subprocess.run([*sudo, "apt-get", "install", "-y", "wrk"], check=True)
+    found = shutil.which("wrk")
+    if not found:
+        raise RuntimeError("wrk is not installed and apt-get could not install it")
+    return found
+
+
+# --- the load ------------------------------------------------------------------------------------------------
+
+@dataclass
+class Load:
+    label: str
+    requests_per_s: float
+    duration_s: float
+    requests: int
+    ok: int
+    codes: dict[str, int]
+    socket_errors: dict[str, int]
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    threads: list[dict[str, Any]]
+    body_bytes: int
+    wrk_stdout: str
+
+    @property
+    def events_per_s(self) -> float:
+        """Events acknowledged with a 2xx, per second."""
+        return self.ok / self.duration_s if self.duration_s else 0.0
+
+    @property
+    def non_2xx(self) -> int:
+        return self.requests - self.ok
+
+    @property
+    def errors(self) -> int:
+        """Non-2xx answers plus socket errors (connect, read, write, timeout)."""
+        return self.non_2xx + sum(self.socket_errors.values())
+
+    def error_summary(self) -> str:
+        parts = [f"HTTP {code}: {n}" for code, n in sorted(self.codes.items()) if not code.startswith("2")]
+        parts += [f"{kind}: {n}" for kind, n in self.socket_errors.items() if n]
+        return ", ".join(parts) or "none"
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+
+
+def _wrk_duration_ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if not match:
+        raise ValueError(f"unreadable wrk duration {text!r}")
+    return float(match.group(1)) * _UNITS_MS[match.group(2)]
+
+
+def parse_wrk(label: str, stdout: str) -> Load:
+    result_line = next((line for line in stdout.splitlines() if line.startswith("BENCH_RESULT ")), None)
+    if result_line is None:
+        raise RuntimeError(f"wrk printed no BENCH_RESULT line:\n{stdout}")
+    result = json.loads(result_line.removeprefix("BENCH_RESULT "))
+    rps = re.search(r"^Requests/sec:\s+([\d.]+)", stdout, re.M)
+    # The --latency distribution, cross-checked against the exact values done() printed.
+    dist = dict(re.findall(r"^\s+(50|90|99)(?:\.000)?%\s+(\S+)$", stdout, re.M))
+    lat = result["latency_us"]
+    p50_ms, p99_ms = lat["p50"] / 1000, lat["p99"] / 1000
+    if "50" in dist and "99" in dist:
+        for printed, exact in ((dist["50"], p50_ms), (dist["99"], p99_ms)):
+            if abs(_wrk_duration_ms(printed) - exact) > max(0.05 * exact, 0.02):
+                print(f"note: wrk printed {printed}, done() reported {exact:.3f}ms", file=sys.stderr)
+    codes = {str(k): int(v) for k, v in result["codes"].items()}
+    ok = sum(n for code, n in codes.items() if code.startswith("2"))
+    errors = result["errors"]
+    return Load(
+        label=label,
+        requests_per_s=float(rps.group(1)) if rps else result["requests"] / (result["duration_us"] / 1e6),
+        duration_s=result["duration_us"] / 1e6,
+        requests=int(result["requests"]),
+        ok=ok,
+        codes=codes,
+        socket_errors={k: int(errors[k]) for k in ("connect", "read", "write", "timeout")},
+        p50_ms=p50_ms,
+        p90_ms=lat["p90"] / 1000,
+        p99_ms=p99_ms,
+        max_ms=lat["max"] / 1000,
+        threads=result["threads"],
+        body_bytes=int(result.get("body_bytes", 0)),
+        wrk_stdout=stdout,
+    )
+
+
+def run_wrk(wrk: str, label: str, url: str, *, connections: int, duration: int, model_ids: list[str],
+            api_key: str, epoch_start: int = 0) -> Load:
+    env = {**os.environ, "BENCH_MODEL_IDS": ",".join(model_ids), "BENCH_API_KEY": api_key,
+           "BENCH_EPOCH_START": str(epoch_start), "BENCH_PATH": WEBHOOK}
+    # One thread per connection: each connection (and its model) is then served strictly in order.
+    argv = [wrk, "-t", str(connections), "-c", str(connections), "-d", f"{duration}s", "--timeout", "10s",
+            "--latency", "-s", str(LUA_SCRIPT), f"{url}{WEBHOOK}"]
+    print(f"[{label}] {' '.join(argv[:-1])} {url}{WEBHOOK}", file=sys.stderr)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=duration + 60)
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return parse_wrk(label, done.stdout)
+
+
+# --- Lanner setup and verification ---------------------------------------------------------------------------
+
+def train_args(i: int) -> dict[str, str]:
+    """``{k: str(v) for k, v in vars(trainer.args).items()}``, abridged, as the trainer sends it."""
+    return {
+        "task": "detect", "mode": "train", "model": "yolo11n.pt", "data": "ul://bench/datasets/coco8",
+        "epochs": str(RUN_EPOCHS), "time": "None", "patience": "100", "batch": "16", "imgsz": "640",
+        "save": "True", "save_period": "-1", "cache": "False", "device": "cpu", "workers": "8",
+        "project": f"{OWNER}/{PROJECT}", "name": f"run-{i}", "exist_ok": "False", "pretrained": "True",
+        "optimizer": "auto", "verbose": "True", "seed": "0", "deterministic": "True", "single_cls": "False",
+        "rect": "False", "cos_lr": "False", "close_mosaic": "10", "resume": "False", "amp": "True",
+        "fraction": "1.0", "profile": "False", "freeze": "None", "multi_scale": "False", "overlap_mask": "True",
+        "mask_ratio": "4", "dropout": "0.0", "val": "True", "split": "val", "save_json": "False",
+        "conf": "None", "iou": "0.7", "max_det": "300", "half": "False", "dnn": "False", "plots": "True",
+        "lr0": "0.01", "lrf": "0.01", "momentum": "0.937", "weight_decay": "0.0005", "warmup_epochs": "3.0",
+        "warmup_momentum": "0.8", "warmup_bias_lr": "0.1", "box": "7.5", "cls": "0.5", "dfl": "1.5",
+        "hsv_h": "0.015", "hsv_s": "0.7", "hsv_v": "0.4", "degrees": "0.0", "translate": "0.1", "scale": "0.5",
+        "fliplr": "0.5", "mosaic": "1.0", "mixup": "0.0", "copy_paste": "0.0", "auto_augment": "randaugment",
+        "erasing": "0.4", "save_dir": f"runs/detect/run-{i}",
+    }
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(), "os": platform.platform(), "host": "bench-node",
+        "ultralytics": "8.4.190", "torch": "2.7.1+cpu", "cuda": None, "gpus": [],
+        "cpu": {"model": cpu_model(), "count": os.cpu_count()}, "ram_gb": round(ram_bytes() / 2**30, 1),
+        "git": {"branch": "main", "commit": "0000000", "dirty": False},
+    }
+
+
+def register_runs(url: str, api_key: str, count: int) -> list[dict[str, str]]:
+    runs = []
+    with local_client(headers={"Authorization": f"Bearer {api_key}"}) as client:
+        for i in range(count):
+            body = {"event": "training_started", "project": f"{OWNER}/{PROJECT}", "name": f"run-{i}",
+                    "data": {"epochs": RUN_EPOCHS, "trainArgs": train_args(i), "device": "cpu",
+                             "environment": environment()}}
+            resp = client.post(f"{url}{WEBHOOK}", json=body)
+            if resp.status_code != 200 or not resp.json().get("modelId"):
+                raise RuntimeError(f"training_started {i}: HTTP {resp.status_code} {resp.text[:500]}")
+            data = resp.json()
+            runs.append({"modelId": data["modelId"], "slug": data["modelSlug"]})
+    return runs
+
+
+@dataclass
+class Verification:
+    expected: int = 0            # 2xx answers wrk received
+    stored: int = 0              # rows in epoch_metrics for the bench models
+    readable: int = 0            # trainResults entries the SDK returns
+    lost: int = 0                # acknowledged epochs the SDK does not return
+    unacked_stored: int = 0      # stored epochs that got no 2xx (requests in flight when wrk stopped)
+    unacked_sent: int = 0        # requests sent without a 2xx answer
+    foreign: int = 0             # returned epochs that were never sent
+    miscounted: int = 0          # models where wrk's 2xx count and the script's own tally disagree
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.foreign == 0 and self.miscounted == 0 and self.readable == self.stored
+
+
+def stored_count(db_path: Path, model_ids: list[str]) -> int:
+    marks = ",".join("?" * len(model_ids))
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
+    try:
+        sql = f"SELECT COUNT(*) FROM epoch_metrics WHERE model_id IN ({marks})"
+        return int(db.execute(sql, model_ids).fetchone()[0])
+    finally:
+        db.close()
+
+
+def settled_count(db_path: Path, model_ids: list[str], quiet_s: float = 1.5, limit_s: float = 30.0) -> int:
+    """The stored count once the server has finished the requests wrk left in flight when it stopped (they are
+    still queued or running in the server): unchanged for ``quiet_s``."""
+    deadline = time.monotonic() + limit_s
+    last, since = stored_count(db_path, model_ids), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = stored_count(db_path, model_ids)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            break
+    return last
+
+
+def verify(url: str, api_key: str, db_path: Path, runs: list[dict[str, str]], load: Load) -> Verification:
+    from ultralytics_platform import Platform
+
+    check = Verification(expected=load.ok)
+    by_model = {t["model"]: t for t in load.threads}
+    ids = [r["modelId"] for r in runs]
+    check.stored = settled_count(db_path, ids)
+    client = Platform(base_url=url, api_key=api_key, max_retries=0, http_client=local_client())
+    try:
+        for run in runs:
+            results = client.models.retrieve(OWNER, PROJECT, run["slug"])["model"]["trainResults"]
+            epochs = {int(r["epoch"]) for r in results}
+            check.readable += len(results)
+            thread = by_model.get(run["modelId"])
+            if thread is None:  # more runs than connections: this model got no load
+                check.foreign += len(epochs)
+                continue
+            sent = set(range(thread["first_epoch"], thread["first_epoch"] + thread["sent"]))
+            unacked = set(thread["unacked"])
+            acked = sent - unacked
+            check.unacked_sent += len(unacked)
+            if len(acked) != thread["ok"]:
+                check.miscounted += 1
+                check.details.append(f"{run['slug']}: wrk counted {thread['ok']} 2xx, the script {len(acked)}")
+            missing = acked - epochs
+            check.lost += len(missing)
+            check.unacked_stored += len(epochs & unacked)
+            check.foreign += len(epochs - sent)
+            if missing:
+                check.details.append(f"{run['slug']}: {len(missing)} acknowledged epochs missing, "
+                                     f"e.g. {sorted(missing)[:5]}")
+    finally:
+        client.close()
+    return check
+
+
+# --- report --------------------------------------------------------------------------------------------------
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def ram_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def machine_info(wrk: str) -> dict[str, str]:
+    import fastapi
+    import pydantic
+    import sqlalchemy
+    import uvicorn
+
+    import lanner
+
+    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or str(os.cpu_count())
+    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
+    wrk_version = subprocess.run([wrk, "-v"], capture_output=True, text=True).stdout.splitlines()
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "lanner"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    revision = (git.stdout.strip() or "unknown") + (" + uncommitted changes under lanner/" if dirty else "")
+    return {
+        "nproc": nproc,
+        "cpu": cpu_model(),
+        "ram": f"{ram_bytes() / 2**30:.1f} GiB",
+        "date": date,
+        "python": platform.python_version(),
+        "uvicorn": uvicorn.__version__,
+        "fastapi": fastapi.__version__,
+        "pydantic": pydantic.VERSION,
+        "sqlalchemy": sqlalchemy.__version__,
+        "sqlite": sqlite3.sqlite_version,
+        "lanner": getattr(lanner, "__version__", "?"),
+        "revision": revision,
+        "wrk": " ".join(wrk_version[0].split()[:2]) if wrk_version else "wrk",
+    }
+
+
+def verdict(ok: bool) -> str:
+    return "pass" if ok else "**FAIL**"
+
+
+def render(info: dict[str, str], command: str, lanner: Load, bare: Load, check: Verification,
+           connections: int, duration: int, body_bytes: int) -> str:
+    ratio = lanner.events_per_s / bare.events_per_s if bare.events_per_s else 0.0
+    rows = [
+        "| Endpoint | events/s | p50 ms | p99 ms | errors | events stored / expected |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| Lanner (SQLite) | {lanner.events_per_s:,.0f} | {lanner.p50_ms:.1f} | {lanner.p99_ms:.1f} | "
+        f"{lanner.errors} | {check.stored:,} / {check.expected:,} |",
+        f"| Bare FastAPI (parse only) | {bare.events_per_s:,.0f} | {bare.p50_ms:.1f} | {bare.p99_ms:.1f} | "
+        f"{bare.errors} | n/a (stores nothing) |",
+    ]
+    extra = ""
+    if check.unacked_stored:
+        extra = (f" The {check.unacked_stored} stored beyond the expected count were requests still in flight "
+                 "when wrk stopped: the server stored them, but wrk closed the connection before the answer.")
+    lines = [
+        SECTION,
+        "",
+        f"Lanner's `POST {WEBHOOK}` against a bare FastAPI endpoint at the same path that parses the same body "
+        "into pydantic models and stores nothing (`benchmarks/bare_app.py`), both served by one uvicorn process "
+        "with `log_level=warning` and no access log. The load is `wrk` with `benchmarks/wrk_epoch_end.lua`: "
+        f"{connections} connections, one wrk thread each, each connection the trainer of one run "
+        f"({connections} runs registered with `training_started`) sending `epoch_end` events back to back with "
+        f"its epoch counting up; each body is about {body_bytes:,} bytes (losses, mAP, lr, system metrics), as "
+        "`ultralytics/utils/callbacks/platform.py` sends it. wrk, the server and the bench share the machine.",
+        "",
+        f"- Machine: {info['nproc']} CPUs ({info['cpu']}), {info['ram']} RAM",
+        f"- Date: {info['date']}",
+        f"- Python {info['python']}, uvicorn {info['uvicorn']}, FastAPI {info['fastapi']}, "
+        f"pydantic {info['pydantic']}, SQLAlchemy {info['sqlalchemy']}, SQLite {info['sqlite']}, "
+        f"{info['wrk']}, Lanner {info['lanner']} (commit {info['revision']})",
+        f"- Command: `{command}` ({duration} s of load per endpoint)",
+        "",
+        *rows,
+        "",
+        f"Lanner / bare: **{ratio:.0%}** of the bare rate.",
+        "",
+        "Targets:",
+        "",
+        f"- Lanner ≥ {TARGET_RATIO:.0%} of the bare rate: {ratio:.0%} — {verdict(ratio >= TARGET_RATIO)}",
+        f"- Lanner p99 < {TARGET_P99_MS:.0f} ms: {lanner.p99_ms:.1f} ms — {verdict(lanner.p99_ms < TARGET_P99_MS)}",
+        f"- No event lost: {check.expected:,} acknowledged (2xx), {check.lost} of them missing; "
+        f"{check.readable:,} of {check.stored:,} stored epochs readable through the SDK "
+        f"(`Platform.models.retrieve(...)['model']['trainResults']`) — {verdict(check.ok)}.{extra}",
+        "",
+        f"Errors (Lanner): {lanner.error_summary()}. Errors (bare): {bare.error_summary()}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_doc(section: str) -> None:
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    start = text.find(SECTION)
+    if start == -1:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        following = re.search(r"^## ", text[start + len(SECTION):], re.M)
+        end = start + len(SECTION) + following.start() if following else len(text)
+        rest = text[end:]
+        text = text[:start] + section + ("\n" + rest if rest else "")
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(text.rstrip("\n") + "\n")
+
+
+def print_table(lanner: Load, bare: Load, check: Verification) -> None:
+    ratio = lanner.events_per_s / bare.events_per_s if bare.events_per_s else 0.0
+    head = (f"{'endpoint':<26}{'events/s':>10}{'req/s':>10}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}"
+            f"{'errors':>8}")
+    print(head)
+    print("-" * len(head))
+    for load in (lanner, bare):
+        print(f"{load.label:<26}{load.events_per_s:>10,.0f}{load.requests_per_s:>10,.0f}{load.p50_ms:>9.1f}"
+              f"{load.p90_ms:>9.1f}{load.p99_ms:>9.1f}{load.max_ms:>9.1f}{load.errors:>8}")
+    print()
+    print(f"Lanner / bare rate:      {ratio:.1%} (target >= {TARGET_RATIO:.0%}: {verdict(ratio >= TARGET_RATIO)})")
+    print(f"Lanner p99:              {lanner.p99_ms:.1f} ms (target < {TARGET_P99_MS:.0f} ms: "
+          f"{verdict(lanner.p99_ms < TARGET_P99_MS)})")
+    print(f"Expected (2xx):          {check.expected:,}")
+    print(f"Stored (epoch_metrics):  {check.stored:,}  (of which in flight at stop, never acknowledged: "
+          f"{check.unacked_stored})")
+    print(f"Readable through SDK:    {check.readable:,}")
+    print(f"Acknowledged but lost:   {check.lost}  -> {verdict(check.ok)}")
+    print(f"Errors: Lanner {lanner.error_summary()}; bare {bare.error_summary()}")
+    for thread in lanner.threads:
+        if thread.get("first_error"):
+            print(f"First error ({thread['model']}): {thread['first_error']}")
+            break
+    for line in check.details[:10]:
+        print(f"  {line}")
+
+
+# --- main ----------------------------------------------------------------------------------------------------
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Webhook ingest benchmark: Lanner vs a bare FastAPI endpoint.")
+    parser.add_argument("--duration", type=int, default=15, help="seconds of load per endpoint (default 15)")
+    parser.add_argument("--connections", type=int, default=16,
+                        help="concurrent connections = simulated runs = wrk threads (default 16)")
+    parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
+    parser.add_argument("--keep-home", action="store_true", help="keep the temporary LANNER_HOME")
+    args = parser.parse_args()
+    if args.connections < 1 or args.duration < 1:
+        parser.error("--duration and --connections must be positive")
+
+    sys.stdout.reconfigure(line_buffering=True)  # keep the table after the progress lines on stderr
+    wrk = ensure_wrk()
+    command = ".venv/bin/python benchmarks/webhook_ingest.py " + " ".join(sys.argv[1:])
+    home = Path(tempfile.mkdtemp(prefix="lanner-bench-"))
+    servers: list[Server] = []
+    try:
+        lanner_port, bare_port = free_port(), free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+        env.update(LANNER_HOME=str(home), LANNER_PUBLIC_URL=f"http://{HOST}:{lanner_port}",
+                   NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+
+        username = run_cli(["users", "create", OWNER], env)
+        api_key = run_cli(["keys", "create", username], env)
+
+        lanner = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(lanner_port)],
+                        env, lanner_port, home / "lanner-serve.log")
+        servers.append(lanner)
+        t0 = time.monotonic()
+        lanner.start()
+        print(f"[lanner] up on {lanner.url} in {time.monotonic() - t0:.1f}s (home {home})", file=sys.stderr)
+        runs = register_runs(lanner.url, api_key, args.connections)
+        model_ids = [r["modelId"] for r in runs]
+
+        lanner_load = run_wrk(wrk, "Lanner (SQLite)", lanner.url, connections=args.connections,
+                              duration=args.duration, model_ids=model_ids, api_key=api_key)
+        check = verify(lanner.url, api_key, home / "lanner.db", runs, lanner_load)
+        lanner.stop()
+        if lanner_load.errors:
+            print(f"[lanner] server log tail:\n{lanner.log_tail()}", file=sys.stderr)
+
+        bare = Server("bare app", [sys.executable, str(BENCH_DIR / "bare_app.py"), "--host", HOST,
+                                   "--port", str(bare_port)], env, bare_port, home / "bare-app.log")
+        servers.append(bare)
+        bare.start()
+        bare_load = run_wrk(wrk, "Bare FastAPI (parse only)", bare.url, connections=args.connections,
+                            duration=args.duration, model_ids=model_ids, api_key=api_key)
+        bare.stop()
+
+        print()
+        print_table(lanner_load, bare_load, check)
+        if not args.no_doc:
+            section = render(machine_info(wrk), command.strip(), lanner_load, bare_load, check, args.connections,
+                             args.duration, lanner_load.body_bytes)
+            write_doc(section)
+            print(f"\nWrote {SECTION!r} in {DOC.relative_to(ROOT)}")
+        ratio = lanner_load.events_per_s / bare_load.events_per_s if bare_load.events_per_s else 0.0
+        passed = check.ok and ratio >= TARGET_RATIO and lanner_load.p99_ms < TARGET_P99_MS
+        return 0 if passed else 1
+    finally:
+        for server in servers:
+            server.stop()
+        if args.keep_home:
+            print(f"LANNER_HOME kept at {home}", file=sys.stderr)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
