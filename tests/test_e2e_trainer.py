@@ -80,11 +80,16 @@ def test_trainer_streams_a_run_that_the_sdk_reads_back(world):
     assert "image 1/1" in predicted.stdout + predicted.stderr
 
 
-def test_second_run_gets_the_next_slug(world):
-    _train(world)
+def test_second_run_gets_the_next_slug_and_can_start_from_ul_weights(world):
+    args = [a for a in TRAIN if not a.startswith("model=")]
+    result = yolo(world["work"], world["env"], *args, "model=ul://alice/shapes/train", f"data={world['data']}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     models = world["sdk"].models.list("alice", "shapes")["models"]
     assert sorted(m["model"] for m in models) == ["train", "train-2"]
     assert all(m["status"] == "completed" for m in models)
+    second = world["sdk"].models.retrieve("alice", "shapes", "train-2")["model"]
+    assert second["trainArgs"]["model"].startswith("ul://alice/shapes/train")
+    assert [r["epoch"] for r in second["trainResults"]] == [0, 1]
 
 
 def test_cancel_after_first_epoch_stops_the_real_trainer(world):
