@@ -251,3 +251,16 @@ def test_timestamps_are_utc_iso(sdk, alice):
     created = platform.projects.retrieve("alice", "shapes")["project"]["createdAt"]
     assert created.endswith("Z")
     assert abs(time.time() - time.mktime(time.strptime(created[:19], "%Y-%m-%dT%H:%M:%S")) + time.timezone) < 120
+
+
+def test_legacy_identity_by_project_and_name(sdk, alice, client):
+    platform = sdk(alice)
+    start(platform, name="trainer")
+    started = start(platform, name="train", system={"x": 1})
+    start(platform, name="train", system={"x": 2})  # train-2, newest
+    response = client.post("/api/webhooks/training/metrics", headers=alice.headers, json={
+        "project": "alice/shapes", "name": "train", "event": "epoch_end", "data": {"epoch": 0, "metrics": METRICS}})
+    assert response.status_code == 200
+    assert response.json()["modelId"] != started["modelId"]
+    assert platform.models.retrieve("alice", "shapes", "train-2")["model"]["trainResults"][0]["epoch"] == 0
+    assert platform.models.retrieve("alice", "shapes", "trainer")["model"]["trainResults"] == []

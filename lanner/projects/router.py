@@ -12,7 +12,16 @@ from lanner.accounts.models import User
 from lanner.deps import Ctx, CurrentPrincipal, DbSession
 from lanner.projects import service
 from lanner.projects.models import ModelRecord, Project
-from lanner.projects.schemas import REGION, ModelCreate, ProjectCreate, model_item, model_summary, project_item
+from lanner.projects.schemas import (
+    REGION,
+    ModelCreate,
+    ProjectCreate,
+    iso,
+    model_item,
+    model_summary,
+    numeric_metrics,
+    project_item,
+)
 from lanner.storage.signing import blob_path
 from lanner.training import service as training_service
 from lanner.training.models import ConsoleChunk, EpochMetric
@@ -100,8 +109,6 @@ def list_models(owner: str, project: str, principal: CurrentPrincipal, session: 
 
 
 def _train_results(session: Session, model_id: str) -> list[dict[str, Any]]:
-    from lanner.projects.schemas import iso, numeric_metrics
-
     rows = session.scalars(select(EpochMetric).where(EpochMetric.model_id == model_id).order_by(EpochMetric.epoch))
     results = []
     for row in rows:
@@ -114,8 +121,6 @@ def _train_results(session: Session, model_id: str) -> list[dict[str, Any]]:
 
 
 def _console(session: Session, model_id: str) -> list[dict[str, Any]]:
-    from lanner.projects.schemas import iso
-
     rows = session.scalars(select(ConsoleChunk).where(ConsoleChunk.model_id == model_id)
                            .order_by(ConsoleChunk.chunk_id))
     return [{"chunkId": float(r.chunk_id), "content": r.content, "lineCount": float(r.line_count),

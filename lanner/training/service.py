@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 from collections.abc import Callable
 from datetime import timedelta
@@ -86,9 +87,11 @@ def _model_by_name(session: Session, principal: Principal, project: str | None, 
         raise Unprocessable("modelId is required (or project and name)")
     proj = resolve_project_for_start(session, principal, project)
     slug = slugify(name or "train")
-    model = session.scalar(select(ModelRecord).where(
+    candidates = session.scalars(select(ModelRecord).where(
         ModelRecord.project_id == proj.id, ModelRecord.slug.like(f"{slug}%")
-    ).order_by(ModelRecord.created_at.desc()).limit(1))
+    ).order_by(ModelRecord.created_at.desc()))
+    numbered = re.compile(rf"^{re.escape(slug)}(-\d+)?$")  # train, train-2, ... but not trainer
+    model = next((m for m in candidates if numbered.match(m.slug)), None)
     if model is None:
         raise NotFound(f"model '{proj.slug}/{slug}' not found")
     return model
