@@ -25,6 +25,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         ctx.ingest.start()
         yield
         ctx.ingest.stop()
+        ctx.shutdown_jobs()
         ctx.db.dispose()
 
     app = FastAPI(
@@ -37,12 +38,13 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     handlers.install(app)
 
     from lanner.accounts.router import router as accounts_router
+    from lanner.datasets.router import router as datasets_router
     from lanner.projects.router import router as projects_router
     from lanner.storage.router import router as storage_router
     from lanner.training.router import router as training_router
     from lanner.web.router import router as web_router
 
-    for router in (accounts_router, projects_router, training_router, storage_router, web_router):
+    for router in (accounts_router, projects_router, training_router, datasets_router, storage_router, web_router):
         app.include_router(router)
 
     @app.get("/api/health", tags=["meta"])

@@ -17,11 +17,13 @@ keys_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 runs_app = typer.Typer(help="Inspect and control training runs.", no_args_is_help=True)
 credits_app = typer.Typer(help="Credit balances.", no_args_is_help=True)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+datasets_app = typer.Typer(help="Import and inspect datasets.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
 app.add_typer(keys_app, name="keys")
 app.add_typer(runs_app, name="runs")
 app.add_typer(credits_app, name="credits")
 app.add_typer(db_app, name="db")
+app.add_typer(datasets_app, name="datasets")
 
 err = Console(stderr=True)
 
@@ -154,6 +156,60 @@ def runs_cancel(target: Annotated[str, typer.Argument(help="OWNER/PROJECT/MODEL"
             typer.echo(run.id)
     except LannerError as exc:
         _fail(exc.message)
+
+
+@datasets_app.command("import")
+def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder, COCO JSON, NDJSON, class folders, "
+                                                             "or images.")],
+                    owner: Annotated[str, typer.Option(help="Workspace (username) that owns the dataset.")],
+                    name: Annotated[str, typer.Option(help="Dataset name; created if it does not exist.")],
+                    public: Annotated[bool, typer.Option(help="Make a new dataset public.")] = False) -> None:
+    """Import a local dataset in one step (a Rich progress bar on stderr); prints the dataset's ul:// URI."""
+    from pathlib import Path
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from lanner.accounts import service as accounts_service
+    from lanner.accounts.service import Principal
+    from lanner.datasets import service as datasets_service
+    from lanner.datasets.ingest import ingest_path
+    from lanner.datasets.records import ImportRefused
+    from lanner.errors import LannerError, NotFound
+    from lanner.slugs import slugify
+
+    source = Path(path).expanduser()
+    if not source.exists():
+        _fail(f"{source} does not exist")
+    ctx = _context()
+    try:
+        with ctx.db.session() as session:
+            user = accounts_service.require_user(session, username=owner)
+            principal = Principal(user_id=user.id, username=user.username, tier=user.tier, key_id=None)
+            try:
+                dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name),
+                                                       write=True)
+            except NotFound:
+                dataset = datasets_service.create_dataset(session, principal, name=name,
+                                                          visibility="public" if public else "private")
+            if dataset.status == "processing":
+                _fail("this dataset is already processing an import")
+            dataset_id, slug = dataset.id, dataset.slug
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err) as bar:
+            task = bar.add_task("unpacking", total=None)
+
+            def progress(stage: str, done: int, total: int) -> None:
+                bar.update(task, description=stage, completed=done, total=total or None)
+
+            result = ingest_path(ctx, dataset_id, source, progress=progress)
+    except (ImportRefused, LannerError) as exc:
+        _fail(str(exc))
+    for issue in result.issues[:20]:
+        err.print(f"[yellow]skipped[/yellow] {issue.name}: {issue.reason}")
+    if len(result.issues) > 20:
+        err.print(f"... and {len(result.issues) - 20} more skipped files")
+    err.print(f"imported {result.added} images into {owner}/{slug}")
+    typer.echo(f"ul://{owner}/datasets/{slug}")
 
 
 @db_app.command("upgrade")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,6 +30,19 @@ class Settings(BaseSettings):
     api_key_cache_seconds: float = Field(
         default=5.0, description="How long a verified API key is trusted without a database lookup."
     )
+
+    import_max_bytes: int = Field(default=50 * 1024**3, description="Largest total unpacked size of one upload.")
+    import_max_files: int = Field(default=1_000_000, description="Most files in one uploaded archive.")
+    import_max_ratio: float = Field(default=200.0, description="Highest compression ratio an archive may have.")
+    import_max_file_bytes: int = Field(default=2 * 1024**3, description="Largest single file inside an upload.")
+    max_upload_bytes: int = Field(default=100 * 1024**3, description="Largest file accepted on a signed upload URL.")
+
+    @property
+    def import_limits(self) -> Any:
+        from lanner.datasets.records import ImportLimits
+
+        return ImportLimits(max_total_bytes=self.import_max_bytes, max_files=self.import_max_files,
+                            max_ratio=self.import_max_ratio, max_file_bytes=self.import_max_file_bytes)
 
     @property
     def resolved_home(self) -> Path:

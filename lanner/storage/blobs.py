@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
@@ -27,7 +28,14 @@ class BlobStore(ABC):
     def put_file(self, source: BinaryIO) -> StoredBlob: ...
 
     @abstractmethod
+    def put_bytes(self, data: bytes) -> StoredBlob: ...
+
+    @abstractmethod
     async def put_stream(self, chunks: AsyncIterator[bytes], max_bytes: int | None = None) -> StoredBlob: ...
+
+    @abstractmethod
+    def put_path(self, path: Path, sha256: str, *, move: bool = False) -> None:
+        """Store a local file whose digest the caller already computed (saves hashing twice)."""
 
     @abstractmethod
     def exists(self, sha256: str) -> bool: ...
@@ -100,6 +108,33 @@ class LocalBlobStore(BlobStore):
             Path(name).unlink(missing_ok=True)
             raise
         return StoredBlob(digest, size)
+
+    def put_path(self, path: Path, sha256: str, *, move: bool = False) -> None:
+        final = self._path(sha256)
+        if final.exists():
+            return
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=self.root / "tmp")
+        os.close(fd)
+        try:
+            if move:
+                os.replace(path, name)
+            else:
+                shutil.copyfile(path, name)
+            os.replace(name, final)
+        finally:
+            Path(name).unlink(missing_ok=True)
+
+    def put_bytes(self, data: bytes) -> StoredBlob:
+        digest = hashlib.sha256(data).hexdigest()
+        final = self._path(digest)
+        if not final.exists():
+            final.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(dir=self.root / "tmp")
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(name, final)
+        return StoredBlob(digest, len(data))
 
     def exists(self, sha256: str) -> bool:
         return self._path(sha256).exists()

@@ -10,8 +10,9 @@ from starlette.concurrency import run_in_threadpool
 
 from lanner.db import utcnow
 from lanner.deps import Ctx
-from lanner.errors import Forbidden, NotFound, Unprocessable
+from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.storage.blobs import BlobTooLarge
+from lanner.storage.models import UploadSession
 from lanner.storage.signing import blob_path, upload_path
 from lanner.training.models import StagedUpload
 
@@ -29,13 +30,22 @@ def _check(ctx: Ctx, request: Request, method: str, path: str) -> None:
 @router.put("/api/storage/uploads/{key:path}")
 async def put_upload(key: str, request: Request, ctx: Ctx) -> dict[str, Any]:
     _check(ctx, request, "PUT", upload_path(key))
+    limit = ctx.settings.max_upload_bytes if key.startswith("sessions/") else MAX_CHECKPOINT_BYTES
     try:
-        blob = await ctx.blobs.put_stream(request.stream(), max_bytes=MAX_CHECKPOINT_BYTES)
+        blob = await ctx.blobs.put_stream(request.stream(), max_bytes=limit)
     except BlobTooLarge as exc:
         raise Unprocessable(str(exc)) from None
 
     def record() -> None:
         with ctx.db.session() as session:
+            if key.startswith("sessions/"):
+                upload = session.get(UploadSession, key.split("/")[1])
+                if upload is None:
+                    raise NotFound("upload session not found")
+                if upload.status not in ("pending", "uploaded"):
+                    raise Conflict("this upload session was already used")  # create-only, like the hosted URLs
+                upload.sha256, upload.size, upload.status = blob.sha256, blob.size, "uploaded"
+                return
             staged = session.get(StagedUpload, key)
             if staged is None:
                 raise NotFound("upload slot not found")

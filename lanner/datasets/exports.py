@@ -1,0 +1,179 @@
+"""Exports: Ultralytics NDJSON (what ``ul://owner/datasets/slug`` resolves to), a YOLO zip and COCO JSON.
+
+A built export is a blob; it is reused while the dataset's revision is unchanged (and its embedded image links
+are far from expiry), so repeated ``yolo train data=ul://...`` calls do not rebuild anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.context import AppContext
+from lanner.datasets.models import Dataset, DatasetExport, DatasetItem, ImageBlob
+from lanner.db import utcnow
+from lanner.errors import BadRequest
+from lanner.storage.signing import blob_path
+
+KINDS = {"ndjson": "dataset.ndjson", "yolo": "dataset.zip", "coco": "annotations.json"}
+IMAGE_URL_TTL = timedelta(days=7)
+ANNOTATION_KEY = {"detect": "boxes", "segment": "segments", "pose": "pose", "obb": "obb"}
+
+
+def _rows(session: Session, manifest_id: int) -> Iterator[Any]:
+    query = (select(DatasetItem.name, DatasetItem.split, DatasetItem.sha256, DatasetItem.labels,
+                    DatasetItem.class_id, ImageBlob.width, ImageBlob.height)
+             .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
+             .where(DatasetItem.manifest_id == manifest_id).order_by(DatasetItem.split, DatasetItem.name))
+    yield from session.execute(query.execution_options(yield_per=2000))
+
+
+def yolo_row(task: str, label: dict) -> list[float] | None:
+    """One label as the YOLO text row: class first, then the task's coordinates."""
+    cid = int(label["classId"])
+    if task == "segment" and label.get("segments"):
+        return [cid, *label["segments"]]
+    if task == "obb" and label.get("obb"):
+        return [cid, *label["obb"]]
+    if task == "pose" and label.get("bbox") and label.get("keypoints") is not None:
+        return [cid, *label["bbox"], *label["keypoints"]]
+    if label.get("bbox"):
+        return [cid, *label["bbox"]]
+    return None
+
+
+def _round(values: list) -> list:
+    return [v if isinstance(v, int) else round(float(v), 6) for v in values]
+
+
+def write_ndjson(ctx: AppContext, session: Session, dataset: Dataset, manifest_id: int, class_names: list[str],
+                 task: str, out: Path, owner: str) -> None:
+    ttl = int(IMAGE_URL_TTL.total_seconds())
+    header: dict[str, Any] = {
+        "type": "dataset", "task": task, "name": dataset.slug, "description": dataset.description or "",
+        "url": f"{ctx.settings.public_url.rstrip('/')}/{owner}/datasets/{dataset.slug}",
+        "class_names": {str(i): name for i, name in enumerate(class_names)},
+    }
+    if task == "pose" and dataset.kpt_shape:
+        header["kpt_shape"] = list(dataset.kpt_shape)
+    with out.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps(header) + "\n")
+        for row in _rows(session, manifest_id):
+            if task == "classify":
+                if row.class_id is None:
+                    continue
+                annotations: dict[str, Any] = {"classification": [row.class_id]}
+            else:
+                if row.labels is None:
+                    continue  # unlabelled, not a background image: training must not learn "nothing here"
+                rows = [_round(r) for r in (yolo_row(task, x) for x in row.labels) if r is not None]
+                annotations = {ANNOTATION_KEY.get(task, "boxes"): rows} if rows else {}
+            url = ctx.signer.sign("GET", blob_path(row.sha256, row.name), ttl_seconds=ttl)
+            fh.write(json.dumps({"type": "image", "file": row.name, "url": url, "width": row.width,
+                                 "height": row.height, "split": row.split, "annotations": annotations}) + "\n")
+
+
+def write_yolo_zip(ctx: AppContext, session: Session, dataset: Dataset, manifest_id: int, class_names: list[str],
+                   task: str, out: Path) -> None:
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+        splits: set[str] = set()
+        for row in _rows(session, manifest_id):
+            splits.add(row.split)
+            source = ctx.blobs.local_path(row.sha256)
+            if task == "classify":
+                if row.class_id is None:
+                    continue
+                name = f"{row.split}/{class_names[row.class_id]}/{row.name}"
+            else:
+                name = f"images/{row.split}/{row.name}"
+                stem = row.name.rsplit(".", 1)[0]
+                if row.labels is not None:
+                    lines = [" ".join(str(v) for v in _round(r)) for r in (yolo_row(task, x) for x in row.labels)
+                             if r is not None]
+                    archive.writestr(f"labels/{row.split}/{stem}.txt", "\n".join(lines) + ("\n" if lines else ""),
+                                     zipfile.ZIP_DEFLATED)
+            if source is not None:
+                archive.write(source, name)
+            else:
+                archive.writestr(name, b"".join(ctx.blobs.iter_bytes(row.sha256)))
+        if task != "classify":
+            lines = [f"{s}: images/{s}" for s in ("train", "val", "test") if s in splits]
+            names = "\n".join(f"  {i}: {json.dumps(n)}" for i, n in enumerate(class_names))
+            extra = f"kpt_shape: {list(dataset.kpt_shape)}\n" if task == "pose" and dataset.kpt_shape else ""
+            archive.writestr("data.yaml", "path: .\n" + "\n".join(lines) + f"\n{extra}names:\n{names}\n")
+
+
+def write_coco(ctx: AppContext, session: Session, dataset: Dataset, manifest_id: int, class_names: list[str],
+               task: str, out: Path) -> None:
+    images, annotations = [], []
+    for image_id, row in enumerate(_rows(session, manifest_id), start=1):
+        images.append({"id": image_id, "file_name": row.name, "width": row.width, "height": row.height,
+                       "split": row.split})
+        for label in row.labels or []:
+            box = label.get("bbox")
+            if not box:
+                continue
+            cx, cy, w, h = box
+            entry: dict[str, Any] = {
+                "id": len(annotations) + 1, "image_id": image_id, "category_id": int(label["classId"]) + 1,
+                "bbox": [round((cx - w / 2) * row.width, 2), round((cy - h / 2) * row.height, 2),
+                         round(w * row.width, 2), round(h * row.height, 2)],
+                "area": round(w * row.width * h * row.height, 2), "iscrowd": 0,
+            }
+            if label.get("segments"):
+                xy = label["segments"]
+                entry["segmentation"] = [[round(v * (row.width if i % 2 == 0 else row.height), 2)
+                                          for i, v in enumerate(xy)]]
+            annotations.append(entry)
+    categories = [{"id": i + 1, "name": name} for i, name in enumerate(class_names)]
+    out.write_text(json.dumps({"info": {"description": dataset.name}, "images": images,
+                               "annotations": annotations, "categories": categories}))
+
+
+WRITERS = {"ndjson": write_ndjson, "yolo": write_yolo_zip, "coco": write_coco}
+
+
+def build_export(ctx: AppContext, session: Session, dataset: Dataset, *, kind: str = "ndjson",
+                 manifest_id: int | None = None, class_names: list[str] | None = None, task: str | None = None,
+                 revision: int | None = None, owner: str = "") -> tuple[str, str, bool]:
+    """Return (sha256, filename, cached) of the export, building it only when the content changed."""
+    if kind not in KINDS:
+        raise BadRequest(f"format must be one of {', '.join(KINDS)}")
+    manifest_id = manifest_id if manifest_id is not None else dataset.manifest_id
+    revision = dataset.revision if revision is None else revision
+    now = utcnow()
+    cached = session.scalar(select(DatasetExport).where(
+        DatasetExport.dataset_id == dataset.id, DatasetExport.kind == kind, DatasetExport.revision == revision))
+    if cached is not None and (cached.expires_at is None or cached.expires_at > now + IMAGE_URL_TTL / 2) \
+            and ctx.blobs.exists(cached.sha256):
+        return cached.sha256, KINDS[kind], True
+    fd, name = tempfile.mkstemp(dir=ctx.settings.blob_root / "tmp", suffix=f".{kind}")
+    os.close(fd)
+    path = Path(name)
+    try:
+        writer = WRITERS[kind]
+        kwargs = {"owner": owner} if kind == "ndjson" else {}
+        writer(ctx, session, dataset, manifest_id, list(class_names if class_names is not None
+                                                        else dataset.class_names or []),
+               task or dataset.task, path, **kwargs)
+        with path.open("rb") as fh:
+            blob = ctx.blobs.put_file(fh)
+    finally:
+        path.unlink(missing_ok=True)
+    expires = now + IMAGE_URL_TTL if kind == "ndjson" else None
+    if cached is not None:
+        cached.sha256, cached.size, cached.created_at, cached.expires_at = blob.sha256, blob.size, now, expires
+    else:
+        session.add(DatasetExport(dataset_id=dataset.id, kind=kind, revision=revision, sha256=blob.sha256,
+                                  size=blob.size, created_at=now, expires_at=expires))
+    session.flush()
+    return blob.sha256, KINDS[kind], False

@@ -1,0 +1,196 @@
+"""Unpack an uploaded .zip or .tar(.gz/.bz2/.xz) without trusting it.
+
+Archives come from anyone with an upload link, so every member is checked before anything is written (names,
+types, declared sizes, compression ratios) and again while its bytes are streamed to disk, because headers can lie.
+Refusals raise ``ImportRefused`` naming the member; ``dest`` may then hold a partial tree the caller removes.
+"""
+
+from __future__ import annotations
+
+import lzma
+import re
+import stat
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from lanner.datasets.importers.common import is_junk, split_of
+from lanner.datasets.records import ImportLimits, ImportRefused
+
+CHUNK = 1 << 20
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_KEEP_TOP = {"images", "labels"}  # a lone top folder with these names is part of the layout, not a wrapper
+_READ_ERRORS = (zipfile.BadZipFile, tarfile.TarError, zlib.error, lzma.LZMAError, EOFError, NotImplementedError,
+                RuntimeError)
+
+
+def extract_archive(archive: Path, dest: Path, limits: ImportLimits) -> Path:
+    """Safely unpack ``archive`` into ``dest`` member by member; return the folder holding the dataset."""
+    with archive.open("rb") as handle:
+        magic = handle.read(4)
+    dest.mkdir(parents=True, exist_ok=True)
+    budget = _Budget(limits, archive.stat().st_size)
+    try:
+        if magic[:2] == b"PK":
+            _extract_zip(archive, dest, budget)
+        elif tarfile.is_tarfile(archive):
+            _extract_tar(archive, dest, budget)
+        else:
+            raise ImportRefused(f"{archive.name} is not a zip or tar archive.")
+    except _READ_ERRORS as error:
+        raise ImportRefused(f"{archive.name} is damaged or unsupported: {error}") from error
+    return top_folder(dest)
+
+
+def top_folder(dest: Path) -> Path:
+    """If everything sits in one wrapper folder, that folder; a lone split/images folder is kept as layout."""
+    entries = [p for p in dest.iterdir() if not is_junk((p.name,))]
+    if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
+        name = entries[0].name
+        if split_of(name) is None and name.lower() not in _KEEP_TOP:
+            return entries[0]
+    return dest
+
+
+class _Budget:
+    """Running totals against the limits, for declared sizes up front and for bytes actually written."""
+
+    def __init__(self, limits: ImportLimits, archive_bytes: int) -> None:
+        self.limits = limits
+        self.archive_bytes = max(archive_bytes, 1)
+        self.files = 0
+        self.declared = 0
+        self.written = 0
+
+    def count(self, name: str) -> None:
+        """Every member counts against ``max_files``, folders included (each one costs a mkdir)."""
+        self.files += 1
+        if self.files > self.limits.max_files:
+            raise ImportRefused(f"The archive has more than {self.limits.max_files} files (limit reached at {name}).")
+
+    def declare(self, name: str, size: int, compressed: int | None) -> None:
+        """Check one file's header; ``compressed`` is None for tar, whose members carry no compressed size."""
+        limits = self.limits
+        if size > limits.max_file_bytes:
+            raise ImportRefused(f"{name} unpacks to {size} bytes, over the {limits.max_file_bytes}-byte limit "
+                                "per file.")
+        self.declared += size
+        if self.declared > limits.max_total_bytes:
+            raise ImportRefused(f"The archive unpacks to more than {limits.max_total_bytes} bytes "
+                                f"(limit passed at {name}).")
+        if compressed is not None and size > 0 and (compressed <= 0 or size / compressed > limits.max_ratio):
+            raise ImportRefused(f"{name} is compressed more than {limits.max_ratio:g}:1, which looks like a zip bomb.")
+        if self.declared / self.archive_bytes > limits.max_ratio:
+            raise ImportRefused(f"The archive unpacks to more than {limits.max_ratio:g} times its size "
+                                f"(passed at {name}), which looks like a zip bomb.")
+
+    def stream(self, name: str, source: IO[bytes], target: Path, declared: int, compressed: int | None) -> None:
+        """Copy one member, counting real bytes: a header that under-states its size is caught here."""
+        limits = self.limits
+        count = 0
+        try:
+            with target.open("wb") as out:
+                while chunk := source.read(CHUNK):
+                    count += len(chunk)
+                    self.written += len(chunk)
+                    if count > declared:
+                        raise ImportRefused(f"{name} holds more bytes than its header declares.")
+                    if count > limits.max_file_bytes or self.written > limits.max_total_bytes:
+                        raise ImportRefused(f"{name} unpacks past the archive size limits.")
+                    if compressed is not None and count > limits.max_ratio * max(compressed, 1):
+                        raise ImportRefused(f"{name} is compressed more than {limits.max_ratio:g}:1.")
+                    if self.written > limits.max_ratio * self.archive_bytes:
+                        raise ImportRefused(f"The archive unpacks to more than {limits.max_ratio:g} times its size "
+                                            f"(passed at {name}).")
+                    out.write(chunk)
+        except _READ_ERRORS as error:
+            raise ImportRefused(f"Archive member {name} is damaged or unsupported: {error}") from error
+        except OSError as error:
+            raise ImportRefused(f"{name} could not be written: {error.strerror or error}.") from error
+
+
+def _member_path(name: str) -> tuple[str, ...]:
+    """The member's path parts, refusing absolute paths and ``..`` (zip-slip); backslashes count as separators."""
+    text = name.replace("\\", "/")
+    if "\x00" in text:
+        raise ImportRefused(f"Archive member {name!r} has a NUL byte in its name.")
+    if text.startswith("/") or _DRIVE.match(text):
+        raise ImportRefused(f"Archive member {name} has an absolute path.")
+    parts = tuple(p for p in PurePosixPath(text).parts if p not in ("", "."))
+    if ".." in parts:
+        raise ImportRefused(f"Archive member {name} points outside the archive ('..' in its path).")
+    return parts
+
+
+def _target(dest: Path, parts: tuple[str, ...], name: str) -> Path:
+    target = dest.joinpath(*parts)
+    if not target.resolve().is_relative_to(dest.resolve()):  # belt and braces after the name checks
+        raise ImportRefused(f"Archive member {name} points outside the archive.")
+    return target
+
+
+def _mkdir(path: Path, name: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ImportRefused(f"{name} could not be created: {error.strerror or error}.") from error
+
+
+def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        members = zf.infolist()
+        for info in members:  # everything is checked before the first byte is written
+            parts = _member_path(info.filename)
+            kind = stat.S_IFMT(info.external_attr >> 16)
+            if kind == stat.S_IFLNK:
+                raise ImportRefused(f"Archive member {info.filename} is a symbolic link.")
+            if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+                raise ImportRefused(f"Archive member {info.filename} is a device or special file.")
+            if info.flag_bits & 0x1:
+                raise ImportRefused(f"Archive member {info.filename} is encrypted.")
+            budget.count(info.filename)
+            if not info.is_dir() and parts:
+                budget.declare(info.filename, info.file_size, info.compress_size)
+        for info in members:
+            parts = _member_path(info.filename)
+            if not parts or is_junk(parts):
+                continue
+            target = _target(dest, parts, info.filename)
+            if info.is_dir():
+                _mkdir(target, info.filename)
+                continue
+            _mkdir(target.parent, info.filename)
+            with zf.open(info) as source:
+                budget.stream(info.filename, source, target, info.file_size, info.compress_size)
+
+
+def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:
+    with tarfile.open(archive, "r:*") as tf:
+        members: list[tarfile.TarInfo] = []
+        for member in tf:  # reads headers only; running totals refuse a bomb before its data is inflated
+            parts = _member_path(member.name)
+            if member.issym() or member.islnk():
+                raise ImportRefused(f"Archive member {member.name} is a link.")
+            if not (member.isfile() or member.isdir()):
+                raise ImportRefused(f"Archive member {member.name} is a device or special file.")
+            budget.count(member.name)
+            if member.isfile() and parts:
+                budget.declare(member.name, member.size, None)
+            members.append(member)
+        for member in members:
+            parts = _member_path(member.name)
+            if not parts or is_junk(parts):
+                continue
+            target = _target(dest, parts, member.name)
+            if member.isdir():
+                _mkdir(target, member.name)
+                continue
+            _mkdir(target.parent, member.name)
+            source: IO[bytes] | None = tf.extractfile(member)
+            if source is None:
+                raise ImportRefused(f"Archive member {member.name} could not be read.")
+            with source:
+                budget.stream(member.name, source, target, member.size, None)
+

@@ -1,0 +1,209 @@
+"""Import pipeline: an upload (archive, NDJSON, COCO JSON, folder) becomes dataset items, all or nothing.
+
+Stages: unpack safely (``importers.extract_archive``), understand the layout (``importers.plan_import``), probe
+and store every image (hash, size, thumbnail; content-addressed, so an image already stored is not stored
+again), then one transaction that builds a new manifest (the current one plus the new items) and swaps it in.
+A failure anywhere leaves the dataset as it was, with ``status: failed`` and the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from lanner.context import AppContext
+from lanner.datasets import health as health_service
+from lanner.datasets import service
+from lanner.datasets.images import probe_image
+from lanner.datasets.importers import extract_archive, plan_import
+from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
+from lanner.datasets.records import CorruptImage, FileIssue, ImageInfo, ImportedImage, ImportLimits, ImportRefused
+from lanner.db import utcnow
+
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class IngestResult:
+    added: int = 0
+    issues: list[FileIssue] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, name: str, reason: str, code: str) -> None:
+        self.issues.append(FileIssue(name, reason))
+        self.skipped[code] = self.skipped.get(code, 0) + 1
+
+    def summary(self) -> dict[str, Any]:
+        return {"added": self.added, "errors": len(self.issues), "skippedCounts": dict(self.skipped),
+                "issues": [{"name": i.name, "reason": i.reason} for i in self.issues[:1000]]}
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _is_archive(path: Path) -> bool:
+    return path.name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+def _probe_all(ctx: AppContext, images: list[ImportedImage], result: IngestResult, progress: Progress | None
+               ) -> list[tuple[ImportedImage, ImageInfo, str | None]]:
+    """Probe, thumbnail and store every image on all cores; corrupt ones are reported and skipped."""
+    def work(image: ImportedImage) -> tuple[ImportedImage, ImageInfo | None, str | None, str | None]:
+        try:
+            info, thumbnail = probe_image(image.path, thumbnail=True)
+        except CorruptImage as exc:
+            return image, None, None, str(exc)
+        thumb = ctx.blobs.put_bytes(thumbnail).sha256
+        ctx.blobs.put_path(image.path, info.sha256)
+        return image, info, thumb, None
+
+    stored: list[tuple[ImportedImage, ImageInfo, str | None]] = []
+    workers = max(2, os.cpu_count() or 2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for done, (image, info, thumb, error) in enumerate(pool.map(work, images), start=1):
+            if error is not None or info is None:
+                result.skip(f"{image.split}/{image.name}", error or "unreadable image", "corrupt")
+            else:
+                stored.append((image, info, thumb))
+            if progress and (done % 50 == 0 or done == len(images)):
+                progress("images", done, len(images))
+    return stored
+
+
+def _merge_classes(dataset: Dataset, plan_task: str, plan_names: list[str], has_items: bool) -> dict[int, int]:
+    """Map the upload's class ids onto the dataset's, appending classes it does not have yet."""
+    if not has_items:
+        dataset.task = plan_task
+        if not dataset.class_names:
+            dataset.class_names = list(plan_names)
+            return {i: i for i in range(len(plan_names))}
+    elif plan_task != dataset.task and plan_names:
+        raise ImportRefused(f"this upload is a {plan_task} dataset but '{dataset.slug}' is {dataset.task}")
+    names = list(dataset.class_names or [])
+    mapping = {}
+    for i, name in enumerate(plan_names):
+        if name not in names:
+            names.append(name)
+        mapping[i] = names.index(name)
+    dataset.class_names = names
+    return mapping
+
+
+def _insert_blob_rows(session: Session, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    for start in range(0, len(rows), 500):
+        session.execute(dialect.insert(ImageBlob).values(rows[start:start + 500])
+                        .on_conflict_do_nothing(index_elements=["sha256"]))
+
+
+def ingest_path(ctx: AppContext, dataset_id: str, source: Path, *, limits: ImportLimits | None = None,
+                progress: Progress | None = None) -> IngestResult:
+    """Import ``source`` into the dataset. Raises ImportRefused for an upload that cannot be understood."""
+    limits = limits or ctx.settings.import_limits
+    started = time.monotonic()
+    work_root = ctx.settings.resolved_home / "tmp"
+    work_root.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="ingest-", dir=work_root))
+    result = IngestResult()
+    try:
+        root = extract_archive(source, workdir / "data", limits) if _is_archive(source) else source
+        if progress:
+            progress("unpacked", 0, 0)
+        plan = plan_import(root, limits)
+        for issue in plan.issues:
+            result.skip(issue.name, issue.reason, "invalid")
+        stored = _probe_all(ctx, plan.images, result, progress)
+        with ctx.db.session() as session:
+            dataset = session.get(Dataset, dataset_id)
+            if dataset is None:
+                raise ImportRefused("the dataset was deleted during the import")
+            has_items = service.counts(session, dataset.manifest_id)["images"] > 0
+            class_map = _merge_classes(dataset, plan.task, plan.class_names, has_items)
+            if plan.kpt_shape and not dataset.kpt_shape:
+                dataset.kpt_shape = plan.kpt_shape
+            _insert_blob_rows(session, [
+                {"sha256": info.sha256, "size": info.size, "width": info.width, "height": info.height,
+                 "format": info.format, "phash": _signed64(info.phash), "thumb_sha256": thumb,
+                 "created_at": utcnow()} for _, info, thumb in stored])
+            old_manifest = dataset.manifest_id
+            manifest = service.copy_manifest(session, old_manifest) if has_items else old_manifest
+            if has_items:
+                dataset.manifest_id = manifest
+            taken = {(split, name) for split, name in session.execute(
+                select(DatasetItem.split, DatasetItem.name).where(DatasetItem.manifest_id == manifest))}
+            rows = []
+            for image, info, _ in stored:
+                if (image.split, image.name) in taken:
+                    result.skip(f"{image.split}/{image.name}", "an image with this name already exists in this split",
+                                "duplicate_name")
+                    continue
+                taken.add((image.split, image.name))
+                labels = None if image.labels is None else [
+                    {**label.to_json(), "classId": class_map.get(label.class_id, label.class_id)}
+                    for label in image.labels]
+                class_id = class_map.get(image.class_id, image.class_id) if image.class_id is not None else None
+                rows.append({"manifest_id": manifest, "key": service.new_key(), "name": image.name,
+                             "split": image.split, "sha256": info.sha256, "labels": labels, "class_id": class_id,
+                             "issues": ",", "updated_at": utcnow(), **service.label_fields(labels, class_id)})
+            for start in range(0, len(rows), 1000):
+                session.execute(DatasetItem.__table__.insert(), rows[start:start + 1000])
+            result.added = len(rows)
+            dataset.format = plan.format
+            dataset.status = "ready"
+            dataset.processing_error = None
+            dataset.last_ingest = {**result.summary(), "processingTimeMs": (time.monotonic() - started) * 1000}
+            service.touch(dataset)
+            session.flush()
+            if has_items:
+                service.drop_manifest_if_orphan(session, old_manifest)
+            if progress:
+                progress("health", 0, 0)
+            refresh_health(session, dataset)
+        return result
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def refresh_health(session: Session, dataset: Dataset) -> dict[str, Any]:
+    """Run the health checks over the current manifest; store per-image issue codes and the summary."""
+    rows = session.execute(select(DatasetItem.id, DatasetItem.key, DatasetItem.name, DatasetItem.split,
+                                  DatasetItem.sha256, DatasetItem.labels, DatasetItem.class_id, DatasetItem.issues,
+                                  ImageBlob.phash, ImageBlob.width, ImageBlob.height)
+                           .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
+                           .where(DatasetItem.manifest_id == dataset.manifest_id)).all()
+    records = [health_service.HealthImage(
+        id=str(r.id), name=r.name, split=r.split, sha256=r.sha256,
+        phash=(r.phash + (1 << 64)) if r.phash is not None and r.phash < 0 else r.phash,
+        width=r.width, height=r.height, corrupt=None,
+        labels=service.labels_to_records(r.labels), class_id=r.class_id) for r in rows]
+    report = health_service.check_dataset(records, dataset.task, list(dataset.class_names or []))
+    changed = []
+    for r in rows:
+        codes = "," + "".join(f"{c}," for c in sorted(set(report.issues.get(str(r.id), []))))
+        if codes != r.issues:
+            changed.append({"b_key": r.key, "b_issues": codes})
+    # Issue codes are a function of content, task and classes. A shared manifest (clone, version) has the same
+    # content, and any change makes it private first, so codes are only written into a private manifest.
+    if changed and not service.manifest_is_shared(session, dataset.manifest_id, dataset_id=dataset.id):
+        table = DatasetItem.__table__
+        session.execute(update(table).where(table.c.manifest_id == dataset.manifest_id,
+                                            table.c.key == bindparam("b_key")).values(issues=bindparam("b_issues")),
+                        changed)
+    dataset.health = report.summary
+    dataset.health_revision = dataset.revision
+    return report.summary

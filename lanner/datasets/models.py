@@ -1,0 +1,136 @@
+"""Datasets as copy-on-write manifests over content-addressed images.
+
+An image's bytes and facts (``ImageBlob``) are stored once however many datasets hold it. A dataset points at
+a ``Manifest``; the manifest's ``DatasetItem`` rows say which images it has, under which name and split, with
+which labels. A clone or a version points at the same manifest (O(1)); whoever writes to a shared manifest
+first gets a private copy (``service.writable_manifest``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from lanner.db import Base, TimestampMixin, id_column, utcnow
+
+
+class ImageBlob(Base):
+    __tablename__ = "image_blobs"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    width: Mapped[int]
+    height: Mapped[int]
+    format: Mapped[str] = mapped_column(String(10))
+    phash: Mapped[int] = mapped_column(BigInteger)  # signed 64-bit view of the unsigned hash
+    thumb_sha256: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Manifest(Base):
+    __tablename__ = "manifests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Dataset(TimestampMixin, Base):
+    __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("owner_id", "slug"),)
+
+    id: Mapped[str] = id_column()
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    slug: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    visibility: Mapped[str] = mapped_column(String(10), default="private")
+    task: Mapped[str] = mapped_column(String(20), default="detect")
+    class_names: Mapped[list[Any]] = mapped_column(default=list)
+    kpt_shape: Mapped[list[Any] | None] = mapped_column()
+    format: Mapped[str | None] = mapped_column(String(10))
+    status: Mapped[str] = mapped_column(String(20), default="ready")
+    processing_error: Mapped[dict[str, Any] | None] = mapped_column()
+    last_ingest: Mapped[dict[str, Any] | None] = mapped_column()
+    tags: Mapped[list[Any]] = mapped_column(default=list)
+    license: Mapped[str | None] = mapped_column(String(40))
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    cloned_from_id: Mapped[str | None] = mapped_column(String(32))
+    manifest_id: Mapped[int] = mapped_column(ForeignKey("manifests.id"), index=True)
+    revision: Mapped[int] = mapped_column(default=0)  # bumped on every content change; keys caches
+    health: Mapped[dict[str, Any] | None] = mapped_column()
+    health_revision: Mapped[int | None]
+    deleted_at: Mapped[datetime | None]
+
+
+class DatasetItem(Base):
+    """One image of a manifest: name, split, labels. ``key`` survives copy-on-write, so image ids stay stable."""
+
+    __tablename__ = "dataset_items"
+    __table_args__ = (
+        UniqueConstraint("manifest_id", "key"),
+        UniqueConstraint("manifest_id", "split", "name", name="uq_dataset_items_manifest_split_name"),
+        Index("ix_dataset_items_manifest_name", "manifest_id", "name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    manifest_id: Mapped[int] = mapped_column(ForeignKey("manifests.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(255))
+    split: Mapped[str] = mapped_column(String(10))
+    sha256: Mapped[str] = mapped_column(ForeignKey("image_blobs.sha256"))
+    # SQL NULL means "no label file" (unlabelled); [] means labelled with no objects. none_as_null keeps them apart.
+    labels: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
+    class_id: Mapped[int | None]
+    label_count: Mapped[int] = mapped_column(default=0)
+    class_list: Mapped[str] = mapped_column(String(2000), default=",")  # ",0,3,": class filter with LIKE
+    issues: Mapped[str] = mapped_column(String(500), default=",")       # ",duplicate,leakage,"
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DatasetVersion(Base):
+    """An immutable snapshot: a frozen manifest plus the class names and counts at that moment."""
+
+    __tablename__ = "dataset_versions"
+    __table_args__ = (UniqueConstraint("dataset_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int]
+    description: Mapped[str] = mapped_column(Text, default="")
+    manifest_id: Mapped[int] = mapped_column(ForeignKey("manifests.id"))
+    class_names: Mapped[list[Any]] = mapped_column(default=list)
+    task: Mapped[str] = mapped_column(String(20))
+    stats: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    source_revision: Mapped[int]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DatasetExport(Base):
+    """A built export (NDJSON, YOLO zip, COCO JSON) reused while the dataset's revision is unchanged."""
+
+    __tablename__ = "dataset_exports"
+    __table_args__ = (UniqueConstraint("dataset_id", "kind", "revision"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(10))
+    revision: Mapped[int]
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None]
+
+
+class Star(Base):
+    __tablename__ = "stars"
+    __table_args__ = (UniqueConstraint("user_id", "target_type", "target_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    target_type: Mapped[str] = mapped_column(String(20))
+    target_id: Mapped[str] = mapped_column(String(32), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,185 @@
+"""Wire shapes for datasets and images, as ``ultralytics_platform/types.py`` declares them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lanner.context import AppContext
+from lanner.datasets.models import Dataset, DatasetVersion
+from lanner.projects.schemas import REGION, iso
+from lanner.storage.signing import blob_path
+
+SDK_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def splits_of(stats: dict[str, int]) -> dict[str, int]:
+    return {"train": stats.get("train", 0), "val": stats.get("val", 0), "test": stats.get("test", 0),
+            "labeled": stats.get("labeled", 0)}
+
+
+def version_item(version: DatasetVersion) -> dict[str, Any]:
+    stats = version.stats or {}
+    return {"version": version.version, "description": version.description or "",
+            "sizeBytes": float(stats.get("bytes", 0)), "contentHash": version.content_hash,
+            "imageCount": stats.get("images", 0), "classCount": len(version.class_names or []),
+            "annotationCount": stats.get("annotations", 0), "splits": splits_of(stats),
+            "createdAt": iso(version.created_at)}
+
+
+def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: int,
+                 versions: list[DatasetVersion] | None = None, star_count: int = 0, starred: bool = False,
+                 ) -> dict[str, Any]:
+    last = dataset.last_ingest or {}
+    body: dict[str, Any] = {
+        "id": dataset.id,
+        "owner": owner,
+        "dataset": dataset.slug,
+        "name": dataset.name,
+        "description": dataset.description or "",
+        "visibility": dataset.visibility,
+        "task": dataset.task if dataset.task in SDK_TASKS else "detect",
+        "imageCount": stats.get("images", 0),
+        "classCount": len(dataset.class_names or []),
+        "classNames": [str(n) for n in dataset.class_names or []],
+        "format": dataset.format,
+        "tags": list(dataset.tags or []),
+        "license": dataset.license,
+        "splits": splits_of(stats),
+        "annotationCount": stats.get("annotations", 0),
+        "totalBytes": float(size),
+        "starCount": star_count,
+        "isStarred": starred,
+        "status": dataset.status,
+        "source": {"provider": "local"},
+        "kptShape": list(dataset.kpt_shape) if dataset.kpt_shape else None,
+        "processingTimeMs": float(last["processingTimeMs"]) if "processingTimeMs" in last else None,
+        "processingError": dataset.processing_error,
+        "lastIngestSummary": {"added": int(last.get("added", 0)), "errors": int(last.get("errors", 0)),
+                              "skippedCounts": {k: int(v) for k, v in (last.get("skippedCounts") or {}).items()}}
+        if last else None,
+        "errorCount": int((dataset.health or {}).get("imagesWithIssues", 0)) if dataset.health else None,
+        "clonedFrom": dataset.cloned_from_id,
+        "region": REGION,
+        "versions": [version_item(v) for v in versions] if versions is not None else None,
+        "createdAt": iso(dataset.created_at),
+        "updatedAt": iso(dataset.updated_at),
+    }
+    return _drop_none(body)
+
+
+def image_item(ctx: AppContext, dataset_id: str, row: Any, *, thumbnails: bool = True, urls: bool = False,
+               labels: bool = False) -> dict[str, Any]:
+    """``row`` carries key, name, split, sha256, labels, label_count, issues, width, height, size, thumb."""
+    item: dict[str, Any] = {
+        "id": f"{dataset_id}-{row.key}",
+        "hash": row.sha256,
+        "ext": row.name.rsplit(".", 1)[-1].lower() if "." in row.name else "",
+        "width": int(row.width),
+        "height": int(row.height),
+        "split": row.split,
+        "labelCount": int(row.label_count),
+        "name": row.name,
+        "bytes": int(row.size),
+        "error": (row.issues.strip(",").replace(",", ", ") or None) if row.issues else None,
+    }
+    if thumbnails and row.thumb_sha256:
+        item["thumbnailUrl"] = ctx.signer.sign("GET", blob_path(row.thumb_sha256, "thumb.jpg"))
+    if urls:
+        item["imageUrl"] = ctx.signer.sign("GET", blob_path(row.sha256, row.name))
+    if labels:
+        item["labels"] = list(row.labels or [])
+    return item
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class DatasetCreate(_Body):
+    dataset: str | None = Field(default=None, max_length=128)
+    name: str = Field(min_length=1, max_length=200)
+    owner: str | None = None
+    description: str = Field(default="", max_length=5000)
+    visibility: str = "private"
+    task: str | None = None
+    classNames: list[str] | None = None
+    tags: list[str] | None = None
+    license: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class IngestRequest(_Body):
+    sessionId: str = Field(min_length=1)
+
+
+class SignedUrlRequest(_Body):
+    assetType: str
+    assetId: str | None = None
+    filename: str = Field(min_length=1, max_length=255)
+    contentType: str | None = None
+    totalBytes: int | None = Field(default=None, ge=0)
+
+
+class UploadCompleteRequest(_Body):
+    sessionId: str = Field(min_length=1)
+    checksum: str | None = None
+    md5: str | None = None
+
+
+class CloneRequest(_Body):
+    name: str | None = Field(default=None, max_length=200)
+    dataset: str | None = Field(default=None, max_length=128)
+    description: str | None = None
+    visibility: str = "private"
+    owner: str | None = None
+    version: int | None = None
+
+
+class MergeClassesRequest(_Body):
+    sourceClassIds: list[int] = Field(min_length=1)
+    targetClassId: int
+
+
+class DeleteClassesRequest(_Body):
+    classIds: list[int] = Field(min_length=1)
+
+
+class RedistributeRequest(_Body):
+    train: float = Field(ge=0)
+    val: float = Field(ge=0)
+    test: float = Field(default=0, ge=0)
+    seed: int = 0
+
+
+class CreateExportRequest(_Body):
+    description: str = ""
+    download: bool = False
+
+
+class UpdateExportRequest(_Body):
+    version: int
+    description: str = ""
+
+
+class RestoreRequest(_Body):
+    version: int
+
+
+class ImageIdsRequest(_Body):
+    imageIds: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class BulkSplitRequest(_Body):
+    imageIds: list[str] = Field(min_length=1, max_length=10_000)
+    split: str
+
+
+class TrashRequest(_Body):
+    id: str
+    type: str

@@ -1,0 +1,25 @@
+"""Upload sessions: the SDK's signed-URL upload flow for dataset archives and model checkpoints."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from lanner.db import Base, TimestampMixin, id_column
+
+
+class UploadSession(TimestampMixin, Base):
+    """A signed-URL upload (``upload.signed_url`` → PUT → ``upload.complete``) of a dataset or model file."""
+
+    __tablename__ = "upload_sessions"
+
+    id: Mapped[str] = id_column()
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    asset_type: Mapped[str] = mapped_column(String(20))
+    asset_id: Mapped[str | None] = mapped_column(String(32))
+    filename: Mapped[str] = mapped_column(String(255))
+    content_type: Mapped[str | None] = mapped_column(String(100))
+    total_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(20), default="pending")

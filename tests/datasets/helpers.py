@@ -1,0 +1,40 @@
+"""Helpers for dataset tests: the official SDK upload flow, exactly as ``ul cloud train`` drives it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ultralytics_platform.cli import package_dataset
+
+
+def upload_dataset(platform: Any, http: Any, owner: str, slug: str, archive: Path, *, create: bool = True,
+                   timeout: float = 15) -> dict[str, Any]:
+    """datasets.create → upload.signed_url → PUT → upload.complete → datasets.ingest → poll until not processing."""
+    if create:
+        created = platform.datasets.create(dataset=slug, name=slug, visibility="private")
+        dataset_id = created["id"]
+    else:
+        dataset_id = platform.datasets.retrieve(owner, slug)["dataset"]["id"]
+    signed = platform.upload.signed_url(body={"assetType": "datasets", "assetId": dataset_id,
+                                              "filename": archive.name, "contentType": "application/octet-stream",
+                                              "totalBytes": archive.stat().st_size})
+    response = http.put(signed["uploadUrl"], content=archive.read_bytes(), headers=signed.get("headers") or {})
+    assert response.status_code == 200, response.text
+    platform.upload.complete(session_id=signed["sessionId"])
+    queued = platform.datasets.ingest(owner, slug, body={"sessionId": signed["sessionId"]})
+    assert queued["status"] == "queued"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        dataset = platform.datasets.retrieve(owner, slug)["dataset"]
+        if dataset.get("status") != "processing":
+            return dataset
+        time.sleep(0.1)
+    raise AssertionError("ingest did not finish")
+
+
+def package(root: Path, out: Path) -> Path:
+    """Zip a local YOLO dataset the way the official `ul` CLI does."""
+    out.mkdir(parents=True, exist_ok=True)
+    return package_dataset(root / "data.yaml", str(out), None)
