@@ -181,20 +181,20 @@ def ingest_path(ctx: AppContext, dataset_id: str, source: Path, *, limits: Impor
 
 def refresh_health(session: Session, dataset: Dataset) -> dict[str, Any]:
     """Run the health checks over the current manifest; store per-image issue codes and the summary."""
-    rows = session.execute(select(DatasetItem.id, DatasetItem.key, DatasetItem.name, DatasetItem.split,
+    rows = session.execute(select(DatasetItem.key, DatasetItem.name, DatasetItem.split,
                                   DatasetItem.sha256, DatasetItem.labels, DatasetItem.class_id, DatasetItem.issues,
                                   ImageBlob.phash, ImageBlob.width, ImageBlob.height)
                            .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
                            .where(DatasetItem.manifest_id == dataset.manifest_id)).all()
     records = [health_service.HealthImage(
-        id=str(r.id), name=r.name, split=r.split, sha256=r.sha256,
+        id=f"{dataset.id}-{r.key}", name=r.name, split=r.split, sha256=r.sha256,
         phash=(r.phash + (1 << 64)) if r.phash is not None and r.phash < 0 else r.phash,
         width=r.width, height=r.height, corrupt=None,
         labels=service.labels_to_records(r.labels), class_id=r.class_id) for r in rows]
     report = health_service.check_dataset(records, dataset.task, list(dataset.class_names or []))
     changed = []
     for r in rows:
-        codes = "," + "".join(f"{c}," for c in sorted(set(report.issues.get(str(r.id), []))))
+        codes = "," + "".join(f"{c}," for c in sorted(set(report.issues.get(f"{dataset.id}-{r.key}", []))))
         if codes != r.issues:
             changed.append({"b_key": r.key, "b_issues": codes})
     # Issue codes are a function of content, task and classes. A shared manifest (clone, version) has the same

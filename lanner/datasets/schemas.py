@@ -63,7 +63,7 @@ def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: i
         "lastIngestSummary": {"added": int(last.get("added", 0)), "errors": int(last.get("errors", 0)),
                               "skippedCounts": {k: int(v) for k, v in (last.get("skippedCounts") or {}).items()}}
         if last else None,
-        "errorCount": int((dataset.health or {}).get("imagesWithIssues", 0)) if dataset.health else None,
+        "errorCount": int(dataset.health.get("images_with_issues", 0)) if dataset.health else None,
         "clonedFrom": dataset.cloned_from_id,
         "region": REGION,
         "versions": [version_item(v) for v in versions] if versions is not None else None,

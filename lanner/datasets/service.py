@@ -421,8 +421,7 @@ def clone_dataset(session: Session, principal: Principal, source: Dataset, *, na
                     visibility=visibility if visibility in VISIBILITIES else "private", task=source.task,
                     class_names=list(source.class_names or []), kpt_shape=source.kpt_shape, format=source.format,
                     tags=list(source.tags or []), license=source.license, metadata_=dict(source.metadata_ or {}),
-                    cloned_from_id=source.id, manifest_id=source.manifest_id, status="ready", revision=0,
-                    health=source.health, health_revision=0 if source.health_revision == source.revision else None)
+                    cloned_from_id=source.id, manifest_id=source.manifest_id, status="ready", revision=0)
     session.add(clone)
     session.flush()
     return clone

@@ -8,6 +8,8 @@ from typing import Any
 
 from ultralytics_platform.cli import package_dataset
 
+from tests.sdk_types import assert_sdk_type
+
 
 def upload_dataset(platform: Any, http: Any, owner: str, slug: str, archive: Path, *, create: bool = True,
                    timeout: float = 15) -> dict[str, Any]:
@@ -22,8 +24,10 @@ def upload_dataset(platform: Any, http: Any, owner: str, slug: str, archive: Pat
                                               "totalBytes": archive.stat().st_size})
     response = http.put(signed["uploadUrl"], content=archive.read_bytes(), headers=signed.get("headers") or {})
     assert response.status_code == 200, response.text
-    platform.upload.complete(session_id=signed["sessionId"])
-    queued = platform.datasets.ingest(owner, slug, body={"sessionId": signed["sessionId"]})
+    assert_sdk_type(signed, "UploadSignedUrlResponse")
+    assert_sdk_type(platform.upload.complete(session_id=signed["sessionId"]), "UploadCompleteResponse")
+    queued = assert_sdk_type(platform.datasets.ingest(owner, slug, body={"sessionId": signed["sessionId"]}),
+                             "DatasetsIngestResponse")
     assert queued["status"] == "queued"
     deadline = time.time() + timeout
     while time.time() < deadline:

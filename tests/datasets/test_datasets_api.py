@@ -224,12 +224,87 @@ def test_public_datasets_are_readable_not_writable_and_searchable(shapes, sdk, b
     assert denied_delete.value.status_code == 403
 
 
-def test_health_report(shapes, client):
-    platform, _ = shapes
-    key = platform._client._api_key
-    report = client.get("/api/datasets/alice/shapes/health", headers={"Authorization": f"Bearer {key}"})
+def test_health_report_and_issue_filters(sdk, alice, client, tmp_path):
+    import shutil
+
+    root = tmp_path / "dirty"
+    make_detection_dataset(root, train=10, val=4)
+    shutil.copy(root / "images/train/train_0000.jpg", root / "images/val/copy_of_train_0.jpg")  # leakage
+    shutil.copy(root / "labels/train/train_0000.txt", root / "labels/val/copy_of_train_0.txt")
+    (root / "labels/train/train_0001.txt").unlink()  # unlabelled
+    platform = sdk(alice)
+    upload_dataset(platform, client, "alice", "dirty", package(root, tmp_path / "zip"))
+    report = client.get("/api/datasets/alice/dirty/health", headers=alice.headers)
     assert report.status_code == 200
-    assert "issues" in report.json() or "issueCounts" in report.json() or report.json()
+    body = report.json()
+    assert body["issue_counts"]["leakage"] == 2 and body["issue_counts"]["duplicate"] == 2
+    assert body["issue_counts"]["unlabeled"] == 1 and body["images_with_issues"] == 3
+    leaked = client.get("/api/datasets/alice/dirty/images", params={"issue": "leakage"},  # Lanner filter
+                        headers=alice.headers).json()
+    assert sorted(i["name"] for i in leaked["images"]) == ["copy_of_train_0.jpg", "train_0000.jpg"]
+    errors = platform.datasets.images("alice", "dirty", has_error="true", limit=100)
+    assert errors["total"] == 3 and errors["errorCount"] == 3
+    unlabeled = platform.datasets.images("alice", "dirty", has_label="false", limit=100)
+    assert [i["name"] for i in unlabeled["images"]] == ["train_0001.jpg"]
+    assert platform.datasets.retrieve("alice", "dirty")["dataset"]["errorCount"] == 3
+    assert "health" in client.get("/openapi.json").json()["paths"]["/api/datasets/{owner}/{dataset}/health"]["get"][
+        "summary"].lower()
+
+
+def test_bad_files_are_reported_and_skipped(sdk, alice, client, tmp_path):
+    root = tmp_path / "bad"
+    make_detection_dataset(root, train=6, val=3)
+    (root / "images/train/train_0002.jpg").write_text("this is not an image")
+    (root / "labels/train/train_0003.txt").write_text("0 0.5 0.5 0.2\n")  # four values: malformed
+    (root / "labels/val/val_0000.txt").write_text("7 0.5 0.5 0.2 0.2\n")  # class 7 is not in names
+    dataset = upload_dataset(sdk(alice), client, "alice", "bad", package(root, tmp_path / "zip"))
+    assert dataset["status"] == "ready" and dataset["imageCount"] == 6
+    summary = dataset["lastIngestSummary"]
+    assert summary["added"] == 6 and summary["errors"] == 3
+    assert summary["skippedCounts"] == {"corrupt": 1, "invalid": 2}
+
+
+def test_a_failed_import_changes_nothing(shapes, client, tmp_path):
+    import zipfile
+
+    platform, _ = shapes
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(broken, "w") as archive:  # YOLO layout without data.yaml: cannot be understood
+        archive.writestr("images/train/a.jpg", b"x")
+        archive.writestr("labels/train/a.txt", "0 0.5 0.5 0.1 0.1\n")
+    dataset = upload_dataset(platform, client, "alice", "shapes", broken, create=False)
+    assert dataset["status"] == "failed" and "data.yaml" in dataset["processingError"]["message"]
+    assert dataset["imageCount"] == 18
+    assert platform.datasets.images("alice", "shapes", limit=1)["total"] == 18
+
+
+def test_the_same_image_in_two_datasets_is_stored_once(sdk, alice, client, shapes_zip, app):
+    from sqlalchemy import func, select
+
+    from lanner.datasets.models import ImageBlob
+
+    platform = sdk(alice)
+    upload_dataset(platform, client, "alice", "one", shapes_zip)
+    with app.state.lanner.db.session() as session:
+        before = session.scalar(select(func.count()).select_from(ImageBlob))
+    upload_dataset(platform, client, "alice", "two", shapes_zip)
+    with app.state.lanner.db.session() as session:
+        assert session.scalar(select(func.count()).select_from(ImageBlob)) == before == 18
+    assert platform.datasets.retrieve("alice", "two")["dataset"]["imageCount"] == 18
+
+
+def test_sorting_and_selected_images(shapes):
+    platform, _ = shapes
+    names = [i["name"] for i in platform.datasets.images("alice", "shapes", sort="-name", limit=100)["images"]]
+    assert names == sorted(names, reverse=True)
+    first = platform.datasets.images("alice", "shapes", limit=2)["images"]
+    picked = assert_sdk_type(platform.datasets.selected_images("alice", "shapes", image_ids=[i["id"] for i in first]),
+                             "DatasetsSelectedImagesResponse")
+    assert sorted(i["id"] for i in picked["images"]) == sorted(i["id"] for i in first)
+    platform.datasets.create_export("alice", "shapes")
+    assert_sdk_type(platform.datasets.update_export("alice", "shapes", version=1, description="renamed"),
+                    "DatasetsUpdateExportResponse")
+    assert platform.datasets.retrieve("alice", "shapes")["dataset"]["versions"][0]["description"] == "renamed"
 
 
 def test_unsupported_endpoints_answer_501(shapes):
@@ -246,8 +321,9 @@ def test_upload_errors(sdk, alice, client, tmp_path):
         platform.upload.signed_url(body={"assetType": "datasets", "assetId": created["id"], "filename": "a.jpg",
                                          "contentType": "image/jpeg", "totalBytes": 10})
     assert bad_name.value.status_code == 400 and ".zip" in bad_name.value.json["error"]
-    signed = platform.upload.signed_url(body={"assetType": "datasets", "assetId": created["id"],
-                                              "filename": "a.zip", "contentType": "x", "totalBytes": 3})
+    signed = assert_sdk_type(platform.upload.signed_url(body={
+        "assetType": "datasets", "assetId": created["id"], "filename": "a.zip", "contentType": "x",
+        "totalBytes": 3}), "UploadSignedUrlResponse")
     with pytest.raises(APIError) as early:
         platform.datasets.ingest("alice", "x", body={"sessionId": signed["sessionId"]})
     assert early.value.status_code == 409
@@ -267,3 +343,20 @@ def test_upload_errors(sdk, alice, client, tmp_path):
     assert state["imageCount"] == 0
     assert client.put(signed["uploadUrl"], content=b"again").status_code == 409
     assert httpx.URL(signed["uploadUrl"]).params["signature"]
+
+
+def test_cli_import_prints_the_uri(tmp_path):
+    from tests.servers import lanner_cli
+
+    home = tmp_path / "home"
+    lanner_cli(home, "users", "create", "erin")
+    root = tmp_path / "shapes"
+    make_detection_dataset(root, train=4, val=2)
+    archive = package(root, tmp_path / "zip")
+    assert lanner_cli(home, "datasets", "import", str(archive), "--owner", "erin", "--name", "Shapes") == \
+        "ul://erin/datasets/shapes"
+    assert lanner_cli(home, "datasets", "import", str(root), "--owner", "erin", "--name", "Shapes") == \
+        "ul://erin/datasets/shapes"  # a folder works too; same names in the same split are reported and skipped
+    with pytest.raises(RuntimeError) as refused:
+        lanner_cli(home, "datasets", "import", str(tmp_path / "missing.zip"), "--owner", "erin", "--name", "x")
+    assert "does not exist" in str(refused.value)
