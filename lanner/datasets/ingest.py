@@ -140,10 +140,11 @@ def ingest_path(ctx: AppContext, dataset_id: str, source: Path, *, limits: Impor
                 {"sha256": info.sha256, "size": info.size, "width": info.width, "height": info.height,
                  "format": info.format, "phash": _signed64(info.phash), "thumb_sha256": thumb,
                  "created_at": utcnow()} for _, info, thumb in stored])
+            # Always into a fresh copy, swapped in at the end: a clone or version sharing the old manifest
+            # (even an empty one) never sees the new images, and a failure leaves the old one untouched.
             old_manifest = dataset.manifest_id
-            manifest = service.copy_manifest(session, old_manifest) if has_items else old_manifest
-            if has_items:
-                dataset.manifest_id = manifest
+            manifest = service.copy_manifest(session, old_manifest)
+            dataset.manifest_id = manifest
             taken = {(split, name) for split, name in session.execute(
                 select(DatasetItem.split, DatasetItem.name).where(DatasetItem.manifest_id == manifest))}
             rows = []
@@ -169,8 +170,7 @@ def ingest_path(ctx: AppContext, dataset_id: str, source: Path, *, limits: Impor
             dataset.last_ingest = {**result.summary(), "processingTimeMs": (time.monotonic() - started) * 1000}
             service.touch(dataset)
             session.flush()
-            if has_items:
-                service.drop_manifest_if_orphan(session, old_manifest)
+            service.drop_manifest_if_orphan(session, old_manifest)
             if progress:
                 progress("health", 0, 0)
             refresh_health(session, dataset)

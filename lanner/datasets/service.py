@@ -130,6 +130,8 @@ def copy_manifest(session: Session, manifest_id: int) -> int:
 
 def writable_manifest(session: Session, dataset: Dataset) -> int:
     """The dataset's manifest, copied first if a clone or a version shares it (copy-on-write)."""
+    if dataset.status == "processing":
+        raise Conflict("the dataset is processing an import; edit it when the import has finished")
     if manifest_is_shared(session, dataset.manifest_id, dataset_id=dataset.id):
         dataset.manifest_id = copy_manifest(session, dataset.manifest_id)
         session.flush()

@@ -360,3 +360,12 @@ def test_cli_import_prints_the_uri(tmp_path):
     with pytest.raises(RuntimeError) as refused:
         lanner_cli(home, "datasets", "import", str(tmp_path / "missing.zip"), "--owner", "erin", "--name", "x")
     assert "does not exist" in str(refused.value)
+
+
+def test_importing_into_a_clone_of_an_empty_dataset_leaves_the_original_empty(sdk, alice, client, shapes_zip):
+    platform = sdk(alice)
+    platform.datasets.create(dataset="empty", name="empty")
+    platform.datasets.clone("alice", "empty", name="filled")
+    upload_dataset(platform, client, "alice", "filled", shapes_zip, create=False)
+    assert platform.datasets.retrieve("alice", "filled")["dataset"]["imageCount"] == 18
+    assert platform.datasets.retrieve("alice", "empty")["dataset"]["imageCount"] == 0
