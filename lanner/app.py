@@ -19,6 +19,9 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     ctx = AppContext.from_settings(settings)
     if migrate:
         upgrade_database(ctx.db.url)
+    from lanner.gpus.catalogue import get_catalogue
+
+    get_catalogue(ctx)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at the first request
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -39,12 +42,15 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
 
     from lanner.accounts.router import router as accounts_router
     from lanner.datasets.router import router as datasets_router
+    from lanner.gpus.estimate_api import router as estimate_router
+    from lanner.gpus.router import router as gpus_router
     from lanner.projects.router import router as projects_router
     from lanner.storage.router import router as storage_router
     from lanner.training.router import router as training_router
     from lanner.web.router import router as web_router
 
-    for router in (accounts_router, projects_router, training_router, datasets_router, storage_router, web_router):
+    for router in (accounts_router, projects_router, training_router, estimate_router, datasets_router, gpus_router,
+                   storage_router, web_router):
         app.include_router(router)
 
     @app.get("/api/health", tags=["meta"])

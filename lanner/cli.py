@@ -18,12 +18,14 @@ runs_app = typer.Typer(help="Inspect and control training runs.", no_args_is_hel
 credits_app = typer.Typer(help="Credit balances.", no_args_is_help=True)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 datasets_app = typer.Typer(help="Import and inspect datasets.", no_args_is_help=True)
+gpus_app = typer.Typer(help="GPU catalogue and calibration.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
 app.add_typer(keys_app, name="keys")
 app.add_typer(runs_app, name="runs")
 app.add_typer(credits_app, name="credits")
 app.add_typer(db_app, name="db")
 app.add_typer(datasets_app, name="datasets")
+app.add_typer(gpus_app, name="gpus")
 
 err = Console(stderr=True)
 
@@ -210,6 +212,121 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
         err.print(f"... and {len(result.issues) - 20} more skipped files")
     err.print(f"imported {result.added} images into {owner}/{slug}")
     typer.echo(f"ul://{owner}/datasets/{slug}")
+
+
+@gpus_app.command("list")
+def gpus_list(tier: Annotated[str | None, typer.Option(help="Mark what this tier may use.")] = None) -> None:
+    """Show the GPU catalogue: VRAM, compute, price and the lowest tier that may use each type."""
+    from rich.table import Table
+
+    from lanner.gpus.catalogue import catalogue_from_settings
+
+    catalogue = catalogue_from_settings(get_settings().gpu_catalogue)
+    table = Table("GPU type", "name", "VRAM GB", "FP16 TFLOPS", "$/h", "tier", "offered")
+    for gpu in catalogue.all():
+        allowed = "" if tier is None else (" ✓" if gpu.allowed_for(tier) else " ✗")
+        table.add_row(gpu.id, gpu.display_name, f"{gpu.vram_gb:g}" if gpu.vram_gb else "host RAM",
+                      f"{gpu.fp16_tflops:g}" if gpu.fp16_tflops else "-", f"{gpu.price_per_hour:.2f}",
+                      gpu.min_tier + allowed, "yes" if gpu.offered else "no")
+    Console().print(table)
+
+
+@gpus_app.command("probe")
+def gpus_probe(model: Annotated[str, typer.Option(help="Model YAML or weights to train.")] = "yolo11n.yaml",
+               imgsz: Annotated[int, typer.Option(help="Training image size.")] = 320,
+               batch: Annotated[int, typer.Option(help="Batch size.")] = 16,
+               images: Annotated[int, typer.Option(help="Synthetic training images per epoch.")] = 64) -> None:
+    """Measure real training steps on this machine's devices and store them as calibration points."""
+    from lanner.gpus.probe import local_devices, record_probe, run_probe
+
+    if imgsz <= 0 or batch <= 0 or images <= 0:
+        _fail("imgsz, batch and images must be positive")
+    ctx = _context()
+    for device, gpu_type in local_devices():
+        err.print(f"probing {gpu_type} (device {device}) with {model}, imgsz {imgsz}, batch {batch} ...")
+        result = run_probe(model=model, imgsz=imgsz, batch=batch, images=images, device=device)
+        with ctx.db.session() as session:
+            record_probe(session, result)
+        typer.echo(f"{gpu_type}\t{result.epoch_seconds:.2f} s/epoch\t{images / result.epoch_seconds:.1f} img/s")
+
+
+def _duration(text: str) -> float:
+    """'90', '90m', '2h', '1.5h' -> minutes."""
+    units = {"m": 1.0, "h": 60.0, "d": 1440.0}
+    text = text.strip().lower()
+    try:
+        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise typer.BadParameter(f"not a duration: {text!r} (use 90m, 2h, ...)") from None
+
+
+@app.command()
+def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul://owner/project/model.")],
+             data: Annotated[str | None, typer.Option(help="ul://owner/datasets/slug")] = None,
+             train_images: Annotated[int | None, typer.Option(help="Training images (without --data).")] = None,
+             val_images: Annotated[int, typer.Option(help="Validation images (without --data).")] = 0,
+             epochs: Annotated[int, typer.Option(help="Epochs.")] = 100,
+             imgsz: Annotated[int, typer.Option(help="Image size.")] = 640,
+             batch: Annotated[int, typer.Option(help="Batch size; -1 = AutoBatch.")] = 16,
+             deadline: Annotated[str | None, typer.Option(help="Finish within, e.g. 2h or 90m.")] = None,
+             budget: Annotated[float | None, typer.Option(help="Spend at most this many USD.")] = None,
+             owner: Annotated[str | None, typer.Option(help="Estimate as this user (tier, datasets).")] = None,
+             ) -> None:
+    """Time, memory and cost on every GPU type, sorted by cost, the recommendation on top."""
+    from rich.table import Table
+
+    from lanner.accounts import service as accounts_service
+    from lanner.accounts.service import Principal
+    from lanner.errors import LannerError
+    from lanner.gpus import advisor
+    from lanner.gpus.catalogue import catalogue_from_settings
+    from lanner.gpus.estimate_api import _dataset_counts, _model_name
+
+    if (data is None) == (train_images is None):
+        _fail("give either --data ul://owner/datasets/slug or --train-images N")
+    ctx = _context()
+    try:
+        with ctx.db.session() as session:
+            principal = Principal(user_id="", username="", tier="enterprise", key_id=None)
+            if owner:
+                user = accounts_service.require_user(session, username=owner)
+                principal = Principal(user_id=user.id, username=user.username, tier=user.tier, key_id=None)
+            nc = None
+            if data is not None:
+                train, val, nc = _dataset_counts(session, principal, data)
+            else:
+                train, val = int(train_images or 0), val_images
+            request = advisor.Request(
+                model=_model_name(session, principal, model), train_images=train, val_images=val,
+                train_args={"epochs": epochs, "imgsz": imgsz, "batch": batch},
+                deadline_minutes=_duration(deadline) if deadline else None,
+                budget_cents=budget * 100 if budget is not None else None, tier=principal.tier, nc=nc or None)
+            result = advisor.estimate(session, catalogue_from_settings(ctx.settings.gpu_catalogue), request)
+    except LannerError as exc:
+        _fail(exc.message)
+    console = Console()
+    for key in ("cheapest", "fastest", "balanced"):
+        pick = result["recommendation"].get(key)
+        console.print(f"[bold]{key}[/bold]: {pick['reason'] if pick else '-'}")
+    if note := result["recommendation"].get("note"):
+        console.print(f"[yellow]{note['reason']}[/yellow]")
+    if guidance := result.get("guidance"):
+        console.print(f"rule of thumb: {guidance['rule']}" + (f" ({guidance['why']})" if guidance.get("why") else ""))
+
+    def span(r: dict, unit: float = 60.0, fmt: str = "{:.0f}") -> str:
+        return f"{fmt.format(r['value'] / unit)} ({fmt.format(r['low'] / unit)}-{fmt.format(r['high'] / unit)})"
+
+    table = Table("GPU type", "$/h", "batch", "mem GB", "fits", "epoch s", "total min", "cost $", "notes")
+    for e in result["estimates"]:
+        notes = ", ".join(n for n, on in (("loader-bound", e["loaderBound"]), (f"needs {e['minTier']}",
+                                                                                not e["allowed"])) if on)
+        table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", str(e["batch"]), f"{e['memoryGb']:.1f}",
+                      "yes" if e["fits"] else "no", span(e["epochSeconds"], 1.0, "{:.1f}"), span(e["totalSeconds"]),
+                      span(e["costCents"], 100.0, "{:.2f}"), notes)
+    console.print(table)
+    accuracy = result["accuracy"]
+    console.print(f"estimator accuracy on past runs: {accuracy.get('medianAbsErrorPct')}% median error over "
+                  f"{accuracy['runs']} run(s)" if accuracy["runs"] else accuracy.get("note", ""))
 
 
 @db_app.command("upgrade")

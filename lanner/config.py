@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     import_max_ratio: float = Field(default=200.0, description="Highest compression ratio an archive may have.")
     import_max_file_bytes: int = Field(default=2 * 1024**3, description="Largest single file inside an upload.")
     max_upload_bytes: int = Field(default=100 * 1024**3, description="Largest file accepted on a signed upload URL.")
+    gpu_catalogue: str | None = Field(
+        default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
 
     @property
     def import_limits(self) -> Any:

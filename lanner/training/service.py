@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import secrets
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from lanner.training.state import ACTIVE, RunStatus, transition, try_transition
 from lanner.training.writes import HOT_EVENTS, BatchState, RunRef
 
 DUPLICATE_START_WINDOW = timedelta(minutes=10)
+log = logging.getLogger("lanner.training")
 
 
 def parse(model: type[BaseModel], data: dict[str, Any], event: str) -> Any:
@@ -372,7 +374,19 @@ def _training_complete(ctx: EventContext, model_id: str, ref: RunRef, data: dict
             promote_checkpoint(ctx.session, model, model_path, run.id)
     if run.status in (RunStatus.STARTING, RunStatus.RUNNING):
         transition(ctx.session, run, RunStatus.COMPLETED, reason="training_complete")
+        _learn_from(ctx.session, model, run)
     model.completed_at = model.completed_at or utcnow()
+
+
+def _learn_from(session: Session, model: ModelRecord, run: Run) -> None:
+    """A completed run teaches the GPU advisor its real speed; a failure here must never fail the event."""
+    from lanner.gpus.calibration import record_run
+
+    try:
+        with session.begin_nested():
+            record_run(session, model, run)
+    except Exception:  # calibration is best effort
+        log.exception("could not record run %s as a calibration point", run.id)
 
 
 def _training_failed(ctx: EventContext, model_id: str, ref: RunRef, data: dict[str, Any]) -> None:

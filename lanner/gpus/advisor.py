@@ -1,0 +1,272 @@
+"""The GPU advisor: turns a request (model, data, trainer arguments) into estimates for every GPU type, learning
+from calibration points. The estimate itself is ``estimator.py``; this module gathers its inputs."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.errors import BadRequest, Unprocessable
+from lanner.gpus import priors
+from lanner.gpus.catalogue import Catalogue, GpuType
+from lanner.gpus.estimator import (
+    DeviceSpeed,
+    FixedCosts,
+    LoaderSpeed,
+    Option,
+    Workload,
+    cost_range_cents,
+    estimate_time,
+    recommend,
+    seed_guidance,
+)
+from lanner.gpus.models import CalibrationPoint
+
+DEFAULT_ARGS = {"epochs": 100, "imgsz": 640, "batch": 16, "workers": 8, "fraction": 1.0, "cache": False,
+                "patience": 100, "optimizer": "auto", "amp": True, "val": True}
+PRIOR_SPREAD = (0.7, 1.45)     # before any calibration the band is wide, and says so
+MIN_SPREAD = (0.85, 1.15)      # calibration never claims better than +/-15 %
+DATACENTER = ("a100", "h100", "h200", "b200", "b300", "l40", "l4", "a40", "rtx-pro-6000")
+
+
+@dataclass
+class Calibration:
+    speed: DeviceSpeed
+    spread: tuple[float, float]
+    points: int
+    loader: LoaderSpeed = priors.LOADER_640
+
+
+@dataclass
+class Request:
+    model: str
+    train_images: int
+    val_images: int
+    train_args: dict[str, Any]
+    gpu_types: list[str] | None = None
+    deadline_minutes: float | None = None
+    budget_cents: float | None = None
+    tier: str = "free"
+    nc: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def normalise_args(train_args: dict[str, Any] | None) -> dict[str, Any]:
+    """The trainer's own argument names and defaults; invalid values are refused naming the argument."""
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+
+    args = dict(DEFAULT_ARGS)
+    for key, value in (train_args or {}).items():
+        if key not in DEFAULT_CFG_DICT:
+            raise Unprocessable(f"trainArgs.{key}: not an argument of yolo train")
+        args[key] = value
+
+    def number(key: str, kind: type, low: float | None = None) -> Any:
+        value = args[key]
+        try:
+            value = kind(value)
+        except (TypeError, ValueError):
+            raise BadRequest(f"trainArgs.{key} must be a number") from None
+        if low is not None and value < low:
+            raise BadRequest(f"trainArgs.{key} must be at least {low}")
+        return value
+
+    args["epochs"] = number("epochs", int, 1)
+    args["imgsz"] = number("imgsz", int, 1)
+    args["workers"] = number("workers", int, 0)
+    args["patience"] = number("patience", int, 0)
+    fraction = number("fraction", float)
+    if not 0 < fraction <= 1:
+        raise BadRequest("trainArgs.fraction must be in (0, 1]")
+    args["fraction"] = fraction
+    batch = number("batch", float)
+    if batch <= 0 and batch != -1 or (batch > 1 and batch != int(batch)):
+        raise BadRequest("trainArgs.batch must be a positive integer, -1 (AutoBatch) or a memory fraction in (0, 1)")
+    args["batch"] = int(batch) if batch >= 1 or batch == -1 else batch
+    cache = args["cache"]
+    args["cache"] = cache in (True, "ram", "disk", "True", "true")
+    return args
+
+
+def host_cpus(gpu: GpuType) -> float:
+    if gpu.id == "cpu":
+        return float(os.cpu_count() or 1)
+    return priors.DATACENTER_HOST_CPUS if gpu.id.startswith(DATACENTER) else priors.CONSUMER_HOST_CPUS
+
+
+def _workload(point: CalibrationPoint) -> Workload:
+    return Workload(gflops=point.gflops, train_images=point.train_images, val_images=point.val_images, epochs=1,
+                    batch=point.batch, workers=point.workers, host_cpus=point.host_cpus, imgsz=point.imgsz,
+                    cache=point.cache)
+
+
+def prior_speed(catalogue: Catalogue, gpu: GpuType) -> DeviceSpeed:
+    if gpu.id == "cpu":
+        return priors.cpu_prior()
+    specs = {g.id: (g.fp16_tflops, g.bandwidth_gbs) for g in catalogue.all()
+             if g.fp16_tflops and g.bandwidth_gbs}
+    if gpu.id not in specs or priors.REFERENCE_GPU not in specs:
+        return priors.gpu_prior(0.5, "prior (no specifications)")
+    return priors.gpu_prior(priors.relative_speeds(specs)[gpu.id], "prior")
+
+
+def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType) -> Calibration:
+    """Scale the device's throughput so that its recorded points are predicted without bias (median ratio 1),
+    and take the uncertainty band from the spread of what is left (the residuals)."""
+    prior = prior_speed(catalogue, gpu)
+    points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id)
+                                  .order_by(CalibrationPoint.id.desc()).limit(200)))
+    if not points:
+        return Calibration(prior, PRIOR_SPREAD, 0)
+    fixed = priors.LOCAL_FIXED
+    speed = prior
+    # Two rounds: the step overhead and the FLOP rate are both in play; one scale factor is fitted on the total.
+    for _ in range(3):
+        ratios = [p.epoch_seconds / estimate_time(_workload(p), speed, priors.LOADER_640, fixed).epoch_seconds.value
+                  for p in points]
+        scale = statistics.median(ratios)
+        speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
+                            val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader,
+                            source=f"calibrated on {len(points)} measurement(s)")
+    residuals = [p.epoch_seconds / estimate_time(_workload(p), speed, priors.LOADER_640, fixed).epoch_seconds.value
+                 for p in points]
+    if len(residuals) >= 3:
+        ordered = sorted(residuals)
+        low = min(MIN_SPREAD[0], ordered[max(0, int(0.1 * len(ordered)) - 1)] * 0.95)
+        high = max(MIN_SPREAD[1], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1.05)
+    else:
+        low, high = 0.8, 1.25
+    return Calibration(speed, (low, high), len(points))
+
+
+def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
+    """How well the current model predicts recorded runs: each point predicted from the others (leave-one-out)."""
+    errors = []
+    for gpu in catalogue.all():
+        points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id,
+                                                                     CalibrationPoint.source != "probe")))
+        for point in points:
+            others = [p for p in session.scalars(select(CalibrationPoint).where(
+                CalibrationPoint.gpu_type == gpu.id, CalibrationPoint.id != point.id))]
+            if not others:
+                continue
+            speed = _fit_speed(catalogue, gpu, others)
+            predicted = estimate_time(_workload(point), speed, priors.LOADER_640, priors.LOCAL_FIXED)
+            errors.append(abs(predicted.epoch_seconds.value - point.epoch_seconds) / point.epoch_seconds)
+    if not errors:
+        return {"runs": 0, "medianAbsErrorPct": None, "worstAbsErrorPct": None,
+                "note": "no finished runs measured yet: bands are the wide prior ones"}
+    return {"runs": len(errors), "medianAbsErrorPct": round(100 * statistics.median(errors), 1),
+            "worstAbsErrorPct": round(100 * max(errors), 1)}
+
+
+def _fit_speed(catalogue: Catalogue, gpu: GpuType, points: list[CalibrationPoint]) -> DeviceSpeed:
+    speed = prior_speed(catalogue, gpu)
+    for _ in range(3):
+        scale = statistics.median(p.epoch_seconds / estimate_time(_workload(p), speed, priors.LOADER_640,
+                                                                  priors.LOCAL_FIXED).epoch_seconds.value
+                                  for p in points)
+        speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
+                            val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader)
+    return speed
+
+
+def fixed_costs(gpu: GpuType) -> FixedCosts:
+    return priors.LOCAL_FIXED if gpu.id == "cpu" else priors.CLOUD_FIXED
+
+
+def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[str, Any]:
+    from lanner.gpus import memory, profile
+
+    args = normalise_args(request.train_args)
+    try:
+        model = profile.model_profile(request.model, nc=request.nc)
+    except ValueError as exc:
+        raise BadRequest(f"model: {exc}") from None
+    if request.gpu_types:
+        unknown = [g for g in request.gpu_types if g not in catalogue]
+        if unknown:
+            raise BadRequest(f"gpuTypes: unknown GPU type(s) {', '.join(unknown)}")
+        gpus = [catalogue.get(g) for g in request.gpu_types]
+    else:
+        gpus = list(catalogue.offered())
+    train_images = max(1, round(request.train_images * args["fraction"]))
+    imgsz = args["imgsz"]
+    gflops = model.gflops(imgsz)
+    estimates, options = [], []
+    for gpu in gpus:
+        calibration = calibrate(session, catalogue, gpu)
+        vram = gpu.vram_gb if gpu.id != "cpu" else _host_ram_gb()
+        amp = bool(args["amp"]) and gpu.id != "cpu"
+        if args["batch"] == -1 or (isinstance(args["batch"], float) and args["batch"] < 1):
+            fraction = 0.60 if args["batch"] == -1 else float(args["batch"])
+            batch = 16 if gpu.id == "cpu" else memory.autobatch_batch(vram, model, imgsz=imgsz, fraction=fraction,
+                                                                      amp=amp, nc=request.nc)
+        else:
+            batch = int(args["batch"])
+        mem = memory.training_memory(model, imgsz=imgsz, batch=batch, optimizer=str(args["optimizer"]), amp=amp,
+                                     nc=request.nc)
+        max_batch = memory.max_batch(vram, model, imgsz=imgsz, optimizer=str(args["optimizer"]), amp=amp,
+                                     nc=request.nc)
+        fits = mem.device_gb <= vram if gpu.id != "cpu" else mem.peak_gb <= vram
+        workers = min(int(args["workers"]), int(host_cpus(gpu)), batch) if args["workers"] else 0
+        work = Workload(gflops=gflops, train_images=train_images, val_images=request.val_images,
+                        epochs=args["epochs"], batch=batch, workers=workers, host_cpus=host_cpus(gpu), imgsz=imgsz,
+                        cache=args["cache"], val_every_epoch=bool(args["val"]),
+                        patience=args["patience"] if args["patience"] else None)
+        times = estimate_time(work, calibration.speed, calibration.loader, fixed_costs(gpu),
+                              spread=calibration.spread)
+        cost = cost_range_cents(times.total_seconds, gpu.price_per_hour)
+        allowed = gpu.allowed_for(request.tier)
+        options.append(Option(gpu.id, gpu.display_name, gpu.price_per_hour, fits, allowed, times.total_seconds,
+                              cost))
+        estimates.append({
+            "gpuType": gpu.id, "displayName": gpu.display_name, "pricePerHour": gpu.price_per_hour,
+            "vramGb": vram, "fits": fits, "memoryGb": round(mem.device_gb, 2), "maxBatch": max_batch,
+            "batch": batch, "loaderBound": times.loader_bound, "allowed": allowed,
+            "minTier": gpu.min_tier, "availability": "High",
+            "epochSeconds": times.epoch_seconds.as_dict(), "totalSeconds": times.total_seconds.as_dict(),
+            "costCents": cost.as_dict(0),
+            "calibration": {"source": calibration.speed.source, "points": calibration.points},
+            "breakdown": {k: round(v, 1) for k, v in times.breakdown.items()},
+        })
+    estimates.sort(key=lambda e: (e["costCents"]["value"], e["totalSeconds"]["value"]))
+    deadline = request.deadline_minutes * 60 if request.deadline_minutes is not None else None
+    recommendation = recommend(options, deadline_s=deadline, budget_cents=request.budget_cents)
+    body: dict[str, Any] = {
+        "model": {"name": model.name, "family": model.family, "task": model.task, "params": model.params,
+                  "gflops": round(gflops, 2), "imgsz": imgsz},
+        "images": {"train": train_images, "val": request.val_images},
+        "estimates": estimates, "recommendation": recommendation, "accuracy": accuracy(session, catalogue),
+    }
+    if deadline is None and request.budget_cents is None:
+        body["guidance"] = _guidance(train_images, recommendation, catalogue)
+    return body
+
+
+def _guidance(train_images: int, recommendation: dict[str, Any], catalogue: Catalogue) -> dict[str, Any]:
+    seed = seed_guidance(train_images)
+    pick = (recommendation.get("balanced") or {}).get("gpuType")
+    expected = {"small": ("rtx-2000-ada", "rtx-4000-ada", "rtx-a4500", "l4"),
+                "medium": ("rtx-4090", "rtx-a6000", "rtx-a5000", "rtx-3090", "rtx-6000-ada", "l40s", "rtx-5090"),
+                "large": ("h100-sxm", "h100-pcie", "h100-nvl", "a100-80gb-sxm", "a100-80gb-pcie")}[seed["band"]]
+    agrees = pick in expected
+    seed["agrees"] = agrees
+    if not agrees and pick and pick in catalogue:
+        seed["why"] = (f"the estimate prefers {catalogue.get(pick).display_name}: for this model, image size and "
+                       f"data it gives a better time x price than the rule of thumb's {seed['gpuClass']}")
+    return seed
+
+
+def _host_ram_gb() -> float:
+    try:
+        import psutil
+
+        return round(psutil.virtual_memory().total / 1024**3, 1)
+    except Exception:  # pragma: no cover - psutil ships with ultralytics
+        return 16.0

@@ -1,0 +1,86 @@
+"""Learning from runs: a finished run becomes a calibration point (epoch time, start-up, workload)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import statistics
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.gpus.models import CalibrationPoint
+from lanner.gpus.probe import gpu_type_for_name
+from lanner.projects.models import ModelRecord
+from lanner.training.models import ConsoleChunk, EpochMetric, Run
+
+log = logging.getLogger("lanner.gpus")
+# The trainer logs its dataset scan ("train: Scanning .../labels/train... 16 images, 0 backgrounds, ...");
+# the protocol itself never says how many images a run trains on.
+_SCAN = re.compile(r"\b(train|val): Scanning .*?(\d+) images")
+
+
+def _arg(args: dict[str, Any], key: str, default: Any, kind: type) -> Any:
+    try:
+        return kind(float(args.get(key, default)))
+    except (TypeError, ValueError):
+        return default
+
+
+def _image_counts(session: Session, run: Run) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    chunks = session.scalars(select(ConsoleChunk.content).where(ConsoleChunk.run_id == run.id)
+                             .order_by(ConsoleChunk.chunk_id).limit(200))
+    for content in chunks:
+        for split, number in _SCAN.findall(content):
+            counts[split] = int(number)  # the last scan line of a split has the final count
+    return counts
+
+
+def record_run(session: Session, model: ModelRecord, run: Run) -> CalibrationPoint | None:
+    """Turn a completed run into a calibration point; None when it lacks what a point needs (2+ epochs, sizes)."""
+    if session.scalar(select(CalibrationPoint.id).where(CalibrationPoint.run_id == run.id)):
+        return None
+    stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at).where(
+        EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
+    if len(stamps) < 2:
+        return None
+    durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
+                 if b.epoch == a.epoch + 1]
+    if not durations:
+        return None
+    epoch_seconds = statistics.median(durations)
+    counts = _image_counts(session, run)
+    args = run.train_args or {}
+    if "train" not in counts:
+        return None
+    fraction = _arg(args, "fraction", 1.0, float)
+    if _arg(args, "batch", 16, float) < 1:
+        return None  # AutoBatch: the batch the trainer chose is not reported
+    environment = run.environment or {}
+    device = str(run.device or args.get("device") or "")
+    gpu_type = "cpu" if device in ("cpu", "") or "cuda" not in device else gpu_type_for_name(
+        str(environment.get("gpuType") or ""))
+    info = model.model_info or {}
+    imgsz = _arg(args, "imgsz", 640, int)
+    gflops = float(info.get("gflops") or 0.0)
+    family = str(args.get("model", "")).split(".")[0].rstrip("nsmlx") or "unknown"
+    if not gflops:
+        try:
+            from lanner.gpus.profile import model_profile
+
+            gflops = model_profile(str(args.get("model"))).gflops(imgsz)
+        except Exception:
+            return None
+    startup = (stamps[0].created_at - run.created_at).total_seconds() - epoch_seconds
+    point = CalibrationPoint(
+        gpu_type=gpu_type, source="quick_run" if fraction < 1 or _arg(args, "epochs", 100, int) <= 3 else "run",
+        model_name=str(args.get("model", "")), family=family, gflops=gflops, imgsz=imgsz,
+        batch=_arg(args, "batch", 16, int), train_images=max(1, round(counts["train"] * fraction)),
+        val_images=counts.get("val", 0), workers=_arg(args, "workers", 8, int),
+        host_cpus=float(environment.get("cpuCount") or 1), cache=str(args.get("cache")) in ("True", "ram", "disk"),
+        epoch_seconds=epoch_seconds, startup_seconds=max(0.0, startup), peak_memory_gb=None, run_id=run.id)
+    session.add(point)
+    session.flush()
+    return point

@@ -1,0 +1,312 @@
+"""GPU catalogue: every type ``training.start`` accepts, plus ``cpu``, with specs, prices and tier limits.
+
+The defaults ship as ``catalogue.csv`` (hosted list prices and datasheet specs, each row with its source).
+A self-hosted team rarely pays hosted prices, so ``LANNER_GPU_CATALOGUE`` lets the operator re-price types,
+restrict them to a tier, choose which are offered and add their own (see ``apply_overrides`` for the format).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+TIERS: tuple[str, ...] = ("free", "pro", "enterprise")
+"""Account tiers, lowest first; the same names as ``lanner.accounts.service.TIERS`` (a test checks it)."""
+
+SETTING = "LANNER_GPU_CATALOGUE"
+_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_NUMBER_FIELDS = ("vram_gb", "bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tdp_w", "price_per_hour")
+_NULLABLE_FIELDS = ("bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tdp_w")
+_TEXT_FIELDS = ("display_name", "architecture", "source")
+_NEW_TYPE_REQUIRED = ("display_name", "architecture", "vram_gb", "price_per_hour")
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """One trainable device type. ``vram_gb == 0`` means it trains in host RAM (``cpu``)."""
+
+    id: str
+    display_name: str
+    architecture: str
+    vram_gb: float
+    bandwidth_gbs: float | None
+    fp32_tflops: float | None
+    fp16_tflops: float | None  # dense FP16/BF16 tensor throughput, FP32 accumulate where the datasheet says
+    price_per_hour: float  # USD; 0.0 on reference-only rows that have no list price (they cannot be offered)
+    min_tier: str
+    offered: bool
+    source: str
+    tdp_w: float | None = None
+
+    def allowed_for(self, tier: str) -> bool:
+        """Whether an account on ``tier`` may train on this type (offered, and tier at or above ``min_tier``)."""
+        return self.offered and _tier_rank(tier) >= _tier_rank(self.min_tier)
+
+
+class UnknownGpuType(KeyError):
+    """A ``KeyError`` whose message reads well in an API error (plain ``KeyError`` quotes it)."""
+
+    def __init__(self, gpu_id: str, known: list[str]) -> None:
+        super().__init__(gpu_id)
+        self.gpu_id = gpu_id
+        self.message = f"unknown GPU type '{gpu_id}': choose one of {', '.join(known)}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Catalogue:
+    """Immutable, ordered view of the GPU types (cheapest first, as the CSV lists them)."""
+
+    __slots__ = ("_types",)
+
+    def __init__(self, types: list[GpuType] | tuple[GpuType, ...]) -> None:
+        by_id: dict[str, GpuType] = {}
+        for gpu in types:
+            if gpu.id in by_id:
+                raise ValueError(f"duplicate GPU type '{gpu.id}'")
+            by_id[gpu.id] = gpu
+        self._types: Mapping[str, GpuType] = MappingProxyType(by_id)
+
+    def get(self, gpu_id: str) -> GpuType:
+        try:
+            return self._types[gpu_id]
+        except KeyError:
+            raise UnknownGpuType(gpu_id, [g.id for g in self.offered()]) from None
+
+    def all(self) -> tuple[GpuType, ...]:
+        return tuple(self._types.values())
+
+    def offered(self) -> tuple[GpuType, ...]:
+        return tuple(g for g in self._types.values() if g.offered)
+
+    def allowed_for(self, tier: str) -> tuple[GpuType, ...]:
+        """The types an account on ``tier`` may start training on."""
+        return tuple(g for g in self._types.values() if g.allowed_for(tier))
+
+    def __contains__(self, gpu_id: object) -> bool:
+        return gpu_id in self._types
+
+    def __iter__(self) -> Iterator[GpuType]:
+        return iter(self._types.values())
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def __repr__(self) -> str:
+        return f"Catalogue({len(self)} types, {len(self.offered())} offered)"
+
+
+def _tier_rank(tier: str) -> int:
+    try:
+        return TIERS.index(tier)
+    except ValueError:
+        raise ValueError(f"unknown tier '{tier}': choose one of {', '.join(TIERS)}") from None
+
+
+def _optional_float(text: str) -> float | None:
+    text = text.strip()
+    return float(text) if text else None
+
+
+def _read_default_rows() -> tuple[list[GpuType], frozenset[str]]:
+    """Parse the packaged CSV; also return the ids that have no list price (reference-only rows)."""
+    text = resources.files("lanner.gpus").joinpath("catalogue.csv").read_text(encoding="utf-8")
+    types: list[GpuType] = []
+    unpriced: set[str] = set()
+    for row in csv.DictReader(io.StringIO(text)):
+        price = _optional_float(row["price_per_hour"])
+        if price is None:
+            unpriced.add(row["id"])
+        types.append(GpuType(
+            id=row["id"], display_name=row["display_name"], architecture=row["architecture"],
+            vram_gb=float(row["vram_gb"]), bandwidth_gbs=_optional_float(row["bandwidth_gbs"]),
+            fp32_tflops=_optional_float(row["fp32_tflops"]), fp16_tflops=_optional_float(row["fp16_tflops"]),
+            price_per_hour=price or 0.0, min_tier=row["min_tier"].strip() or "free",
+            offered=row["offered"].strip().lower() == "yes", source=row["source"],
+            tdp_w=_optional_float(row["tdp_w"]),
+        ))
+    return types, frozenset(unpriced)
+
+
+@lru_cache(maxsize=1)
+def _defaults() -> tuple[tuple[GpuType, ...], frozenset[str]]:
+    types, unpriced = _read_default_rows()
+    return tuple(types), unpriced
+
+
+@lru_cache(maxsize=1)
+def default_catalogue() -> Catalogue:
+    """The packaged catalogue, parsed once per process."""
+    return Catalogue(_defaults()[0])
+
+
+# ---------------------------------------------------------------------------------------------- overrides
+
+
+_ENTRY_FIELDS = frozenset(f.name for f in fields(GpuType)) - {"id"}
+
+
+def _number(value: Any, where: str, *, nullable: bool) -> float | None:
+    if value is None:
+        if nullable:
+            return None
+        raise ValueError(f"{where}: must be a number, not null")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{where}: must be a finite number, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{where}: must not be negative, got {value!r}")
+    return float(value)
+
+
+def _entry_changes(gpu_id: str, entry: Any) -> dict[str, Any]:
+    """Validate one ``gpus.<id>`` object and return it as dataclass field values."""
+    where = f"gpus.{gpu_id}"
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where}: must be an object of fields, got {type(entry).__name__}")
+    changes: dict[str, Any] = {}
+    for name, value in entry.items():
+        field_where = f"{where}.{name}"
+        if name not in _ENTRY_FIELDS:
+            raise ValueError(f"{field_where}: unknown field; allowed: {', '.join(sorted(_ENTRY_FIELDS))}")
+        if name in _NUMBER_FIELDS:
+            changes[name] = _number(value, field_where, nullable=name in _NULLABLE_FIELDS)
+        elif name in _TEXT_FIELDS:
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{field_where}: must be a non-empty string")
+            changes[name] = value.strip()
+        elif name == "min_tier":
+            if value not in TIERS:
+                raise ValueError(f"{field_where}: unknown tier {value!r}; choose one of {', '.join(TIERS)}")
+            changes[name] = value
+        elif name == "offered":
+            if not isinstance(value, bool):
+                raise ValueError(f"{field_where}: must be true or false")
+            changes[name] = value
+    return changes
+
+
+def apply_overrides(base: Catalogue, overrides: Mapping[str, Any], *, unpriced: frozenset[str] = frozenset()
+                    ) -> Catalogue:
+    """Return ``base`` changed by an operator's overrides; raise ``ValueError`` naming the offending field.
+
+    Shape (JSON or YAML)::
+
+        {"offered": ["cpu", "rtx-4090"],                       # optional: exactly these are offered
+         "gpus": {"rtx-4090": {"price_per_hour": 0.0, "min_tier": "pro"},
+                  "my-lab-a6000": {"display_name": "Lab A6000", "architecture": "Ampere",
+                                   "vram_gb": 48, "price_per_hour": 0.1}}}
+
+    Fields in ``gpus.<id>`` are ``GpuType`` fields (snake_case). A new id needs at least display_name,
+    architecture, vram_gb and price_per_hour; it is offered unless it says otherwise or the ``offered``
+    list leaves it out. A type without a list price (reference-only rows) can be offered only with a price.
+    """
+    if not isinstance(overrides, Mapping):
+        raise ValueError(f"{SETTING}: must be an object with 'offered' and/or 'gpus', got {type(overrides).__name__}")
+    unknown = set(overrides) - {"offered", "gpus"}
+    if unknown:
+        raise ValueError(f"{sorted(unknown)[0]}: unknown field; allowed top-level fields: gpus, offered")
+
+    types: dict[str, GpuType] = {g.id: g for g in base}
+    priced: set[str] = {gpu_id for gpu_id in types if gpu_id not in unpriced}
+    explicit_offered: dict[str, bool] = {}
+
+    gpus = overrides.get("gpus")
+    gpus = {} if gpus is None else gpus  # `gpus:` left empty in YAML
+    if not isinstance(gpus, Mapping):
+        raise ValueError("gpus: must be an object keyed by GPU type id")
+    for gpu_id, entry in gpus.items():
+        if not isinstance(gpu_id, str) or not _ID_PATTERN.match(gpu_id):
+            raise ValueError(f"gpus.{gpu_id}: invalid GPU type id; use lowercase letters, digits, '.', '_', '-'")
+        changes = _entry_changes(gpu_id, entry)
+        if "price_per_hour" in changes:
+            priced.add(gpu_id)
+        if "offered" in changes:
+            explicit_offered[gpu_id] = changes["offered"]
+        if gpu_id in types:
+            types[gpu_id] = replace(types[gpu_id], **changes)
+            continue
+        missing = [name for name in _NEW_TYPE_REQUIRED if name not in changes]
+        if missing:
+            raise ValueError(f"gpus.{gpu_id}.{missing[0]}: required for a new GPU type "
+                             f"(a new type needs {', '.join(_NEW_TYPE_REQUIRED)})")
+        defaults: dict[str, Any] = {"bandwidth_gbs": None, "fp32_tflops": None, "fp16_tflops": None,
+                                    "min_tier": "free", "offered": True, "source": f"operator override ({SETTING})"}
+        types[gpu_id] = GpuType(id=gpu_id, **{**defaults, **changes})
+
+    if "offered" in overrides:
+        offered = overrides["offered"]
+        if not isinstance(offered, list) or not all(isinstance(item, str) for item in offered):
+            raise ValueError("offered: must be a list of GPU type ids")
+        for item in offered:
+            if item not in types:
+                raise ValueError(f"offered: unknown GPU type '{item}'; add it under 'gpus' first")
+        wanted = set(offered)
+        for gpu_id, value in explicit_offered.items():
+            if value != (gpu_id in wanted):
+                raise ValueError(f"gpus.{gpu_id}.offered: contradicts the 'offered' list")
+        types = {gpu_id: replace(gpu, offered=gpu_id in wanted) for gpu_id, gpu in types.items()}
+
+    for gpu in types.values():
+        if gpu.offered and gpu.id not in priced:
+            raise ValueError(f"gpus.{gpu.id}.price_per_hour: '{gpu.id}' has no list price; set one to offer it")
+    return Catalogue(list(types.values()))
+
+
+def load_catalogue(overrides: Mapping[str, Any] | None = None) -> Catalogue:
+    """The packaged catalogue, with ``overrides`` applied when given (the default one is cached)."""
+    if overrides is None or (isinstance(overrides, Mapping) and not overrides):
+        return default_catalogue()
+    return apply_overrides(default_catalogue(), overrides, unpriced=_defaults()[1])
+
+
+def _parse_setting(value: str) -> Any:
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{SETTING}: inline JSON is invalid: {exc}") from None
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise ValueError(f"{SETTING}: no such file '{path}' (give a .json/.yaml path or inline JSON)")
+    content = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{SETTING}: '{path}' is not valid JSON: {exc}") from None
+    import yaml  # only needed for YAML files; PyYAML comes with ultralytics
+
+    try:
+        return yaml.safe_load(content)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{SETTING}: '{path}' is not valid YAML: {exc}") from None
+
+
+def catalogue_from_settings(value: str | None) -> Catalogue:
+    """Build the catalogue from the raw ``LANNER_GPU_CATALOGUE`` value: a JSON/YAML path, inline JSON, or unset."""
+    if value is None or not value.strip():
+        return default_catalogue()
+    parsed = _parse_setting(value)
+    return load_catalogue(parsed)  # None (an empty YAML file) means no overrides
+
+
+@lru_cache(maxsize=16)
+def _cached_from_settings(value: str | None) -> Catalogue:
+    return catalogue_from_settings(value)
+
+
+def get_catalogue(ctx: Any) -> Catalogue:
+    """The catalogue for this app, cached per setting value (a changed file is read again only on restart)."""
+    return _cached_from_settings(getattr(ctx.settings, "gpu_catalogue", None))

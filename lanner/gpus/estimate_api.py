@@ -1,0 +1,90 @@
+"""``POST /api/training/estimate`` (Lanner extension): time, memory and cost on every GPU type before launch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from lanner.deps import Ctx, CurrentPrincipal, DbSession
+from lanner.errors import BadRequest, NotFound
+from lanner.gpus import advisor
+from lanner.gpus.catalogue import get_catalogue
+
+router = APIRouter(tags=["gpus"])
+
+
+class ImageCount(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    train: int = Field(ge=1)
+    val: int = Field(default=0, ge=0)
+
+
+class EstimateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, description="yolo11s.yaml, a weights file name, or ul://owner/project/model")
+    dataset: str | None = Field(default=None, description="ul://owner/datasets/slug")
+    imageCount: ImageCount | None = None
+    imageSize: list[int] | None = Field(default=None, description="[width, height] of a typical source image")
+    trainArgs: dict[str, Any] = Field(default_factory=dict)
+    gpuTypes: list[str] | None = None
+    deadlineMinutes: float | None = Field(default=None, gt=0)
+    budgetCents: float | None = Field(default=None, gt=0)
+
+
+def _dataset_counts(session: Any, principal: Any, uri: str) -> tuple[int, int, int]:
+    from lanner.datasets import service as datasets_service
+
+    parts = uri.removeprefix("ul://").split("/")
+    if not uri.startswith("ul://") or len(parts) != 3 or parts[1] != "datasets":
+        raise BadRequest("dataset must look like ul://owner/datasets/slug")
+    try:
+        dataset = datasets_service.get_dataset(session, principal, owner=parts[0], slug=parts[2])
+    except NotFound:
+        raise NotFound(f"dataset: '{uri}' not found") from None
+    counts = datasets_service.counts(session, dataset.manifest_id)
+    return counts["train"], counts["val"], len(dataset.class_names or [])
+
+
+def _model_name(session: Any, principal: Any, model: str) -> str:
+    """A ul:// model resolves to the YAML or base weights it was trained from (its architecture)."""
+    if not model.startswith("ul://"):
+        return model
+    from lanner.projects import service as projects_service
+
+    parts = model.removeprefix("ul://").split("/")
+    if len(parts) != 3:
+        raise BadRequest("model must look like ul://owner/project/model")
+    record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1], model=parts[2])
+    base = (record.train_args or {}).get("model") or record.base_model
+    if not base or str(base).startswith("ul://"):
+        raise BadRequest(f"model: cannot tell the architecture of '{model}'")
+    return str(base)
+
+
+@router.post("/api/training/estimate", summary="Estimate time, memory and cost on every GPU type (Lanner)",
+             description="Before launch: per GPU type the batch used (AutoBatch resolved), whether it fits, peak "
+                         "memory, the largest batch that fits, epoch and total time and cost as value/low/high "
+                         "ranges from the calibration residuals, whether the run is loader-bound, and a cheapest / "
+                         "fastest / balanced recommendation under an optional deadline and budget.")
+def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx) -> dict[str, Any]:
+    if (body.dataset is None) == (body.imageCount is None):
+        raise BadRequest("give either dataset (ul://owner/datasets/slug) or imageCount {train, val}")
+    nc = None
+    if body.dataset is not None:
+        train, val, nc = _dataset_counts(session, principal, body.dataset)
+        if train == 0:
+            raise BadRequest(f"dataset: '{body.dataset}' has no training images")
+    else:
+        assert body.imageCount is not None
+        train, val = body.imageCount.train, body.imageCount.val
+    if body.imageSize is not None and (len(body.imageSize) != 2 or min(body.imageSize) <= 0):
+        raise BadRequest("imageSize must be [width, height] with positive values")
+    request = advisor.Request(model=_model_name(session, principal, body.model), train_images=train,
+                              val_images=val, train_args=body.trainArgs, gpu_types=body.gpuTypes,
+                              deadline_minutes=body.deadlineMinutes, budget_cents=body.budgetCents,
+                              tier=principal.tier, nc=nc or None)
+    return advisor.estimate(session, get_catalogue(ctx), request)

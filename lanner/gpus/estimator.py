@@ -1,0 +1,251 @@
+"""The training-time and cost model. Pure functions: no database, no torch; every input is explicit.
+
+Per optimizer step on a device (a GPU, or the CPU):
+
+    t_step  = t_fixed + batch * t_image                   compute: a per-step cost (kernel launches, optimizer
+    t_image = 3 * GFLOPs(imgsz) / throughput                step) plus the FLOPs of forward + backward (~3x fwd)
+    t_load  = batch * loader_cost(imgsz) / workers        the data loader (decode + mosaic + augment) in parallel
+
+A GPU overlaps loading with compute, so a step takes max(compute, load): a fast GPU starved by a few host CPUs
+is *loader-bound* and says so. On the CPU the trainer and its loader share the same cores, so they add up.
+Validation runs forward only over the val split, once per epoch. Fixed costs: start-up (provisioning, dataset
+download and caching, model build), the final validation, checkpoint uploads.
+
+``throughput`` and ``t_fixed`` per device come from ``DeviceSpeed``: seeded from specifications and published
+measurements (see ``priors.py``), replaced by calibration from real runs and probes as they arrive.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class DeviceSpeed:
+    """How fast one device trains, in the terms of the model above."""
+
+    train_tflops: float          # effective FLOP rate of forward+backward at large batch (TFLOP/s)
+    step_overhead_s: float       # fixed cost per optimizer step (launches, optimizer, host sync)
+    val_speedup: float = 1.6     # forward-only runs faster per FLOP than training (no grads, fused inference)
+    overlaps_loader: bool = True  # GPUs load in parallel with compute; the CPU shares its cores
+    source: str = "prior"
+
+
+@dataclass(frozen=True)
+class LoaderSpeed:
+    """Data-loader cost: CPU seconds per training image at imgsz 640 (mosaic and augmentation included)."""
+
+    train_cpu_s_640: float
+    val_cpu_s_640: float
+    cached_factor: float = 0.45   # cache=ram/disk skips JPEG decode, the largest part of the work
+    source: str = "prior"
+
+
+@dataclass(frozen=True)
+class FixedCosts:
+    provision_s: float            # machine start, container pull
+    per_image_download_s: float   # dataset download and caching, per image
+    model_build_s: float
+    checkpoint_upload_s: float    # per upload (one every 15 min, plus the final one)
+
+
+@dataclass(frozen=True)
+class Workload:
+    gflops: float                 # forward GFLOPs per image at the run's imgsz
+    train_images: int             # images per epoch (train split x fraction)
+    val_images: int
+    epochs: int
+    batch: int
+    workers: int                  # loader worker processes the trainer will use
+    host_cpus: float              # CPU cores available to the loader
+    imgsz: int
+    cache: bool = False
+    val_every_epoch: bool = True
+    patience: int | None = None   # early stop: the run may end after this many epochs without improvement
+
+
+@dataclass(frozen=True)
+class Range:
+    value: float
+    low: float
+    high: float
+
+    def scaled(self, factor: float) -> Range:
+        return Range(self.value * factor, self.low * factor, self.high * factor)
+
+    def as_dict(self, digits: int = 1) -> dict[str, float]:
+        return {"value": round(self.value, digits), "low": round(self.low, digits), "high": round(self.high, digits)}
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    epoch_seconds: Range
+    total_seconds: Range
+    startup_seconds: float
+    train_step_seconds: float
+    compute_step_seconds: float
+    loader_step_seconds: float
+    loader_bound: bool
+    breakdown: dict[str, float] = field(default_factory=dict)
+
+
+def loader_workers(requested: int, host_cpus: float, batch: int, device_is_cpu: bool) -> int:
+    """What ultralytics' build_dataloader uses: min(cpu_count // devices, batch, workers), at least 1 core's worth."""
+    return max(1, min(int(host_cpus), batch, requested)) if requested > 0 else 0
+
+
+def step_times(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple[float, float]:
+    """(compute seconds, loader seconds) for one training step of ``work.batch`` images."""
+    flops = 3.0 * work.gflops * 1e9
+    compute = speed.step_overhead_s + work.batch * flops / (speed.train_tflops * 1e12)
+    pixels = (work.imgsz / 640.0) ** 2
+    per_image = loader.train_cpu_s_640 * pixels * (loader.cached_factor if work.cache else 1.0)
+    parallel = max(1.0, min(float(work.workers or 1), work.host_cpus))
+    load = work.batch * per_image / parallel
+    return compute, load
+
+
+def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed: FixedCosts, *,
+                  spread: tuple[float, float] = (0.8, 1.25)) -> TimeEstimate:
+    """Epoch and total time. ``spread`` is the (low, high) ratio band of measured/predicted from calibration."""
+    compute, load = step_times(work, speed, loader)
+    if speed.overlaps_loader:
+        step = max(compute, load)
+        loader_bound = load > compute
+    else:
+        step = compute + load
+        loader_bound = load > compute
+    steps = math.ceil(work.train_images / work.batch) if work.train_images else 0
+    train = steps * step
+    pixels = (work.imgsz / 640.0) ** 2
+    val_compute = work.val_images * work.gflops * 1e9 / (speed.train_tflops * 1e12 * speed.val_speedup)
+    val_load = work.val_images * loader.val_cpu_s_640 * pixels / max(1.0, min(float(work.workers or 1),
+                                                                              work.host_cpus))
+    val = (max(val_compute, val_load) if speed.overlaps_loader else val_compute + val_load)
+    val += math.ceil(work.val_images / max(1, work.batch * 2)) * speed.step_overhead_s if work.val_images else 0.0
+    epoch = train + (val if work.val_every_epoch else 0.0)
+    startup = fixed.provision_s + fixed.model_build_s + fixed.per_image_download_s * (work.train_images +
+                                                                                      work.val_images)
+    final = val + fixed.checkpoint_upload_s
+    core_seconds = epoch * work.epochs
+    uploads = math.floor(core_seconds / 900.0) * fixed.checkpoint_upload_s
+    total = startup + core_seconds + final + uploads
+    low, high = spread
+    if work.patience is not None and work.patience < work.epochs:
+        # Early stop can end the run after `patience` epochs without improvement; it cannot end before them.
+        min_epochs = min(work.epochs, work.patience + 1)
+        total_low = startup + epoch * min_epochs + final
+    else:
+        total_low = total
+    epoch_range = Range(epoch, epoch * low, epoch * high)
+    total_range = Range(total, total_low * low, total * high)
+    return TimeEstimate(
+        epoch_seconds=epoch_range, total_seconds=total_range, startup_seconds=startup, train_step_seconds=step,
+        compute_step_seconds=compute, loader_step_seconds=load, loader_bound=loader_bound,
+        breakdown={"startup": startup, "train_per_epoch": train, "val_per_epoch": val, "final": final,
+                   "uploads": uploads},
+    )
+
+
+def cost_micros(seconds: float, price_per_hour: float) -> int:
+    """Billing rounds up to whole seconds and charges integer micro-dollars (the ledger's unit)."""
+    billed_seconds = math.ceil(max(0.0, seconds))
+    return math.ceil(billed_seconds * price_per_hour * 1_000_000 / SECONDS_PER_HOUR)
+
+
+def cents(micros: int) -> int:
+    """Display rounding used everywhere: whole cents, rounded up (a cost is never shown lower than charged)."""
+    return -(-micros // 10_000)
+
+
+def cost_range_cents(total: Range, price_per_hour: float) -> Range:
+    return Range(float(cents(cost_micros(total.value, price_per_hour))),
+                 float(cents(cost_micros(total.low, price_per_hour))),
+                 float(cents(cost_micros(total.high, price_per_hour))))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One GPU type as the recommender sees it."""
+
+    gpu_type: str
+    display_name: str
+    price_per_hour: float
+    fits: bool
+    allowed: bool
+    total_seconds: Range
+    cost_cents: Range
+
+
+def _meets(option: Option, deadline_s: float | None, budget_cents: float | None) -> bool:
+    if deadline_s is not None and option.total_seconds.value > deadline_s:
+        return False
+    return not (budget_cents is not None and option.cost_cents.value > budget_cents)
+
+
+def _hours(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def recommend(options: list[Option], *, deadline_s: float | None = None, budget_cents: float | None = None,
+              ) -> dict[str, dict[str, str] | None]:
+    """cheapest (fits, allowed, meets deadline and budget), fastest (fits, allowed), balanced (best price x time)."""
+    usable = [o for o in options if o.fits and o.allowed]
+    if not usable:
+        return {"cheapest": None, "fastest": None, "balanced": None}
+    fastest = min(usable, key=lambda o: (o.total_seconds.value, o.cost_cents.value))
+    candidates = [o for o in usable if _meets(o, deadline_s, budget_cents)]
+    cheapest = min(candidates, key=lambda o: (o.cost_cents.value, o.total_seconds.value)) if candidates else None
+    # Balanced: the smallest cost x time product among the options that meet the constraints (or all usable).
+    pool = candidates or usable
+    balanced = min(pool, key=lambda o: (o.cost_cents.value + 1) * o.total_seconds.value)
+    constraints = []
+    if deadline_s is not None:
+        constraints.append(f"your {_hours(deadline_s)} deadline")
+    if budget_cents is not None:
+        constraints.append(f"your ${budget_cents / 100:.2f} budget")
+    meets = f"; meets {' and '.join(constraints)}" if constraints else ""
+
+    def compare(a: Option, b: Option) -> str:
+        if a.gpu_type == b.gpu_type:
+            return ""
+        speed = b.total_seconds.value / a.total_seconds.value if a.total_seconds.value else 1.0
+        price = a.price_per_hour / b.price_per_hour if b.price_per_hour else float("inf")
+        faster = f"{speed:.1f}x faster" if speed >= 1 else f"{1 / speed:.1f}x slower"
+        return f" ({faster} than {b.display_name} for {price:.1f}x the price)" if math.isfinite(price) else ""
+
+    result: dict[str, dict[str, str] | None] = {}
+    if cheapest is not None:
+        result["cheapest"] = {"gpuType": cheapest.gpu_type, "reason": (
+            f"{cheapest.display_name}: lowest cost, about ${cheapest.cost_cents.value / 100:.2f} in "
+            f"{_hours(cheapest.total_seconds.value)}{meets}.")}
+    else:
+        why = " and ".join(constraints) or "the constraints"
+        result["cheapest"] = None
+        result["note"] = {"reason": f"No allowed GPU that fits meets {why}; the fastest is "
+                                    f"{fastest.display_name} at {_hours(fastest.total_seconds.value)}."}
+    result["fastest"] = {"gpuType": fastest.gpu_type, "reason": (
+        f"{fastest.display_name}: shortest run, about {_hours(fastest.total_seconds.value)} for "
+        f"${fastest.cost_cents.value / 100:.2f}{compare(fastest, cheapest) if cheapest else ''}.")}
+    result["balanced"] = {"gpuType": balanced.gpu_type, "reason": (
+        f"{balanced.display_name}: best balance of time and price, about {_hours(balanced.total_seconds.value)} "
+        f"for ${balanced.cost_cents.value / 100:.2f}{compare(balanced, cheapest) if cheapest else ''}{meets}.")}
+    return result
+
+
+def seed_guidance(train_images: int) -> dict[str, str]:
+    """The product brief's rule of thumb, shown as a sanity band next to the computed answer."""
+    if train_images < 1000:
+        return {"band": "small", "gpuClass": "RTX 2000 Ada class",
+                "rule": "fewer than 1,000 images: a small GPU such as the RTX 2000 Ada is enough"}
+    if train_images <= 10000:
+        return {"band": "medium", "gpuClass": "RTX 4090 / RTX A6000 class",
+                "rule": "1,000-10,000 images: an RTX 4090 or RTX A6000 class GPU"}
+    return {"band": "large", "gpuClass": "H100 class", "rule": "more than 10,000 images: an H100 class GPU"}

@@ -1,0 +1,106 @@
+"""``lanner gpus probe``: measure real training on this machine's devices and keep it as a calibration point.
+
+It runs the real trainer for two short epochs on a synthetic dataset and times the second one (the first pays
+for start-up and caches), from the trainer's own callbacks. The point then calibrates the local executor's
+estimates: the model's per-step and per-FLOP costs are scaled so this measurement is predicted exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from lanner.gpus.models import CalibrationPoint
+from lanner.synthetic import make_detection_dataset
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    device: str
+    gpu_type: str
+    model: str
+    imgsz: int
+    batch: int
+    train_images: int
+    val_images: int
+    workers: int
+    epoch_seconds: float
+    startup_seconds: float
+
+
+def local_devices() -> list[tuple[str, str]]:
+    """(trainer device, catalogue gpu type) for each local device: CUDA GPUs through NVML names, else the CPU."""
+    devices: list[tuple[str, str]] = []
+    try:
+        import torch
+
+        for index in range(torch.cuda.device_count()):
+            devices.append((str(index), gpu_type_for_name(torch.cuda.get_device_name(index))))
+    except Exception:
+        pass
+    return devices or [("cpu", "cpu")]
+
+
+def gpu_type_for_name(name: str) -> str:
+    """Map a CUDA device name ("NVIDIA H100 80GB HBM3") onto a catalogue id, best effort."""
+    lowered = name.lower()
+    table = [("h200", "h200-sxm"), ("h100 nvl", "h100-nvl"), ("h100 pcie", "h100-pcie"), ("h100", "h100-sxm"),
+             ("b300", "b300"), ("b200", "b200"), ("a100", "a100-80gb-sxm"), ("l40s", "l40s"), ("l40", "l40"),
+             ("l4", "l4"), ("a40", "a40"), ("4090", "rtx-4090"), ("5090", "rtx-5090"), ("3090", "rtx-3090"),
+             ("a6000", "rtx-a6000"), ("6000 ada", "rtx-6000-ada"), ("a5000", "rtx-a5000"), ("a4500", "rtx-a4500"),
+             ("4000 ada", "rtx-4000-ada"), ("2000 ada", "rtx-2000-ada"), ("pro 6000", "rtx-pro-6000")]
+    return next((gpu for key, gpu in table if key in lowered), "cpu")
+
+
+def run_probe(*, model: str = "yolo11n.yaml", imgsz: int = 320, batch: int = 16, images: int = 64,
+              device: str = "cpu", workers: int | None = None) -> ProbeResult:
+    from ultralytics import YOLO
+
+    workers = min(2, os.cpu_count() or 1) if workers is None else workers
+    root = Path(tempfile.mkdtemp(prefix="lanner-probe-"))
+    marks: dict[str, float] = {}
+    try:
+        data = make_detection_dataset(root / "data", train=images, val=max(4, images // 4), size=max(64, imgsz))
+        yolo = YOLO(model)
+        started = time.monotonic()
+
+        def epoch_start(trainer: object) -> None:
+            marks.setdefault(f"start{trainer.epoch}", time.monotonic())  # type: ignore[attr-defined]
+
+        def epoch_end(trainer: object) -> None:
+            marks.setdefault(f"end{trainer.epoch}", time.monotonic())  # type: ignore[attr-defined]
+
+        yolo.add_callback("on_train_epoch_start", epoch_start)
+        yolo.add_callback("on_fit_epoch_end", epoch_end)
+        yolo.train(data=str(data), epochs=2, imgsz=imgsz, batch=batch, workers=workers, device=device, plots=False,
+                   project=str(root / "runs"), name="probe", exist_ok=True, verbose=False, amp=device != "cpu",
+                   val=True, save=False)
+        epoch = marks["end1"] - marks["start1"]
+        startup = marks["start0"] - started
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    gpu_type = "cpu" if device == "cpu" else dict(local_devices()).get(device, "cpu")
+    return ProbeResult(device=device, gpu_type=gpu_type, model=model, imgsz=imgsz, batch=batch,
+                       train_images=images, val_images=max(4, images // 4), workers=workers,
+                       epoch_seconds=epoch, startup_seconds=startup)
+
+
+def record_probe(session: Session, result: ProbeResult) -> CalibrationPoint:
+    from lanner.gpus.profile import model_profile
+
+    profile = model_profile(result.model, nc=2)
+    point = CalibrationPoint(gpu_type=result.gpu_type, source="probe", model_name=result.model,
+                             family=profile.family, gflops=profile.gflops(result.imgsz), imgsz=result.imgsz,
+                             batch=result.batch, train_images=result.train_images, val_images=result.val_images,
+                             workers=result.workers, host_cpus=float(os.cpu_count() or 1), cache=False,
+                             epoch_seconds=result.epoch_seconds, startup_seconds=result.startup_seconds,
+                             peak_memory_gb=None)
+    session.add(point)
+    session.flush()
+    return point
