@@ -42,6 +42,11 @@ class Calibration:
     loader: LoaderSpeed = priors.LOADER_640
 
 
+def loader_prior(gpu: GpuType) -> LoaderSpeed:
+    """The local machine's loader until probed; rented GPU hosts have more and faster cores."""
+    return priors.LOADER_640 if gpu.id == "cpu" else priors.CLOUD_LOADER_640
+
+
 @dataclass
 class Request:
     model: str
@@ -121,19 +126,20 @@ def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType) -> Calibrati
     prior = prior_speed(catalogue, gpu)
     points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id)
                                   .order_by(CalibrationPoint.id.desc()).limit(200)))
+    loader = loader_prior(gpu)
     if not points:
-        return Calibration(prior, PRIOR_SPREAD, 0)
+        return Calibration(prior, PRIOR_SPREAD, 0, loader)
     fixed = priors.LOCAL_FIXED
     speed = prior
     # Two rounds: the step overhead and the FLOP rate are both in play; one scale factor is fitted on the total.
     for _ in range(3):
-        ratios = [p.epoch_seconds / estimate_time(_workload(p), speed, priors.LOADER_640, fixed).epoch_seconds.value
+        ratios = [p.epoch_seconds / estimate_time(_workload(p), speed, loader, fixed).epoch_seconds.value
                   for p in points]
         scale = statistics.median(ratios)
         speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
                             val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader,
                             source=f"calibrated on {len(points)} measurement(s)")
-    residuals = [p.epoch_seconds / estimate_time(_workload(p), speed, priors.LOADER_640, fixed).epoch_seconds.value
+    residuals = [p.epoch_seconds / estimate_time(_workload(p), speed, loader, fixed).epoch_seconds.value
                  for p in points]
     if len(residuals) >= 3:
         ordered = sorted(residuals)
@@ -141,7 +147,7 @@ def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType) -> Calibrati
         high = max(MIN_SPREAD[1], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1.05)
     else:
         low, high = 0.8, 1.25
-    return Calibration(speed, (low, high), len(points))
+    return Calibration(speed, (low, high), len(points), loader)
 
 
 def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
@@ -156,7 +162,7 @@ def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
             if not others:
                 continue
             speed = _fit_speed(catalogue, gpu, others)
-            predicted = estimate_time(_workload(point), speed, priors.LOADER_640, priors.LOCAL_FIXED)
+            predicted = estimate_time(_workload(point), speed, loader_prior(gpu), priors.LOCAL_FIXED)
             errors.append(abs(predicted.epoch_seconds.value - point.epoch_seconds) / point.epoch_seconds)
     if not errors:
         return {"runs": 0, "medianAbsErrorPct": None, "worstAbsErrorPct": None,
@@ -168,7 +174,7 @@ def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
 def _fit_speed(catalogue: Catalogue, gpu: GpuType, points: list[CalibrationPoint]) -> DeviceSpeed:
     speed = prior_speed(catalogue, gpu)
     for _ in range(3):
-        scale = statistics.median(p.epoch_seconds / estimate_time(_workload(p), speed, priors.LOADER_640,
+        scale = statistics.median(p.epoch_seconds / estimate_time(_workload(p), speed, loader_prior(gpu),
                                                                   priors.LOCAL_FIXED).epoch_seconds.value
                                   for p in points)
         speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,

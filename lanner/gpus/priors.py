@@ -6,9 +6,11 @@ Sources (IDs from shared/reference/measured-training.md; each number below names
   B1 does not list get a power law in dense FP16 tensor TFLOPS and memory bandwidth, fitted on the B1 rows:
   newer GPUs gain far less than their peak FLOPs.
 - Absolute scale: YOLOv5l, batch 16, 640, one COCO epoch on one A100 SXM4 = 20:39 train -> 95 img/s [A2].
-- Loader: YOLOv8n on a 2-vCPU Colab host reaches 19 img/s with a T4 that is far from busy, i.e. ~0.105 CPU
-  seconds per 640 training image with mosaic [A8, derived: 2 cores / 19 img/s].
-Held out for validation (never fitted): A1, A3, A4, A7, C-series (see benchmarks/estimator_published.py).
+- Loader on a small host (the local CPU device before its probe): YOLOv8n on a 2-vCPU Colab host reaches 19 img/s
+  with a T4 that is far from busy, i.e. ~0.105 CPU seconds per 640 training image with mosaic [A8, derived].
+- Loader on a rented GPU host: YOLOv5n trains COCO at 411 img/s on one V100 [A1, derived], a loader-bound rate;
+  with the trainer's default 8 loader workers that is ~0.019 CPU seconds per image per worker.
+Held out for validation (never fitted): A1 s/m/l/x, A3, A7, C-series (see benchmarks/estimator_published.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ GPU_STEP_OVERHEAD_S = 0.030   # eager PyTorch: ~300 layers forward+backward+opti
 CPU_STEP_OVERHEAD_S = 0.050
 # [A8, derived] 2 vCPUs / 19 img/s; validation has no mosaic and no augmentation: about a fifth of the work.
 LOADER_640 = LoaderSpeed(train_cpu_s_640=2 / 19, val_cpu_s_640=2 / 19 / 5, source="A8")
+# [A1, derived] YOLOv5n: 118,287 images in 288 s on one V100 = 411 img/s, fed by the default 8 loader workers.
+CLOUD_LOADER_640 = LoaderSpeed(train_cpu_s_640=8 / 411, val_cpu_s_640=8 / 411 / 5, source="A1")
 DATACENTER_HOST_CPUS = 16.0   # vCPUs that rental hosts typically attach per datacenter GPU
 CONSUMER_HOST_CPUS = 8.0
 CLOUD_FIXED = FixedCosts(provision_s=120.0, per_image_download_s=0.01, model_build_s=10.0, checkpoint_upload_s=5.0)

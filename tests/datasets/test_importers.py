@@ -145,9 +145,16 @@ def test_refuses_file_over_limit(tmp_path: Path) -> None:
 
 
 def test_refuses_high_compression_ratio(tmp_path: Path) -> None:
-    archive = make_zip(tmp_path / "up.zip", {"ok.bin": os.urandom(1000), "bomb.bin": bytes(1_000_000)})
+    archive = make_zip(tmp_path / "up.zip", {"ok.bin": os.urandom(1_500_000), "bomb.bin": bytes(2_000_000)})
     with pytest.raises(ImportRefused, match="bomb.bin is compressed more than 50:1"):
         extract_archive(archive, tmp_path / "out", ImportLimits(max_ratio=50))
+
+
+def test_a_small_highly_compressible_file_is_not_a_bomb(tmp_path: Path) -> None:
+    # A plain-colour image compresses far beyond any ratio limit; below the size floor that is harmless.
+    archive = make_zip(tmp_path / "up.zip", {"noise.bin": os.urandom(200_000), "flat.bmp": bytes(300_000)})
+    root = extract_archive(archive, tmp_path / "out", ImportLimits(max_ratio=50))
+    assert (root / "flat.bmp").stat().st_size == 300_000
 
 
 def test_refuses_tar_gz_bomb_by_overall_ratio(tmp_path: Path) -> None:

@@ -19,6 +19,10 @@ from typing import IO
 from lanner.datasets.importers.common import is_junk, split_of
 from lanner.datasets.records import ImportLimits, ImportRefused
 
+# A member this small cannot be a bomb whatever its ratio (a plain-colour BMP compresses 1000:1); the overall
+# ratio and the size limits still apply to it.
+RATIO_FLOOR = 1024 * 1024
+
 CHUNK = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _KEEP_TOP = {"images", "labels"}  # a lone top folder with these names is part of the layout, not a wrapper
@@ -80,7 +84,7 @@ class _Budget:
         if self.declared > limits.max_total_bytes:
             raise ImportRefused(f"The archive unpacks to more than {limits.max_total_bytes} bytes "
                                 f"(limit passed at {name}).")
-        if compressed is not None and size > 0 and (compressed <= 0 or size / compressed > limits.max_ratio):
+        if compressed is not None and size > RATIO_FLOOR and (compressed <= 0 or size / compressed > limits.max_ratio):
             raise ImportRefused(f"{name} is compressed more than {limits.max_ratio:g}:1, which looks like a zip bomb.")
         if self.declared / self.archive_bytes > limits.max_ratio:
             raise ImportRefused(f"The archive unpacks to more than {limits.max_ratio:g} times its size "
@@ -99,7 +103,7 @@ class _Budget:
                         raise ImportRefused(f"{name} holds more bytes than its header declares.")
                     if count > limits.max_file_bytes or self.written > limits.max_total_bytes:
                         raise ImportRefused(f"{name} unpacks past the archive size limits.")
-                    if compressed is not None and count > limits.max_ratio * max(compressed, 1):
+                    if compressed is not None and count > max(RATIO_FLOOR, limits.max_ratio * max(compressed, 1)):
                         raise ImportRefused(f"{name} is compressed more than {limits.max_ratio:g}:1.")
                     if self.written > limits.max_ratio * self.archive_bytes:
                         raise ImportRefused(f"The archive unpacks to more than {limits.max_ratio:g} times its size "

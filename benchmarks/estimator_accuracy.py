@@ -1,0 +1,114 @@
+"""Estimator accuracy on this machine (issue 5): one probe, then predict and measure real CPU training runs.
+
+    .venv/bin/python benchmarks/estimator_accuracy.py [--quick]
+
+1. ``lanner gpus probe`` equivalent: a short real training on synthetic data (yolo11n, 320, batch 16, 64 images)
+   becomes the only calibration point of the ``cpu`` device.
+2. For each configuration below (model n/s, imgsz 160-416, batch 4-32, 32-512 images) the estimator predicts
+   the epoch time *before* the run; then the real trainer runs two epochs and the second is timed.
+3. Writes the predicted-versus-measured table and the median / worst absolute error to docs/benchmarks.md.
+Targets: median absolute error <= 10 %, worst <= 25 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lanner.gpus.profile import model_profile
+
+from lanner.gpus import priors
+from lanner.gpus.estimator import DeviceSpeed, Workload, estimate_time
+from lanner.gpus.probe import run_probe
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = ("yolo11n.yaml", 320, 16, 64)
+CONFIGS = [  # model, imgsz, batch, train images
+    ("yolo11n.yaml", 160, 8, 64), ("yolo11n.yaml", 160, 32, 256), ("yolo11n.yaml", 224, 16, 128),
+    ("yolo11n.yaml", 256, 4, 64), ("yolo11n.yaml", 320, 32, 512), ("yolo11n.yaml", 416, 8, 128),
+    ("yolo11n.yaml", 416, 16, 32), ("yolo11s.yaml", 160, 16, 128), ("yolo11s.yaml", 224, 8, 64),
+    ("yolo11s.yaml", 320, 16, 64), ("yolo11s.yaml", 256, 32, 128), ("yolo11n.yaml", 288, 24, 192),
+]
+SECTION = "## Estimator accuracy on CPU (issue 5)"
+
+
+def workload(model: str, imgsz: int, batch: int, images: int, workers: int) -> Workload:
+    return Workload(gflops=model_profile(model, nc=2).gflops(imgsz), train_images=images,
+                    val_images=max(4, images // 4), epochs=1, batch=batch, workers=workers,
+                    host_cpus=float(os.cpu_count() or 1), imgsz=imgsz)
+
+
+def calibrated_speed(probe_seconds: float, workers: int) -> DeviceSpeed:
+    """Scale the CPU prior so that the probe is predicted exactly (what advisor.calibrate does with one point)."""
+    speed = priors.cpu_prior()
+    work = workload(*PROBE, workers)
+    for _ in range(5):
+        predicted = estimate_time(work, speed, priors.LOADER_640, priors.LOCAL_FIXED).epoch_seconds.value
+        scale = probe_seconds / predicted
+        speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
+                            val_speedup=speed.val_speedup, overlaps_loader=False, source="probe")
+    return speed
+
+
+def write_doc(rows: list[tuple], probe: float, median: float, worst: float, command: str) -> None:
+    doc = ROOT / "docs" / "benchmarks.md"
+    text = doc.read_text() if doc.exists() else "# Benchmarks\n"
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [SECTION, "", f"- Machine: {os.cpu_count()} CPUs ({cpu}); date {date}; commit {commit}",
+             f"- Command: `{command}`",
+             f"- Probe: {PROBE[0]}, imgsz {PROBE[1]}, batch {PROBE[2]}, {PROBE[3]} images: {probe:.2f} s/epoch "
+             "(the only calibration point)", "",
+             "| model | imgsz | batch | images | predicted s/epoch | measured s/epoch | error |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {m} | {s} | {b} | {n} | {p:.2f} | {t:.2f} | {e:+.1%} |" for m, s, b, n, p, t, e in rows]
+    lines += ["", f"Median absolute error **{median:.1%}** (target <= 10 %), worst **{worst:.1%}** "
+              "(target <= 25 %).", ""]
+    block = "\n".join(lines)
+    if SECTION in text:
+        head, _, rest = text.partition(SECTION)
+        tail = rest.split("\n## ", 1)
+        text = head + block + ("\n## " + tail[1] if len(tail) > 1 else "")
+    else:
+        text = text.rstrip() + "\n\n" + block
+    doc.write_text(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="three configurations only (a smoke run)")
+    args = parser.parse_args()
+    workers = min(2, os.cpu_count() or 1)
+    probe = run_probe(model=PROBE[0], imgsz=PROBE[1], batch=PROBE[2], images=PROBE[3], workers=workers)
+    speed = calibrated_speed(probe.epoch_seconds, workers)
+    print(f"probe: {probe.epoch_seconds:.2f} s/epoch -> {speed.train_tflops * 1000:.1f} GFLOP/s, "
+          f"{speed.step_overhead_s * 1000:.0f} ms/step")
+    rows = []
+    for model, imgsz, batch, images in CONFIGS[:3] if args.quick else CONFIGS:
+        predicted = estimate_time(workload(model, imgsz, batch, images, workers), speed, priors.LOADER_640,
+                                  priors.LOCAL_FIXED).epoch_seconds.value
+        measured = run_probe(model=model, imgsz=imgsz, batch=batch, images=images, workers=workers).epoch_seconds
+        error = (predicted - measured) / measured
+        rows.append((model, imgsz, batch, images, predicted, measured, error))
+        print(f"{model} {imgsz} b{batch} n{images}: predicted {predicted:.2f} s, measured {measured:.2f} s "
+              f"({error:+.1%})", flush=True)
+    errors = [abs(r[-1]) for r in rows]
+    median, worst = statistics.median(errors), max(errors)
+    print(f"median |error| {median:.1%}, worst {worst:.1%}")
+    if not args.quick:
+        write_doc(rows, probe.epoch_seconds, median, worst, "python benchmarks/estimator_accuracy.py")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
