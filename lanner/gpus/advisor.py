@@ -129,18 +129,8 @@ def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType) -> Calibrati
     loader = loader_prior(gpu)
     if not points:
         return Calibration(prior, PRIOR_SPREAD, 0, loader)
-    fixed = priors.LOCAL_FIXED
-    speed = prior
-    # Two rounds: the step overhead and the FLOP rate are both in play; one scale factor is fitted on the total.
-    for _ in range(3):
-        ratios = [p.epoch_seconds / estimate_time(_workload(p), speed, loader, fixed).epoch_seconds.value
-                  for p in points]
-        scale = statistics.median(ratios)
-        speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
-                            val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader,
-                            source=f"calibrated on {len(points)} measurement(s)")
-    residuals = [p.epoch_seconds / estimate_time(_workload(p), speed, loader, fixed).epoch_seconds.value
-                 for p in points]
+    speed = _fit_speed(prior, points, loader)
+    residuals = [p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points]
     if len(residuals) >= 3:
         ordered = sorted(residuals)
         low = min(MIN_SPREAD[0], ordered[max(0, int(0.1 * len(ordered)) - 1)] * 0.95)
@@ -161,9 +151,9 @@ def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
                 CalibrationPoint.gpu_type == gpu.id, CalibrationPoint.id != point.id))]
             if not others:
                 continue
-            speed = _fit_speed(catalogue, gpu, others)
-            predicted = estimate_time(_workload(point), speed, loader_prior(gpu), priors.LOCAL_FIXED)
-            errors.append(abs(predicted.epoch_seconds.value - point.epoch_seconds) / point.epoch_seconds)
+            speed = _fit_speed(prior_speed(catalogue, gpu), others, loader_prior(gpu))
+            predicted = _predicted_epoch(point, speed, loader_prior(gpu))
+            errors.append(abs(predicted - point.epoch_seconds) / point.epoch_seconds)
     if not errors:
         return {"runs": 0, "medianAbsErrorPct": None, "worstAbsErrorPct": None,
                 "note": "no finished runs measured yet: bands are the wide prior ones"}
@@ -171,14 +161,21 @@ def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
             "worstAbsErrorPct": round(100 * max(errors), 1)}
 
 
-def _fit_speed(catalogue: Catalogue, gpu: GpuType, points: list[CalibrationPoint]) -> DeviceSpeed:
-    speed = prior_speed(catalogue, gpu)
-    for _ in range(3):
-        scale = statistics.median(p.epoch_seconds / estimate_time(_workload(p), speed, loader_prior(gpu),
-                                                                  priors.LOCAL_FIXED).epoch_seconds.value
-                                  for p in points)
+def _predicted_epoch(point: CalibrationPoint, speed: DeviceSpeed, loader: LoaderSpeed) -> float:
+    return estimate_time(_workload(point), speed, loader, priors.LOCAL_FIXED).epoch_seconds.value
+
+
+def _fit_speed(prior: DeviceSpeed, points: list[CalibrationPoint], loader: LoaderSpeed) -> DeviceSpeed:
+    """Scale the device's compute (FLOP rate and per-step cost together) until its points are predicted without
+    bias: the median of measured/predicted is 1. The loader part is not scaled, so this is iterated."""
+    speed = prior
+    for _ in range(30):
+        scale = statistics.median(p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points)
         speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
-                            val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader)
+                            val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader,
+                            source=f"calibrated on {len(points)} measurement(s)")
+        if abs(scale - 1) < 1e-4:
+            break
     return speed
 
 

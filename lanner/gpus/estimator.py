@@ -112,14 +112,14 @@ def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed
                   spread: tuple[float, float] = (0.8, 1.25)) -> TimeEstimate:
     """Epoch and total time. ``spread`` is the (low, high) ratio band of measured/predicted from calibration."""
     compute, load = step_times(work, speed, loader)
-    if speed.overlaps_loader:
-        step = max(compute, load)
-        loader_bound = load > compute
-    else:
-        step = compute + load
-        loader_bound = load > compute
+    loader_bound = load > compute
+    step = max(compute, load) if speed.overlaps_loader else compute + load
+    # Over a whole epoch: every step pays its overhead, but only real images pay compute and loading (the last
+    # batch is partial), so a huge AutoBatch on a small dataset is not charged for images it never sees.
     steps = math.ceil(work.train_images / work.batch) if work.train_images else 0
-    train = steps * step
+    train_compute = steps * speed.step_overhead_s + work.train_images * (compute - speed.step_overhead_s) / work.batch
+    train_load = work.train_images * load / work.batch
+    train = max(train_compute, train_load) if speed.overlaps_loader else train_compute + train_load
     pixels = (work.imgsz / 640.0) ** 2
     val_compute = work.val_images * work.gflops * 1e9 / (speed.train_tflops * 1e12 * speed.val_speedup)
     val_load = work.val_images * loader.val_cpu_s_640 * pixels / max(1.0, min(float(work.workers or 1),

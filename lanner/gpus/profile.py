@@ -13,7 +13,7 @@ import functools
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -35,6 +35,7 @@ class ModelProfile:
     gflops_640: float  # forward GFLOPs at imgsz 640 (for classify: at 224)
     nc: int = 80       # number of classes the head was built for
     strides: tuple[int, ...] = ()  # detection-head strides (8, 16, 32); empty for classify
+    key: tuple = field(default=(), compare=False, repr=False)  # cache key: rebuilds the same model (memory.py)
 
     @property
     def base_imgsz(self) -> int:
@@ -63,9 +64,9 @@ def model_profile(model: str | Path, *, nc: int | None = None) -> ModelProfile:
         raise ValueError(str(exc).replace(f"'{key[0]}'", f"'{text}'", 1)) from None
 
 
-def meta_model(model: str | Path, *, nc: int | None = None) -> nn.Module:
-    """The built model on the ``meta`` device in training mode (shared: do not modify)."""
-    return _built(*_cache_key(model, nc))[1]
+def meta_model(profile: ModelProfile) -> nn.Module:
+    """The profiled model on the ``meta`` device in training mode (shared and storage-free: do not modify)."""
+    return _built(*profile.key)[1]
 
 
 def _cache_key(model: str | Path, nc: int | None) -> tuple[str, int | None, float]:
@@ -110,7 +111,7 @@ def _built(name: str, nc: int | None, mtime: float) -> tuple[ModelProfile, nn.Mo
     profile = ModelProfile(
         name=label, family=_family(stem), scale=cfg.get("scale") or None, task=task,
         params=sum(p.numel() for p in module.parameters()), gflops_640=round(float(gflops), 4),
-        nc=int(module.yaml.get("nc", nc or 0)), strides=strides)
+        nc=int(module.yaml.get("nc", nc or 0)), strides=strides, key=(name, nc, mtime))
     return profile, module.to("meta").train()
 
 

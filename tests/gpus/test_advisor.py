@@ -1,0 +1,138 @@
+"""POST /api/training/estimate and learning from runs, through the HTTP API."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+BODY = {"model": "yolo11n.yaml", "imageCount": {"train": 800, "val": 200},
+        "trainArgs": {"epochs": 50, "imgsz": 640, "batch": 16}}
+
+
+def post(client, account, body):
+    return client.post("/api/training/estimate", json=body, headers=account.headers)
+
+
+def test_estimates_every_offered_gpu_sorted_by_cost(client, alice):
+    response = post(client, alice, BODY)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    ids = [e["gpuType"] for e in body["estimates"]]
+    assert "cpu" in ids and "rtx-4090" in ids and "h100-sxm" in ids and len(ids) >= 27
+    costs = [e["costCents"]["value"] for e in body["estimates"]]
+    assert costs == sorted(costs)
+    for e in body["estimates"]:
+        for key in ("epochSeconds", "totalSeconds", "costCents"):
+            assert e[key]["low"] <= e[key]["value"] <= e[key]["high"]
+        assert e["batch"] == 16 and isinstance(e["fits"], bool) and e["memoryGb"] > 0
+    h200 = next(e for e in body["estimates"] if e["gpuType"] == "h200-sxm")
+    assert h200["allowed"] is False  # alice is on the free tier
+    picks = {k: v["gpuType"] for k, v in body["recommendation"].items() if v and "gpuType" in v}
+    assert set(picks) == {"cheapest", "fastest", "balanced"}
+    allowed = {e["gpuType"] for e in body["estimates"] if e["allowed"] and e["fits"]}
+    assert set(picks.values()) <= allowed
+    assert body["guidance"]["band"] == "small" and "accuracy" in body
+
+
+def test_faster_gpus_are_faster_and_autobatch_is_resolved(client, alice):
+    body = post(client, alice, {**BODY, "gpuTypes": ["rtx-2000-ada", "h100-sxm"],
+                                "trainArgs": {"epochs": 50, "batch": -1}}).json()
+    small, big = sorted(body["estimates"], key=lambda e: e["vramGb"])
+    assert small["gpuType"] == "rtx-2000-ada" and small["batch"] < big["batch"]
+    assert big["totalSeconds"]["value"] < small["totalSeconds"]["value"]
+    assert small["maxBatch"] < big["maxBatch"]
+
+
+def test_deadline_and_budget(client, alice):
+    body = post(client, alice, {**BODY, "imageCount": {"train": 50000, "val": 5000}, "deadlineMinutes": 120,
+                                "budgetCents": 5000}).json()
+    cheapest = body["recommendation"]["cheapest"]
+    if cheapest is not None:
+        chosen = next(e for e in body["estimates"] if e["gpuType"] == cheapest["gpuType"])
+        assert chosen["totalSeconds"]["value"] <= 7200 and chosen["costCents"]["value"] <= 5000
+        assert "deadline" in cheapest["reason"]
+    assert "guidance" not in body
+
+
+@pytest.mark.parametrize("change, status, field", [
+    ({"gpuTypes": ["tpu-v5"]}, 400, "gpuTypes"),
+    ({"trainArgs": {"epochs": -1}}, 400, "trainArgs.epochs"),
+    ({"trainArgs": {"imgsz": 0}}, 400, "trainArgs.imgsz"),
+    ({"trainArgs": {"epoch": 5}}, 422, "trainArgs.epoch"),
+    ({"model": "yolo99z.yaml"}, 400, "model"),
+    ({"imageCount": None, "dataset": "ul://bob/datasets/secret"}, 404, "dataset"),
+    ({"imageCount": None}, 400, "dataset"),
+])
+def test_bad_input_names_the_field(client, alice, change, status, field):
+    body = {k: v for k, v in {**BODY, **change}.items() if v is not None}
+    response = post(client, alice, body)
+    assert response.status_code == status, response.text
+    assert field in response.json()["error"]
+
+
+def test_estimate_from_a_dataset_uses_its_counts(client, alice, sdk, tmp_path):
+    from tests.datasets.helpers import package, upload_dataset
+    from tests.synthetic import make_detection_dataset
+
+    archive = package(make_detection_dataset(tmp_path / "d", train=10, val=5).parent, tmp_path / "zip")
+    upload_dataset(sdk(alice), client, "alice", "shapes", archive)
+    body = post(client, alice, {"model": "yolo11n.yaml", "dataset": "ul://alice/datasets/shapes",
+                                "trainArgs": {"epochs": 3}}).json()
+    assert body["images"] == {"train": 10, "val": 5}
+
+
+def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int = 320, batch: int = 8):
+    """A run as the protocol stores it, with epoch timestamps set to a known cadence."""
+    from sqlalchemy import select, update
+
+    from lanner.gpus.calibration import record_run
+    from lanner.gpus.profile import model_profile
+    from lanner.projects.models import ModelRecord, Project
+    from lanner.training.models import ConsoleChunk, EpochMetric, Run
+
+    with app.state.lanner.db.session() as session:
+        project = Project(owner_id=alice.user_id, slug=f"p{epoch_seconds}", name="p", tags=[], metadata_={})
+        session.add(project)
+        session.flush()
+        model = ModelRecord(project_id=project.id, owner_id=alice.user_id, slug="m", name="m", metadata_={},
+                            model_info={"gflops": model_profile("yolo11n.yaml").gflops(imgsz)})
+        session.add(model)
+        session.flush()
+        run = Run(model_id=model.id, status="completed", epochs=epochs, device="cpu",
+                  train_args={"model": "yolo11n.yaml", "imgsz": str(imgsz), "batch": str(batch), "workers": "2",
+                              "epochs": str(epochs)}, environment={"cpuCount": 2})
+        session.add(run)
+        session.flush()
+        session.add(ConsoleChunk(model_id=model.id, run_id=run.id, chunk_id=1, content=(
+            "train: Scanning /x/labels/train... 64 images, 0 backgrounds, 0 corrupt: 100%\n"
+            "val: Scanning /x/labels/val... 16 images, 0 backgrounds, 0 corrupt: 100%\n"), line_count=2))
+        for epoch in range(epochs):
+            session.add(EpochMetric(model_id=model.id, run_id=run.id, epoch=epoch, metrics={}))
+        session.flush()
+        start = run.created_at
+        for epoch in range(epochs):
+            session.execute(update(EpochMetric).where(EpochMetric.run_id == run.id, EpochMetric.epoch == epoch)
+                            .values(created_at=start + timedelta(seconds=10 + epoch_seconds * (epoch + 1))))
+        session.flush()
+        run = session.scalar(select(Run).where(Run.id == run.id))
+        point = record_run(session, model, run)
+        assert point is not None and point.epoch_seconds == pytest.approx(epoch_seconds)
+        assert point.train_images == 64 and point.val_images == 16 and point.gpu_type == "cpu"
+        return point
+
+
+def test_finished_runs_calibrate_the_estimate(client, alice, app):
+    body = {"model": "yolo11n.yaml", "imageCount": {"train": 64, "val": 16}, "gpuTypes": ["cpu"],
+            "trainArgs": {"epochs": 4, "imgsz": 320, "batch": 8, "workers": 2}}
+    before = post(client, alice, body).json()["estimates"][0]
+    assert before["calibration"]["points"] == 0
+    _fake_run(app, alice, epoch_seconds=42.0)
+    after = post(client, alice, body).json()
+    estimate = after["estimates"][0]
+    assert estimate["calibration"]["points"] == 1
+    assert estimate["epochSeconds"]["value"] == pytest.approx(42.0, rel=0.02)
+    _fake_run(app, alice, epoch_seconds=40.0)
+    _fake_run(app, alice, epoch_seconds=44.0)
+    accuracy = post(client, alice, body).json()["accuracy"]
+    assert accuracy["runs"] == 3 and accuracy["medianAbsErrorPct"] < 10
