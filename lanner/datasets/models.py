@@ -73,6 +73,8 @@ class DatasetItem(Base):
         UniqueConstraint("manifest_id", "key"),
         UniqueConstraint("manifest_id", "split", "name", name="uq_dataset_items_manifest_split_name"),
         Index("ix_dataset_items_manifest_name", "manifest_id", "name"),
+        Index("ix_dataset_items_manifest_issues", "manifest_id", "issues"),  # errorCount without a table scan
+        Index("ix_dataset_items_manifest_mask", "manifest_id", "class_mask"),  # class-filtered counts, index only
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -86,6 +88,8 @@ class DatasetItem(Base):
     class_id: Mapped[int | None]
     label_count: Mapped[int] = mapped_column(default=0)
     class_list: Mapped[str] = mapped_column(String(2000), default=",")  # ",0,3,": class filter with LIKE
+    # Bit i set when class i (< 63) is present: the class filter is an integer AND instead of a string LIKE.
+    class_mask: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     issues: Mapped[str] = mapped_column(String(500), default=",")       # ",duplicate,leakage,"
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 

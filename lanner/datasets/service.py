@@ -22,8 +22,8 @@ from lanner.slugs import slugify
 
 TRASH_DAYS = 30
 VISIBILITIES = ("public", "private")
-_ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list", "issues",
-                      "updated_at")
+_ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list",
+                      "class_mask", "issues", "updated_at")
 
 
 def new_key() -> str:
@@ -152,7 +152,15 @@ def drop_manifest_if_orphan(session: Session, manifest_id: int) -> None:
 def label_fields(labels: list[dict] | None, class_id: int | None) -> dict[str, Any]:
     """Derived columns kept beside the labels so filters and counts never parse JSON."""
     ids = sorted({int(lbl["classId"]) for lbl in labels or []} | ({class_id} if class_id is not None else set()))
-    return {"label_count": len(labels or []), "class_list": "," + "".join(f"{i}," for i in ids)}
+    return {"label_count": len(labels or []), "class_list": "," + "".join(f"{i}," for i in ids),
+            "class_mask": class_mask(ids)}
+
+
+MASK_CLASSES = 63  # bits of a signed 64-bit integer usable on SQLite and PostgreSQL alike
+
+
+def class_mask(ids: Iterable[int]) -> int:
+    return sum(1 << i for i in set(ids) if 0 <= i < MASK_CLASSES)
 
 
 def image_id(dataset: Dataset, item: DatasetItem) -> str:

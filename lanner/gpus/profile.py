@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from torch import nn
 
 TASKS = ("detect", "segment", "pose", "obb", "classify")
 CLASSIFY_IMGSZ = 224  # classification models are profiled at their training default
+_LOCK = threading.RLock()  # one build at a time: they are CPU-bound, and _quiet() swaps a global log level
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def _built(name: str, nc: int | None, mtime: float) -> tuple[ModelProfile, nn.Mo
         base = CLASSIFY_IMGSZ if task == "classify" else 640
         gflops = get_flops(module, base) or _flop_counter(module, base)
     strides = () if task == "classify" else tuple(int(s) for s in module.stride.tolist())
-    stem = Path(label).stem
+    stem = Path(str(cfg.get("yaml_file") or label)).stem  # a checkpoint's family is its YAML's, not best.pt's
     profile = ModelProfile(
         name=label, family=_family(stem), scale=cfg.get("scale") or None, task=task,
         params=sum(p.numel() for p in module.parameters()), gflops_640=round(float(gflops), 4),
@@ -188,9 +190,10 @@ def _scale_from_stem(stem: str) -> str | None:
 def _quiet() -> Iterator[None]:
     """Model builds log summaries and scale warnings; the advisor is not the place for them."""
     logger = logging.getLogger("ultralytics")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    with _LOCK:
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
