@@ -49,10 +49,19 @@ def _dataset_counts(session: Any, principal: Any, uri: str) -> tuple[int, int, i
     return counts["train"], counts["val"], len(dataset.class_names or [])
 
 
+def _safe_name(model: str) -> str:
+    """Only model *names* reach the profiler: a path could make the server unpickle a file of the caller's choosing."""
+    if not model or "/" in model or "\\" in model or model.startswith(".") or "\x00" in model:
+        raise BadRequest("model must be a name such as yolo11s.yaml or yolo11s.pt, or ul://owner/project/model")
+    # Weights are profiled through their architecture's YAML: the API never opens a checkpoint file, even one
+    # that happens to sit in the server's working directory under that name.
+    return model[:-3] + ".yaml" if model.endswith(".pt") else model
+
+
 def _model_name(session: Any, principal: Any, model: str) -> str:
     """A ul:// model resolves to the YAML or base weights it was trained from (its architecture)."""
     if not model.startswith("ul://"):
-        return model
+        return _safe_name(model)
     from lanner.projects import service as projects_service
 
     parts = model.removeprefix("ul://").split("/")
@@ -62,7 +71,7 @@ def _model_name(session: Any, principal: Any, model: str) -> str:
     base = (record.train_args or {}).get("model") or record.base_model
     if not base or str(base).startswith("ul://"):
         raise BadRequest(f"model: cannot tell the architecture of '{model}'")
-    return str(base)
+    return _safe_name(str(base).replace("\\", "/").rsplit("/", 1)[-1])  # the trainer's path, by name only
 
 
 @router.post("/api/training/estimate", summary="Estimate time, memory and cost on every GPU type (Lanner)",

@@ -1,7 +1,7 @@
 """Model facts for the GPU advisor: parameters and forward FLOPs, from the architecture alone.
 
 Models are built on the CPU from Ultralytics' own YAMLs (``yolo11n.yaml``) or from the ``yaml`` a local ``.pt``
-checkpoint carries; nothing is ever downloaded. Building takes ~0.1-0.5 s, so results are cached per (model, nc).
+checkpoint carries; nothing is ever downloaded. Building takes ~0.1-1 s, so results are cached per (model, nc).
 The built module is then moved to PyTorch's ``meta`` device (shapes only, no storage) and kept for ``memory.py``,
 which measures activations on it without computing anything.
 """

@@ -35,6 +35,13 @@ def test_estimates_every_offered_gpu_sorted_by_cost(client, alice):
     assert body["guidance"]["band"] == "small" and "accuracy" in body
 
 
+def test_weights_names_are_profiled_through_their_yaml(client, alice, tmp_path, monkeypatch):
+    (tmp_path / "yolo11n.pt").write_bytes(b"not a checkpoint: the API must never open it")
+    monkeypatch.chdir(tmp_path)
+    body = post(client, alice, {**BODY, "model": "yolo11n.pt", "gpuTypes": ["cpu"]}).json()
+    assert body["model"]["name"] == "yolo11n.yaml" and body["model"]["params"] > 2_000_000
+
+
 def test_faster_gpus_are_faster_and_autobatch_is_resolved(client, alice):
     body = post(client, alice, {**BODY, "gpuTypes": ["rtx-2000-ada", "h100-sxm"],
                                 "trainArgs": {"epochs": 50, "batch": -1}}).json()
@@ -61,6 +68,8 @@ def test_deadline_and_budget(client, alice):
     ({"trainArgs": {"imgsz": 0}}, 400, "trainArgs.imgsz"),
     ({"trainArgs": {"epoch": 5}}, 422, "trainArgs.epoch"),
     ({"model": "yolo99z.yaml"}, 400, "model"),
+    ({"model": "/etc/passwd.pt"}, 400, "model"),
+    ({"model": "../runs/best.pt"}, 400, "model"),
     ({"imageCount": None, "dataset": "ul://bob/datasets/secret"}, 404, "dataset"),
     ({"imageCount": None}, 400, "dataset"),
 ])

@@ -93,7 +93,7 @@ def test_local_checkpoint_is_read_for_its_yaml(tmp_path: Path) -> None:
     assert (profile.name, profile.family, profile.scale, profile.task, profile.nc) == ("best.pt", "yolov8", "n",
                                                                                        "detect", 2)
     assert profile.params == sum(p.numel() for p in net.parameters())
-    assert profile.gflops_640 == pytest.approx(model_profile("yolov8n.yaml").gflops_640, rel=0.05)  # 2 vs 80 classes
+    assert 0.85 < profile.gflops_640 / model_profile("yolov8n.yaml").gflops_640 < 1  # 2 classes, not 80
 
 
 def test_not_a_checkpoint_is_refused(tmp_path: Path) -> None:
