@@ -72,7 +72,7 @@ class DatasetItem(Base):
     __table_args__ = (
         UniqueConstraint("manifest_id", "key"),
         UniqueConstraint("manifest_id", "split", "name", name="uq_dataset_items_manifest_split_name"),
-        Index("ix_dataset_items_manifest_name", "manifest_id", "name"),
+        Index("ix_dataset_items_manifest_name_key", "manifest_id", "name", "key"),  # ORDER BY name, key pages
         Index("ix_dataset_items_manifest_issues", "manifest_id", "issues"),  # errorCount without a table scan
         Index("ix_dataset_items_manifest_mask", "manifest_id", "class_mask"),  # class-filtered counts, index only
     )
