@@ -140,19 +140,24 @@ def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType) -> Calibrati
     return Calibration(speed, (low, high), len(points), loader)
 
 
+ACCURACY_POINTS = 50  # per GPU type: leave-one-out refits are quadratic, and recent runs matter most
+
+
 def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
-    """How well the current model predicts recorded runs: each point predicted from the others (leave-one-out)."""
+    """How well the current model predicts recorded runs: each run predicted from the other points of its device
+    (leave-one-out), so a point never grades the fit it took part in."""
     errors = []
     for gpu in catalogue.all():
-        points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id,
-                                                                     CalibrationPoint.source != "probe")))
+        points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id)
+                                      .order_by(CalibrationPoint.id.desc()).limit(ACCURACY_POINTS)))
+        if len(points) < 2:
+            continue
+        prior, loader = prior_speed(catalogue, gpu), loader_prior(gpu)
         for point in points:
-            others = [p for p in session.scalars(select(CalibrationPoint).where(
-                CalibrationPoint.gpu_type == gpu.id, CalibrationPoint.id != point.id))]
-            if not others:
+            if point.source == "probe":
                 continue
-            speed = _fit_speed(prior_speed(catalogue, gpu), others, loader_prior(gpu))
-            predicted = _predicted_epoch(point, speed, loader_prior(gpu))
+            speed = _fit_speed(prior, [p for p in points if p.id != point.id], loader)
+            predicted = _predicted_epoch(point, speed, loader)
             errors.append(abs(predicted - point.epoch_seconds) / point.epoch_seconds)
     if not errors:
         return {"runs": 0, "medianAbsErrorPct": None, "worstAbsErrorPct": None,

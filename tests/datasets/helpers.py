@@ -15,7 +15,8 @@ def upload_dataset(platform: Any, http: Any, owner: str, slug: str, archive: Pat
                    timeout: float = 15) -> dict[str, Any]:
     """datasets.create → upload.signed_url → PUT → upload.complete → datasets.ingest → poll until not processing."""
     if create:
-        created = platform.datasets.create(dataset=slug, name=slug, visibility="private")
+        created = assert_sdk_type(platform.datasets.create(dataset=slug, name=slug, visibility="private"),
+                                  "DatasetsCreateResponse")
         dataset_id = created["id"]
     else:
         dataset_id = platform.datasets.retrieve(owner, slug)["dataset"]["id"]

@@ -211,7 +211,7 @@ def test_public_datasets_are_readable_not_writable_and_searchable(shapes, sdk, b
         intruder.datasets.retrieve("alice", "shapes")
     assert hidden.value.status_code == 404
     assert intruder.explore.search(q="shapes")["datasets"] == []
-    platform.datasets.update("alice", "shapes", visibility="public")
+    assert_sdk_type(platform.datasets.update("alice", "shapes", visibility="public"), "DatasetsUpdateResponse")
     assert intruder.datasets.retrieve("alice", "shapes")["dataset"]["imageCount"] == 18
     found = assert_sdk_type(intruder.explore.search(q="shap"), "ExploreSearchResponse")
     assert [d["dataset"] for d in found["datasets"]] == ["shapes"]
