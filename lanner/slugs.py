@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 
 def slugify(text: str) -> str:
@@ -20,3 +20,16 @@ def unique_slug(base: str, taken: Iterable[str]) -> str:
     while f"{base}-{n}" in taken_set:
         n += 1
     return f"{base}-{n}"
+
+
+def renamed_slug(name: str, current: str, *, taken: Callable[[str], bool], what: str, where: str = "") -> str:
+    """The slug a rename to ``name`` gives; refuses a name without letters or digits, or a slug already taken.
+    Renaming changes the URL, as on the hosted platform."""
+    from lanner.errors import BadRequest, Conflict
+
+    slug = slugify(name)
+    if not slug:
+        raise BadRequest(f"{what} name must contain at least one letter or digit")
+    if slug != current and taken(slug):
+        raise Conflict(f"{what} '{where}{slug}' already exists")
+    return slug

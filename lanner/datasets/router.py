@@ -42,6 +42,7 @@ from lanner.db import utcnow
 from lanner.deps import Ctx, CurrentPrincipal, DbSession
 from lanner.errors import BadRequest, Conflict, NotFound, NotImplementedOnSelfHosted
 from lanner.projects.schemas import REGION, iso
+from lanner.slugs import renamed_slug
 from lanner.storage.models import UploadSession
 from lanner.storage.signing import blob_path, upload_path
 
@@ -90,15 +91,11 @@ def update_dataset(owner: str, dataset: str, principal: CurrentPrincipal, sessio
                    body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
     if body.get("name"):
-        from lanner.slugs import slugify
-
-        new_slug = slugify(body["name"])
-        if not new_slug:
-            raise BadRequest("dataset name must contain at least one letter or digit")
-        if new_slug != record.slug and session.scalar(select(Dataset.id).where(
-                Dataset.owner_id == record.owner_id, Dataset.slug == new_slug)):
-            raise Conflict(f"dataset '{owner}/{new_slug}' already exists")
-        record.name, record.slug = body["name"], new_slug
+        record.slug = renamed_slug(
+            body["name"], record.slug, what="dataset", where=f"{owner}/",
+            taken=lambda slug: session.scalar(select(Dataset.id).where(
+                Dataset.owner_id == record.owner_id, Dataset.slug == slug)) is not None)
+        record.name = body["name"]
     if body.get("visibility") is not None:
         if body["visibility"] not in service.VISIBILITIES:
             raise BadRequest("visibility must be public or private")

@@ -12,7 +12,7 @@ from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
 from lanner.projects.models import ModelRecord, Project
-from lanner.slugs import slugify, unique_slug
+from lanner.slugs import renamed_slug, slugify, unique_slug
 
 VISIBILITIES = ("public", "private")
 TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
@@ -85,15 +85,10 @@ def get_or_create_project(session: Session, *, owner_id: str, slug: str) -> Proj
 
 def update_project(session: Session, principal: Principal, project: Project, changes: dict[str, Any]) -> Project:
     if "name" in changes and changes["name"] is not None:
-        new_slug = slugify(changes["name"])
-        if not new_slug:
-            raise BadRequest("project name must contain at least one letter or digit")
-        if new_slug != project.slug:
-            clash = session.scalar(select(Project.id).where(
-                Project.owner_id == project.owner_id, Project.slug == new_slug))
-            if clash:
-                raise Conflict(f"project '{principal.username}/{new_slug}' already exists")
-            project.slug = new_slug
+        project.slug = renamed_slug(
+            changes["name"], project.slug, what="project", where=f"{principal.username}/",
+            taken=lambda slug: session.scalar(select(Project.id).where(
+                Project.owner_id == project.owner_id, Project.slug == slug)) is not None)
         project.name = changes["name"]
     if changes.get("visibility") is not None:
         if changes["visibility"] not in VISIBILITIES:
@@ -170,17 +165,12 @@ def update_model(session: Session, record: ModelRecord, changes: dict[str, Any])
     """Apply a PATCH; returns True when the slug changed."""
     renamed = False
     if changes.get("name") is not None:
-        new_slug = slugify(changes["name"])
-        if not new_slug:
-            raise BadRequest("model name must contain at least one letter or digit")
-        if new_slug != record.slug:
-            clash = session.scalar(select(ModelRecord.id).where(
-                ModelRecord.project_id == record.project_id, ModelRecord.slug == new_slug))
-            if clash:
-                raise Conflict(f"model '{new_slug}' already exists in this project")
-            record.slug = new_slug
-            renamed = True
-        record.name = changes["name"]
+        new_slug = renamed_slug(
+            changes["name"], record.slug, what="model",
+            taken=lambda slug: session.scalar(select(ModelRecord.id).where(
+                ModelRecord.project_id == record.project_id, ModelRecord.slug == slug)) is not None)
+        renamed = new_slug != record.slug
+        record.slug, record.name = new_slug, changes["name"]
     if changes.get("status") is not None and changes["status"] not in MODEL_STATUSES:
         raise BadRequest(f"status must be one of {', '.join(MODEL_STATUSES)}")
     for field, attr in (("description", "description"), ("metadata", "metadata_"), ("trainArgs", "train_args"),

@@ -76,38 +76,20 @@ class LocalBlobStore(BlobStore):
         os.replace(tmp_path, final)
 
     def put_file(self, source: BinaryIO) -> StoredBlob:
-        hasher, size = hashlib.sha256(), 0
-        fd, name = tempfile.mkstemp(dir=self.root / "tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                while chunk := source.read(CHUNK):
-                    hasher.update(chunk)
-                    out.write(chunk)
-                    size += len(chunk)
-            digest = hasher.hexdigest()
-            self._commit(Path(name), digest)
-        except BaseException:
-            Path(name).unlink(missing_ok=True)
-            raise
-        return StoredBlob(digest, size)
+        with _Incoming(self) as incoming:
+            while chunk := source.read(CHUNK):
+                incoming.write(chunk)
+        assert incoming.stored is not None
+        return incoming.stored
 
     async def put_stream(self, chunks: AsyncIterator[bytes], max_bytes: int | None = None) -> StoredBlob:
-        hasher, size = hashlib.sha256(), 0
-        fd, name = tempfile.mkstemp(dir=self.root / "tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                async for chunk in chunks:
-                    size += len(chunk)
-                    if max_bytes is not None and size > max_bytes:
-                        raise BlobTooLarge(f"upload exceeds {max_bytes} bytes")
-                    hasher.update(chunk)
-                    out.write(chunk)
-            digest = hasher.hexdigest()
-            self._commit(Path(name), digest)
-        except BaseException:
-            Path(name).unlink(missing_ok=True)
-            raise
-        return StoredBlob(digest, size)
+        with _Incoming(self) as incoming:
+            async for chunk in chunks:
+                if max_bytes is not None and incoming.size + len(chunk) > max_bytes:
+                    raise BlobTooLarge(f"upload exceeds {max_bytes} bytes")
+                incoming.write(chunk)
+        assert incoming.stored is not None
+        return incoming.stored
 
     def put_path(self, path: Path, sha256: str, *, move: bool = False) -> None:
         final = self._path(sha256)
@@ -145,3 +127,34 @@ class LocalBlobStore(BlobStore):
     def local_path(self, sha256: str) -> Path | None:
         path = self._path(sha256)
         return path if path.exists() else None
+
+
+class _Incoming:
+    """A blob being written: bytes go to a temporary file while hashed; on success it moves to its digest's
+    place, on any failure the temporary file is removed."""
+
+    def __init__(self, store: LocalBlobStore) -> None:
+        self._store = store
+        self._hasher = hashlib.sha256()
+        self.size = 0
+        fd, name = tempfile.mkstemp(dir=store.root / "tmp")
+        self._path = Path(name)
+        self._file = os.fdopen(fd, "wb")
+        self.stored: StoredBlob | None = None
+
+    def write(self, chunk: bytes) -> None:
+        self._hasher.update(chunk)
+        self._file.write(chunk)
+        self.size += len(chunk)
+
+    def __enter__(self) -> _Incoming:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._file.close()
+        if exc_type is not None:
+            self._path.unlink(missing_ok=True)
+            return
+        digest = self._hasher.hexdigest()
+        self._store._commit(self._path, digest)
+        self.stored = StoredBlob(digest, self.size)
