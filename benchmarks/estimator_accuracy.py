@@ -21,11 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-from lanner.gpus.profile import model_profile
-
 from lanner.gpus import priors
 from lanner.gpus.estimator import DeviceSpeed, Workload, estimate_time
 from lanner.gpus.probe import run_probe
+from lanner.gpus.profile import model_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
