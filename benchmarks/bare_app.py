@@ -10,33 +10,12 @@ Served like ``lanner serve`` serves Lanner: one uvicorn process, log_level warni
 from __future__ import annotations
 
 import argparse
-from typing import Any, Literal
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field
 
-
-class MetricsEvent(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    event: Literal["training_started", "training_progress", "epoch_end", "system_metrics", "console_output",
-                   "checkpoint_saved", "training_complete", "training_failed"]
-    data: dict[str, Any] = Field(default_factory=dict)
-    modelId: str | None = None
-    project: str | None = None
-    name: str | None = None
-
-
-class EpochEndData(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    epoch: int = Field(ge=0)
-    metrics: dict[str, Any] = Field(default_factory=dict)
-    system: dict[str, Any] | None = None
-    fitness: float | None = None
-    best_fitness: float | None = None
-
+from lanner.training.schemas import EpochEndData, MetricsEvent
 
 app = FastAPI(title="bare webhook baseline")
 

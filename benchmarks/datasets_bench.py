@@ -32,7 +32,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -47,11 +46,22 @@ import cv2
 import httpx
 import numpy as np
 import psutil
+from common import (
+    DOC,
+    HOST,
+    ROOT,
+    Server,
+    cpu_model,
+    free_port,
+    local_client,
+    ram_bytes,
+    run_cli,
+    venv_bin,
+    verdict,
+    write_section,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Datasets (issue 4)"
-HOST = "127.0.0.1"
 OWNER = "bench"
 CLASSES = ["box", "ring", "disc"]  # filled rectangle, circle outline, filled circle
 WIDTH, HEIGHT = 320, 240
@@ -61,25 +71,6 @@ TARGET_IMPORT_IPS = 300.0
 TARGET_LIST_P95_MS = 50.0
 TARGET_CLONE_S = 1.0
 PROFILE_RUNS = 10
-
-
-def venv_bin(name: str) -> str:
-    """The executable next to this interpreter (the project venv), else the repository's .venv."""
-    here = Path(sys.executable).parent / name
-    if here.exists():
-        return str(here)
-    return str(ROOT / ".venv" / "bin" / name)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def local_client(**kwargs: Any) -> httpx.Client:
-    # trust_env=False: never route 127.0.0.1 through a proxy named in the environment.
-    return httpx.Client(trust_env=False, timeout=120.0, **kwargs)
 
 
 def log(message: str) -> None:
@@ -93,71 +84,6 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # --- subprocesses --------------------------------------------------------------------------------------------
-
-@dataclass
-class Server:
-    argv: list[str]
-    env: dict[str, str]
-    port: int
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
-    _log: Any = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    def start(self, timeout: float = 90.0) -> None:
-        self._log = open(self.log_path, "wb")  # closed in stop()
-        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + timeout
-        with local_client() as client:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"lanner serve exited with code {self.proc.returncode}:\n{self.log_tail()}")
-                try:
-                    if client.get(f"{self.url}/api/health", timeout=2.0).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-        raise RuntimeError(f"lanner serve did not answer /api/health within {timeout:.0f}s:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            # Its own session (start_new_session): signal the group, which is only this server.
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=5)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 120) -> str:
-    done = subprocess.run([venv_bin("lanner"), *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"lanner {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return done.stdout.strip()
-
 
 def ensure_gnu_time() -> str | None:
     """GNU time (Debian package ``time``) for the peak RSS; installed with apt-get if missing. None: use psutil."""
@@ -548,26 +474,6 @@ def time_clones(client: httpx.Client, slug: str, clones: int, writes: int) -> Cl
 
 # --- report --------------------------------------------------------------------------------------------------
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def ram_bytes() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def machine_info() -> dict[str, str]:
     import fastapi
     import sqlalchemy
@@ -592,10 +498,6 @@ def machine_info() -> dict[str, str]:
 
 def md_cell(text: str) -> str:
     return text.replace("|", "\\|")
-
-
-def verdict(ok: bool) -> str:
-    return "pass" if ok else "**FAIL**"
 
 
 @dataclass
@@ -736,20 +638,6 @@ def render(info: dict[str, str], command: str, r: Results, start_load: str) -> s
     return "\n".join(lines)
 
 
-def write_doc(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    start = text.find(SECTION)
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        following = re.search(r"^## ", text[start + len(SECTION):], re.M)
-        end = start + len(SECTION) + following.start() if following else len(text)
-        rest = text[end:]
-        text = text[:start] + section + ("\n" + rest if rest else "")
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text.rstrip("\n") + "\n")
-
-
 def print_results(r: Results) -> None:
     print(f"{'import':<10}{'images':>9}{'MiB':>8}{'wall s':>9}{'img/s':>8}{'ingest s':>10}{'peak MB':>9}"
           f"  RSS MB @25/50/75/95%")
@@ -835,7 +723,7 @@ def main() -> int:
             archive.unlink(missing_ok=True)
         seed_items(home, "list", args.list_images)
 
-        server = Server([venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env, port,
+        server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env, port,
                         home / "lanner-serve.log")
         server.start()
         base = f"/api/datasets/{OWNER}/list/images"
@@ -863,7 +751,7 @@ def main() -> int:
         print()
         print_results(results)
         if not args.no_doc:
-            write_doc(render(machine_info(), command, results, start_load))
+            write_section(SECTION, render(machine_info(), command, results, start_load))
             print(f"\nWrote {SECTION!r} in {DOC.relative_to(ROOT)}")
         return 0 if results.import_ok and results.list_ok and results.clone_ok else 1
     finally:

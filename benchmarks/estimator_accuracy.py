@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from common import ROOT, cpu_model, write_section
 
 from lanner.gpus import priors
 from lanner.gpus.estimator import DeviceSpeed, Workload, estimate_time
 from lanner.gpus.probe import run_probe
 from lanner.gpus.profile import model_profile
-
-ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = ("yolo11n.yaml", 320, 16, 64)
 CONFIGS = [  # model, imgsz, batch, train images
@@ -57,10 +55,7 @@ def calibrated_speed(probe_seconds: float, workers: int) -> DeviceSpeed:
 
 
 def write_doc(rows: list[tuple], probe: float, median: float, worst: float, command: str) -> None:
-    doc = ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text() if doc.exists() else "# Benchmarks\n"
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = cpu_model()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -73,14 +68,7 @@ def write_doc(rows: list[tuple], probe: float, median: float, worst: float, comm
     lines += [f"| {m} | {s} | {b} | {n} | {p:.2f} | {t:.2f} | {e:+.1%} |" for m, s, b, n, p, t, e in rows]
     lines += ["", f"Median absolute error **{median:.1%}** (target <= 10 %), worst **{worst:.1%}** "
               "(target <= 25 %).", ""]
-    block = "\n".join(lines)
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
-        tail = rest.split("\n## ", 1)
-        text = head + block + ("\n## " + tail[1] if len(tail) > 1 else "")
-    else:
-        text = text.rstrip() + "\n\n" + block
-    doc.write_text(text)
+    write_section(SECTION, "\n".join(lines))
 
 
 def main() -> int:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
+
+from common import write_section
 
 from lanner.gpus import priors
 from lanner.gpus.catalogue import default_catalogue
 from lanner.gpus.estimator import Workload, estimate_time
 
-ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Estimator against published GPU measurements (issue 5)"
 COCO_TRAIN, COCO_VAL = 118_287, 5_000
 
@@ -102,16 +102,7 @@ def main() -> None:
                      f"{case.measured:.2f} {unit} | {predicted:.2f} {unit} | {error:+.0%} |")
     lines += ["", f"Held-out median absolute error {median:.0%}, worst {max(held_out):.0%}. The power law gives "
               f"the V100 (not in the fit) a relative speed {v100 - 1:+.0%} off B1's V100 row.", ""]
-    doc = ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text()
-    block = "\n".join(lines)
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
-        tail = rest.split("\n## ", 1)
-        text = head + block + ("\n## " + tail[1] if len(tail) > 1 else "")
-    else:
-        text = text.rstrip() + "\n\n" + block
-    doc.write_text(text)
+    write_section(SECTION, "\n".join(lines))
     assert math.isfinite(median)
 
 

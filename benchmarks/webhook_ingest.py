@@ -26,8 +26,6 @@ import os
 import platform
 import re
 import shutil
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -37,15 +35,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from common import (
+    DOC,
+    HOST,
+    ROOT,
+    Server,
+    cpu_model,
+    free_port,
+    local_client,
+    ram_bytes,
+    run_cli,
+    venv_bin,
+    verdict,
+    write_section,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "benchmarks"
 LUA_SCRIPT = BENCH_DIR / "wrk_epoch_end.lua"
-DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Webhook ingest (issue 3)"
 WEBHOOK = "/api/webhooks/training/metrics"
-HOST = "127.0.0.1"
 OWNER = "bench"
 PROJECT = "ingest"
 RUN_EPOCHS = 100_000  # planned epochs: an epoch index at or past this would be taken for the final evaluation
@@ -55,92 +63,7 @@ TARGET_RATIO = 0.25
 TARGET_P99_MS = 100.0
 
 
-def venv_bin(name: str) -> str:
-    """The executable next to this interpreter (the project venv), else the repository's .venv."""
-    here = Path(sys.executable).parent / name
-    if here.exists():
-        return str(here)
-    return str(ROOT / ".venv" / "bin" / name)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def local_client(**kwargs: Any) -> httpx.Client:
-    # trust_env=False: never route 127.0.0.1 through a proxy named in the environment.
-    return httpx.Client(trust_env=False, timeout=30.0, **kwargs)
-
-
 # --- subprocesses --------------------------------------------------------------------------------------------
-
-@dataclass
-class Server:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    port: int
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
-    _log: Any = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    def start(self, timeout: float = 90.0) -> None:
-        self._log = open(self.log_path, "wb")  # closed in stop()
-        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + timeout
-        with local_client() as client:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited with code {self.proc.returncode}:\n{self.log_tail()}")
-                try:
-                    if client.get(f"{self.url}/api/health", timeout=2.0).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-        raise RuntimeError(f"{self.name} did not answer /api/health within {timeout:.0f}s:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            # Its own session (start_new_session): signal the group, which is only this server.
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=5)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-
-def run_cli(args: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run([venv_bin("lanner"), *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    if done.returncode != 0:
-        raise RuntimeError(f"lanner {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
-    return done.stdout.strip()
-
 
 def ensure_wrk() -> str:
     found = shutil.which("wrk") or ("/usr/bin/wrk" if Path("/usr/bin/wrk").exists() else None)
@@ -379,26 +302,6 @@ def verify(url: str, api_key: str, db_path: Path, runs: list[dict[str, str]], lo
 
 # --- report --------------------------------------------------------------------------------------------------
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def ram_bytes() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def machine_info(wrk: str) -> dict[str, str]:
     import fastapi
     import pydantic
@@ -429,10 +332,6 @@ def machine_info(wrk: str) -> dict[str, str]:
         "revision": revision,
         "wrk": " ".join(wrk_version[0].split()[:2]) if wrk_version else "wrk",
     }
-
-
-def verdict(ok: bool) -> str:
-    return "pass" if ok else "**FAIL**"
 
 
 def render(info: dict[str, str], command: str, lanner: Load, bare: Load, check: Verification,
@@ -484,20 +383,6 @@ def render(info: dict[str, str], command: str, lanner: Load, bare: Load, check: 
         "",
     ]
     return "\n".join(lines)
-
-
-def write_doc(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    start = text.find(SECTION)
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        following = re.search(r"^## ", text[start + len(SECTION):], re.M)
-        end = start + len(SECTION) + following.start() if following else len(text)
-        rest = text[end:]
-        text = text[:start] + section + ("\n" + rest if rest else "")
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text.rstrip("\n") + "\n")
 
 
 def print_table(lanner: Load, bare: Load, check: Verification) -> None:
@@ -583,7 +468,7 @@ def main() -> int:
         if not args.no_doc:
             section = render(machine_info(wrk), command.strip(), lanner_load, bare_load, check, args.connections,
                              args.duration, lanner_load.body_bytes)
-            write_doc(section)
+            write_section(SECTION, section)
             print(f"\nWrote {SECTION!r} in {DOC.relative_to(ROOT)}")
         ratio = lanner_load.events_per_s / bare_load.events_per_s if bare_load.events_per_s else 0.0
         passed = check.ok and ratio >= TARGET_RATIO and lanner_load.p99_ms < TARGET_P99_MS
