@@ -18,16 +18,6 @@ from lanner.gpus.profile import ModelProfile, meta_model, model_profile
 GB = 1e9 / GIB  # published GB -> GiB
 
 
-@pytest.fixture(scope="module")
-def n() -> ModelProfile:
-    return model_profile("yolo11n.yaml")
-
-
-@pytest.fixture(scope="module")
-def s() -> ModelProfile:
-    return model_profile("yolo11s.yaml")
-
-
 def test_activation_bytes_grow_with_the_pixel_count(n: ModelProfile) -> None:
     a320, a640, a1280 = (memory.activation_bytes_per_image(n, size) for size in (320, 640, 1280))
     assert a640 / a320 == pytest.approx(4, rel=0.03)

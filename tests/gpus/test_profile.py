@@ -25,16 +25,6 @@ def no_downloads() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="module")
-def n() -> ModelProfile:
-    return model_profile("yolo11n.yaml")
-
-
-@pytest.fixture(scope="module")
-def s() -> ModelProfile:
-    return model_profile("yolo11s.yaml")
-
-
 def test_yolo11n_matches_the_published_model_card(n: ModelProfile) -> None:
     # Ultralytics docs: YOLO11n 2.6M params, 6.5 GFLOPs at 640 (thop counts the head's DFL too: 6.7)
     assert (n.name, n.family, n.scale, n.task, n.nc, n.strides) == ("yolo11n.yaml", "yolo11", "n", "detect", 80,
