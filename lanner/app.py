@@ -26,7 +26,11 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         ctx.ingest.start()
+        if settings.supervisor_interval_seconds > 0:
+            ctx.supervisor.start()
         yield
+        if ctx._supervisor is not None:
+            ctx.supervisor.stop()
         ctx.ingest.stop()
         ctx.shutdown_jobs()
         ctx.db.dispose()
@@ -41,6 +45,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     handlers.install(app)
 
     from lanner.accounts.router import router as accounts_router
+    from lanner.billing.router import router as billing_router
     from lanner.datasets.router import router as datasets_router
     from lanner.gpus.estimate_api import router as estimate_router
     from lanner.gpus.router import router as gpus_router
@@ -49,8 +54,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     from lanner.training.router import router as training_router
     from lanner.web.router import router as web_router
 
-    for router in (accounts_router, projects_router, training_router, estimate_router, datasets_router, gpus_router,
-                   storage_router, web_router):
+    for router in (accounts_router, billing_router, projects_router, training_router, estimate_router,
+                   datasets_router, gpus_router, storage_router, web_router):
         app.include_router(router)
 
     @app.get("/api/health", tags=["meta"])

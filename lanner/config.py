@@ -39,6 +39,25 @@ class Settings(BaseSettings):
     gpu_catalogue: str | None = Field(
         default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
 
+    executor: str = Field(default="local", description="Where training runs: 'local' (subprocesses on this "
+                          "machine) or 'ray' (Ray Jobs on a cluster).")
+    ray_address: str | None = Field(default=None, description="Ray Jobs address for LANNER_EXECUTOR=ray, e.g. "
+                                    "http://127.0.0.1:8265.")
+    ray_num_gpus: float = Field(default=1.0, description="GPUs a Ray job asks for next to its lanner-gpu:<type> "
+                                "resource (0 for nodes that only advertise types).")
+    ray_worker_dir: str = Field(default="~/.lanner-worker/runs", description="Run folders on Ray worker nodes.")
+    local_max_runs: int = Field(default=1, description="Concurrent CPU runs of the local executor (each GPU "
+                                "takes one run); the rest queue as pending.")
+    supervisor_interval_seconds: float = Field(default=2.0, description="How often runs are dispatched, polled, "
+                                               "metered and settled.")
+    run_lost_after_seconds: float = Field(default=600.0, description="A running run with no event for this long "
+                                          "is lost and relaunched.")
+    run_max_relaunches: int = Field(default=3, description="Relaunches of a lost run before it fails.")
+    cancel_grace_seconds: float = Field(default=20.0, description="Time a cancelled trainer gets to stop by itself "
+                                        "before its process or Ray job is killed.")
+    worker_python: str | None = Field(default=None, description="Python with Lanner installed on worker nodes "
+                                      "(default: the server's own interpreter).")
+
     @property
     def import_limits(self) -> Any:
         from lanner.datasets.records import ImportLimits

@@ -23,6 +23,25 @@ class AppContext:
     ingest: IngestWriter
     key_cache: dict[str, tuple[float, object]] = field(default_factory=dict)
     _jobs: ThreadPoolExecutor | None = None
+    _executor: Any = None
+    _supervisor: Any = None
+
+    @property
+    def executor(self) -> Any:
+        """Where runs execute (``LANNER_EXECUTOR``), built on first use."""
+        if self._executor is None:
+            from lanner.training.executors import make_executor
+
+            self._executor = make_executor(self.settings)
+        return self._executor
+
+    @property
+    def supervisor(self) -> Any:
+        if self._supervisor is None:
+            from lanner.training.supervisor import Supervisor
+
+            self._supervisor = Supervisor(self, self.executor)
+        return self._supervisor
 
     def submit_job(self, fn: Callable[..., Any], *args: Any) -> Future:
         """Background work (dataset imports) on one worker thread: imports run one at a time, in order."""

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
 from lanner.context import AppContext
-from lanner.errors import Unauthorized
+from lanner.errors import Forbidden, Unauthorized
 
 SESSION_COOKIE = "lanner_session"
 
@@ -42,12 +42,24 @@ def _bearer(request: Request) -> str | None:
     return None
 
 
+WORKER_WRITE_PATHS = ("/api/webhooks/",)
+
+
+def _check_run_scope(request: Request, principal: Principal) -> Principal:
+    """A run-scoped key lives in a training worker's environment: it may read (datasets, base weights) and
+    report through the webhooks, nothing else, so a leaked worker key cannot spend credit or delete data."""
+    if principal.run_id is not None and request.method not in ("GET", "HEAD") and not request.url.path.startswith(
+            WORKER_WRITE_PATHS):
+        raise Forbidden("this key belongs to a training worker: it may only read and report training events")
+    return principal
+
+
 def get_principal(request: Request, ctx: Ctx, session: DbSession) -> Principal:
     token = _bearer(request)
     if token:
-        return accounts_service.authenticate_key(
+        return _check_run_scope(request, accounts_service.authenticate_key(
             session, key=token, cache=ctx.key_cache, ttl=ctx.settings.api_key_cache_seconds
-        )
+        ))
     from lanner.web.sessions import principal_from_cookie
 
     principal = principal_from_cookie(session, ctx, request.cookies.get(SESSION_COOKIE))
@@ -65,7 +77,7 @@ async def get_principal_nonblocking(request: Request, ctx: Ctx) -> Principal:
     if token:
         principal = accounts_service.cached_principal(key=token, cache=ctx.key_cache)
         if principal is not None:
-            return principal
+            return _check_run_scope(request, principal)
 
     def lookup() -> Principal:
         with ctx.db.session() as session:

@@ -35,5 +35,7 @@ class ApiKey(Base):
     digest: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime]
     revoked_at: Mapped[datetime | None]
+    # A run-scoped key (handed to one training worker) may only report for that run and read what it needs.
+    run_id: Mapped[int | None]
 
     user: Mapped[User] = relationship(back_populates="api_keys")

@@ -28,6 +28,7 @@ class Principal:
     username: str
     tier: str
     key_id: str | None
+    run_id: int | None = None  # set for a run-scoped worker key
 
 
 def get_user_by_username(session: Session, *, username: str) -> User | None:
@@ -70,11 +71,12 @@ def authenticate_password(session: Session, *, username: str, password: str) -> 
     return user
 
 
-def create_api_key(session: Session, *, user: User, name: str = "default") -> tuple[ApiKey, str]:
+def create_api_key(session: Session, *, user: User, name: str = "default",
+                   run_id: int | None = None) -> tuple[ApiKey, str]:
     """Returns the row and the plaintext key; the plaintext is never stored."""
     plaintext = new_api_key()
     key = ApiKey(user_id=user.id, name=name[:100] or "default", prefix=plaintext[:7],
-                 digest=key_digest(plaintext), created_at=utcnow())
+                 digest=key_digest(plaintext), created_at=utcnow(), run_id=run_id)
     session.add(key)
     session.flush()
     return key, plaintext
@@ -82,7 +84,8 @@ def create_api_key(session: Session, *, user: User, name: str = "default") -> tu
 
 def list_api_keys(session: Session, *, user_id: str) -> list[ApiKey]:
     return list(session.scalars(
-        select(ApiKey).where(ApiKey.user_id == user_id, ApiKey.revoked_at.is_(None)).order_by(ApiKey.created_at)
+        select(ApiKey).where(ApiKey.user_id == user_id, ApiKey.revoked_at.is_(None), ApiKey.run_id.is_(None))
+        .order_by(ApiKey.created_at)
     ))
 
 
@@ -112,13 +115,13 @@ def authenticate_key(session: Session, *, key: str, cache: dict, ttl: float) -> 
     if hit and hit[0] > now:
         return hit[1]  # type: ignore[return-value]
     row = session.execute(
-        select(ApiKey.id, User.id, User.username, User.tier)
+        select(ApiKey.id, User.id, User.username, User.tier, ApiKey.run_id)
         .join(User, User.id == ApiKey.user_id)
         .where(ApiKey.digest == digest, ApiKey.revoked_at.is_(None))
     ).first()
     if row is None:
         cache.pop(digest, None)
         raise Unauthorized("invalid or revoked API key")
-    principal = Principal(user_id=row[1], username=row[2], tier=row[3], key_id=row[0])
+    principal = Principal(user_id=row[1], username=row[2], tier=row[3], key_id=row[0], run_id=row[4])
     cache[digest] = (now + ttl, principal)
     return principal

@@ -140,6 +140,12 @@ def signed_url(body: SignedUrlRequest, principal: CurrentPrincipal, session: DbS
         target = session.get(Dataset, body.assetId)
         if target is None or target.owner_id != principal.user_id:
             raise NotFound("dataset not found")
+    if body.assetId and body.assetType == "models":
+        from lanner.projects.models import ModelRecord
+
+        model = session.get(ModelRecord, body.assetId)
+        if model is None or model.owner_id != principal.user_id:
+            raise NotFound("model not found")
     upload = UploadSession(owner_id=principal.user_id, asset_type=body.assetType, asset_id=body.assetId,
                            filename=filename, content_type=body.contentType, total_bytes=body.totalBytes)
     session.add(upload)
@@ -167,8 +173,25 @@ def upload_complete(body: UploadCompleteRequest, principal: CurrentPrincipal, se
         raise BadRequest(f"uploaded {upload.size} bytes but {upload.total_bytes} were announced")
     if upload.status == "uploaded":
         upload.status = "completed"
+    if upload.asset_type == "models" and upload.asset_id:
+        attach_model_weights(session, principal, upload)
     return {"success": True, "file": {"size": float(upload.size or 0),
                                       **({"contentType": upload.content_type} if upload.content_type else {})}}
+
+
+def attach_model_weights(session: Session, principal: Principal, upload: UploadSession) -> None:
+    """``ul cloud train model=./my.pt`` creates a model, uploads the checkpoint with ``assetType: models`` and
+    trains from ``ul://owner/project/model``: the upload becomes that model's weights."""
+    from lanner.projects.models import ModelRecord
+
+    model = session.get(ModelRecord, upload.asset_id)
+    if model is None or model.owner_id != principal.user_id:
+        raise NotFound("model not found for this upload")
+    model.weights_sha256 = upload.sha256
+    model.weights_size = upload.size
+    model.weights_name = upload.filename
+    if model.status == "untrained":
+        model.status = "completed"  # an uploaded checkpoint is a trained model, ready to use or train from
 
 
 def _run_ingest(ctx: AppContext, dataset_id: str, sha256: str, filename: str) -> None:

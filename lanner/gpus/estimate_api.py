@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 from fastapi import APIRouter
@@ -58,6 +60,32 @@ def _safe_name(model: str) -> str:
     return model[:-3] + ".yaml" if model.endswith(".pt") else model
 
 
+# Parameter counts of the YOLO11 detection sizes, for a checkpoint whose architecture is not recorded.
+_SIZES_BY_PARAMS = (("n", 2.6e6), ("s", 9.4e6), ("m", 20.1e6), ("l", 25.3e6), ("x", 56.9e6))
+_NAMED_ARCH = re.compile(r"(yolo(?:v?\d+))([nsmlx])", re.IGNORECASE)
+_OFFICIAL_ARCH = re.compile(r"^yolo(?:v?\d+)[nsmlx](?:-(?:seg|pose|obb|cls))?\.yaml$", re.IGNORECASE)
+
+
+def architecture_of(record: Any) -> str:
+    """The architecture a model was trained from, by name only (the server never unpickles a checkpoint):
+    its recorded base, else a YOLO name in its own names (``yolo11n-scratch``), else the nearest YOLO11 size
+    by checkpoint bytes (the trainer saves FP16 weights: about 2 bytes a parameter)."""
+    base = (record.train_args or {}).get("model") or record.base_model
+    if base and not str(base).startswith("ul://"):
+        name = _safe_name(str(base).replace("\\", "/").rsplit("/", 1)[-1])
+        if _OFFICIAL_ARCH.match(name) or not _NAMED_ARCH.search(name):
+            return name
+    for text in (base, record.weights_name, record.slug, record.name):
+        match = _NAMED_ARCH.search(str(text or "").rsplit("/", 1)[-1])
+        if match:
+            return f"{match.group(1).lower()}{match.group(2).lower()}.yaml"
+    if record.weights_size:
+        params = record.weights_size / 2.0
+        size = min(_SIZES_BY_PARAMS, key=lambda item: abs(math.log(item[1] / max(params, 1.0))))[0]
+        return f"yolo11{size}.yaml"
+    raise BadRequest(f"model: cannot tell the architecture of '{record.slug}'")
+
+
 def _model_name(session: Any, principal: Any, model: str) -> str:
     """A ul:// model resolves to the YAML or base weights it was trained from (its architecture)."""
     if not model.startswith("ul://"):
@@ -68,10 +96,7 @@ def _model_name(session: Any, principal: Any, model: str) -> str:
     if len(parts) != 3:
         raise BadRequest("model must look like ul://owner/project/model")
     record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1], model=parts[2])
-    base = (record.train_args or {}).get("model") or record.base_model
-    if not base or str(base).startswith("ul://"):
-        raise BadRequest(f"model: cannot tell the architecture of '{model}'")
-    return _safe_name(str(base).replace("\\", "/").rsplit("/", 1)[-1])  # the trainer's path, by name only
+    return architecture_of(record)
 
 
 @router.post("/api/training/estimate", summary="Estimate time, memory and cost on every GPU type (Lanner)",

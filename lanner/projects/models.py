@@ -62,5 +62,7 @@ class ModelRecord(TimestampMixin, Base):
     weights_name: Mapped[str | None] = mapped_column(String(200))
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
+    # After a quick test run: its measured speed applied to the full run (Lanner extension).
+    full_run_estimate: Mapped[dict[str, Any] | None] = mapped_column()
 
     project: Mapped[Project] = relationship(back_populates="models")

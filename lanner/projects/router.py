@@ -134,7 +134,7 @@ def retrieve_model(owner: str, project: str, model: str, principal: CurrentPrinc
     proj = session.get(Project, record.project_id)
     assert proj is not None
     extra = {"trainResults": _train_results(session, record.id), "consoleChunks": _console(session, record.id),
-             "metadata": record.metadata_ or {}}
+             "metadata": record.metadata_ or {}, **training_service.compute_cost_view(session, record)}
     return {"model": model_item(record, owner=owner.lower(), project=proj, extra=extra),
             "isOwner": record.owner_id == principal.user_id}
 

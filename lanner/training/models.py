@@ -32,6 +32,25 @@ class Run(Base):
     last_event_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
 
+    # Runs Lanner launched itself (training.start); a run reported by an outside trainer leaves these empty.
+    executor: Mapped[str | None] = mapped_column(String(20))
+    gpu_type: Mapped[str | None] = mapped_column(String(64))
+    external_id: Mapped[str | None] = mapped_column(String(200))  # pid or Ray submission id of this attempt
+    attempt: Mapped[int] = mapped_column(default=0)
+    launch: Mapped[dict[str, Any] | None] = mapped_column()  # what the worker runs (see training/worker.py)
+    api_key_id: Mapped[str | None] = mapped_column(String(32))  # the run-scoped key the worker reports with
+    estimate: Mapped[dict[str, Any] | None] = mapped_column()
+    smoke: Mapped[bool] = mapped_column(default=False)
+    dataset_version_id: Mapped[str | None] = mapped_column(String(32))
+    # Billing: integer micro-dollars; seconds of finished attempts plus the running one since attempt_started_at.
+    price_micros_per_hour: Mapped[int | None] = mapped_column(BigInteger)
+    hold_micros: Mapped[int | None] = mapped_column(BigInteger)
+    max_cost_micros: Mapped[int | None] = mapped_column(BigInteger)
+    attempt_started_at: Mapped[datetime | None]
+    billed_seconds: Mapped[float] = mapped_column(default=0.0)
+    worker_exited_at: Mapped[datetime | None]  # the current attempt's process or job is known to be gone
+    settled_at: Mapped[datetime | None]
+
 
 class RunEvent(Base):
     """Audit trail of status transitions (who moved a run, from what, to what, why)."""

@@ -1,4 +1,4 @@
-"""Webhooks the official trainer calls while it trains."""
+"""Webhooks the official trainer calls while it trains, and ``training.start`` / ``gpu_availability``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from typing import Any
 from fastapi import APIRouter
 
 from lanner.deps import Ctx, CurrentPrincipal, DbSession, FastPrincipal
+from lanner.gpus.catalogue import get_catalogue
 from lanner.storage.signing import upload_path
-from lanner.training import service
+from lanner.training import launch, service
+from lanner.training.launch import StartRequest
 from lanner.training.schemas import MetricsEvent, UploadCheckpointRequest
 
 router = APIRouter(tags=["training"])
@@ -30,3 +32,30 @@ def upload_checkpoint(body: UploadCheckpointRequest, principal: CurrentPrincipal
         "uploadPath": staged.path,
         "modelId": staged.model_id,
     }
+
+
+# --- launching runs ------------------------------------------------------------------------------
+
+@router.post("/api/training/start")
+def start_training(body: StartRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx) -> dict[str, Any]:
+    """Validate, estimate, hold credit and queue the run; the supervisor launches it on the executor."""
+    return launch.start(session, principal, body, catalogue=get_catalogue(ctx), executor=ctx.executor,
+                        executor_name=ctx.settings.executor)
+
+
+@router.get("/api/training/gpu-availability")
+def gpu_availability(ctx: Ctx, managed: str | None = None) -> dict[str, str | None]:
+    """High / Medium / Low per offered GPU type from the executor's free capacity; null where none exists.
+    Public, like the hosted endpoint (``managed`` is accepted and ignored: everything here is self-managed)."""
+    capacity = ctx.executor.capacity()
+    out: dict[str, str | None] = {}
+    for gpu in get_catalogue(ctx).offered():
+        room = capacity.get(gpu.id)
+        out[gpu.id] = availability_level(room.free, room.total) if room and room.total else None
+    return out
+
+
+def availability_level(free: int, total: int) -> str:
+    if free <= 0:
+        return "Low"
+    return "High" if free >= max(1, total) / 2 else "Medium"

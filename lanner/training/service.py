@@ -33,10 +33,12 @@ from lanner.training.schemas import (
     TrainingFailedData,
     UploadCheckpointRequest,
 )
-from lanner.training.state import ACTIVE, RunStatus, transition, try_transition
+from lanner.training.state import ACTIVE, RunStatus, transition, try_transition, wire_status
 from lanner.training.writes import HOT_EVENTS, BatchState, RunRef
 
 DUPLICATE_START_WINDOW = timedelta(minutes=10)
+# Why a run was cancelled by Lanner or its user; the trainer is told to stop in its next webhook response.
+STOP_REASONS = frozenset({"cancelled_by_user", "budget_reached", "credit_exhausted"})
 log = logging.getLogger("lanner.training")
 
 
@@ -138,6 +140,10 @@ class EventContext:
 def _check_writable(ctx: EventContext, model_id: str) -> None:
     if ctx.batch.lookups.owner(ctx.session, model_id) != ctx.principal.user_id:
         writable_model(ctx.session, ctx.principal, model_id)  # raises the right 404 or 403
+    if ctx.principal.run_id is not None:
+        scoped = ctx.batch.lookups.run_by_id(ctx.session, ctx.principal.run_id)
+        if scoped is None or scoped.model_id != model_id:
+            raise Forbidden("this worker key may only report for its own run")
 
 
 def _run_ref(ctx: EventContext, model_id: str, run_id: Any) -> RunRef:
@@ -182,7 +188,7 @@ def handle_event(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
     HANDLERS[body.event](ctx, model_id, run, body.data)
     ctx.batch.writes.seen_runs.add(run.id)
     response: dict[str, Any] = {"received": True, "event": body.event, "modelId": model_id, "runId": run.id}
-    if run.status == RunStatus.CANCELLED and run.termination_reason == "cancelled_by_user":
+    if run.status == RunStatus.CANCELLED and run.termination_reason in STOP_REASONS:
         response["cancelled"] = True
     return response
 
@@ -231,6 +237,8 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
     if train_args is not None and not isinstance(train_args, dict):
         raise Unprocessable("training_started: data.trainArgs must be an object")
 
+    if ctx.principal.run_id is not None:
+        return _managed_run_started(ctx, body, fingerprint)
     if body.modelId:
         model = writable_model(session, ctx.principal, body.modelId)
         previous = latest_run(session, model.id)
@@ -266,6 +274,32 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
         model.base_model = str(train_args.get("model") or "") or model.base_model
     if isinstance(data.get("modelInfo"), dict):
         model.model_info = data["modelInfo"]
+    session.flush()
+    return _started_response(ctx, model, run)
+
+
+def _managed_run_started(ctx: EventContext, body: MetricsEvent, fingerprint: str) -> dict[str, Any]:
+    """A worker Lanner launched reports in with its run-scoped key: the first start and every resumed attempt
+    join the same run and model, whatever project/name the trainer derived, so history stays one piece."""
+    session, data = ctx.session, body.data
+    run = session.get(Run, ctx.principal.run_id)
+    if run is None:
+        raise NotFound("the run of this worker key no longer exists")
+    model = _orm_model(session, run.model_id)
+    if body.modelId and body.modelId != model.id:
+        raise Forbidden("this worker key may only report for its own run")
+    if run.status == RunStatus.CANCELLED:
+        return _started_response(ctx, model, run, cancelled=True)
+    if run.status not in (RunStatus.STARTING, RunStatus.RUNNING):
+        raise Conflict(f"run {run.id} is {run.status}: it cannot start now")
+    if isinstance(data.get("environment"), dict):
+        run.environment = model.environment = data["environment"]
+    if isinstance(data.get("trainArgs"), dict):
+        run.train_args = data["trainArgs"]
+    run.device = str(data.get("device") or run.device or "")
+    run.start_fingerprint = fingerprint
+    run.last_event_at = utcnow()
+    model.started_at = model.started_at or utcnow()
     session.flush()
     return _started_response(ctx, model, run)
 
@@ -418,7 +452,12 @@ def stage_checkpoint_upload(session: Session, principal: Principal, body: Upload
     filename = body.filename.replace("\\", "/").rsplit("/", 1)[-1]
     if not filename or filename in (".", "..") or not filename.endswith((".pt", ".pth", ".onnx", ".zip")):
         raise Unprocessable("filename must be a checkpoint file name such as best.pt")
-    if body.modelId:
+    if principal.run_id is not None:
+        scoped = session.get(Run, principal.run_id)
+        if scoped is None or (body.modelId and body.modelId != scoped.model_id):
+            raise Forbidden("this worker key may only upload for its own run")
+        model = writable_model(session, principal, scoped.model_id)
+    elif body.modelId:
         model = writable_model(session, principal, body.modelId)
     else:
         model = _model_by_name(session, principal, body.project, body.name)
@@ -479,19 +518,54 @@ def job_view(session: Session, model: ModelRecord) -> dict[str, Any] | None:
     train_args = {k: v for k, v in {"model": args.get("model"), "epochs": _as_float(args.get("epochs")),
                                     "batch": _as_float(args.get("batch")),
                                     "imgsz": _as_float(args.get("imgsz"))}.items() if v is not None}
+    compute = None
+    if run.gpu_type:
+        from lanner.gpus.catalogue import default_catalogue
+
+        catalogue = default_catalogue()
+        gpu = catalogue.get(run.gpu_type) if run.gpu_type in catalogue else None
+        compute = {"gpuType": run.gpu_type, "gpuDisplayName": gpu.display_name if gpu else run.gpu_type,
+                   "gpuMemoryGb": float(gpu.vram_gb) if gpu else 0.0}
     return {
         "id": str(run.id),
-        "status": run.status,
+        "status": wire_status(run.status),
         "progress": {k: v for k, v in {
             "currentEpoch": done, "totalEpochs": total, "startedAt": iso(run.started_at),
             "completedAt": iso(run.completed_at),
             "percentage": round(100.0 * done / total, 2) if total else 0.0}.items() if v is not None},
         "timing": {"elapsedMs": elapsed_ms, "timePerEpochMs": per_epoch,
                    "etaMs": 0.0 if run.status in ("completed", "failed", "cancelled") else per_epoch * remaining},
-        "compute": None,
+        "compute": compute,
         "trainArgs": train_args or None,
         "epochMetrics": numeric_metrics(epochs[-1].metrics) if epochs else None,
         "error": run.error,
         "createdAt": iso(run.created_at),
         "updatedAt": iso(run.last_event_at or run.created_at),
     }
+
+
+def compute_cost_view(session: Session, model: ModelRecord) -> dict[str, Any]:
+    """``computeCost`` and ``cloudJob`` of a model Lanner trained: charged so far (net of refunds), in dollars
+    with micro-dollar precision, and the seconds billed; plus the quick-run re-estimate when there is one."""
+    from lanner.billing import service as billing
+    from lanner.gpus.catalogue import default_catalogue
+    from lanner.training.supervisor import billing_seconds
+
+    extra: dict[str, Any] = {}
+    if model.full_run_estimate:
+        extra["fullRunEstimate"] = model.full_run_estimate
+    run = session.scalar(select(Run).where(Run.model_id == model.id, Run.executor.is_not(None))
+                         .order_by(Run.id.desc()).limit(1))
+    if run is None or run.gpu_type is None:
+        return extra
+    catalogue = default_catalogue()
+    display = catalogue.get(run.gpu_type).display_name if run.gpu_type in catalogue else run.gpu_type
+    extra["computeCost"] = {
+        "gpuType": run.gpu_type, "gpuDisplayName": display,
+        "pricePerHour": (run.price_micros_per_hour or 0) / billing.MICROS_PER_DOLLAR,
+        "totalCost": billing.run_charged(session, run.id) / billing.MICROS_PER_DOLLAR,
+        "durationMs": round(billing_seconds(run) * 1000.0, 1),
+        "settled": run.settled_at is not None,
+    }
+    extra["cloudJob"] = {"gpuDisplayName": display}
+    return extra

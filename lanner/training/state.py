@@ -3,6 +3,10 @@ writes a ``RunEvent`` and mirrors the status onto the model, so concurrent write
 
     pending -> starting -> running -> completed | failed | cancelled
     (pending | starting) -> failed | cancelled        (never got going)
+    (starting | running) -> lost -> pending            (worker vanished; relaunched with resume)
+    lost -> failed | cancelled                         (relaunches used up, or the user gave up)
+
+``lost`` is Lanner's own state; the SDK's job status knows no such word, so the wire shows it as ``pending``.
 """
 
 from __future__ import annotations
@@ -24,21 +28,28 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    LOST = "lost"
 
     def is_terminal(self) -> bool:
         return self in TERMINAL
 
 
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
-ACTIVE = frozenset({RunStatus.PENDING, RunStatus.STARTING, RunStatus.RUNNING})
+ACTIVE = frozenset({RunStatus.PENDING, RunStatus.STARTING, RunStatus.RUNNING, RunStatus.LOST})
 
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.PENDING: frozenset({RunStatus.LOST}),
+    RunStatus.LOST: frozenset({RunStatus.STARTING, RunStatus.RUNNING}),
     RunStatus.STARTING: frozenset({RunStatus.PENDING}),
     RunStatus.RUNNING: frozenset({RunStatus.STARTING}),
     RunStatus.COMPLETED: frozenset({RunStatus.STARTING, RunStatus.RUNNING}),
     RunStatus.FAILED: frozenset(ACTIVE),
     RunStatus.CANCELLED: frozenset(ACTIVE),
 }
+
+
+def wire_status(status: str) -> str:
+    return RunStatus.PENDING.value if status == RunStatus.LOST else status
 
 
 class InvalidTransition(Exception):
@@ -65,7 +76,7 @@ def transition(session: Session, run: Run, to: RunStatus, *, reason: str | None 
     from_status = run.status
     session.refresh(run)
     session.add(RunEvent(run_id=run.id, from_status=from_status, to_status=to.value, reason=reason))
-    model_values: dict = {"status": to.value, "updated_at": now}
+    model_values: dict = {"status": wire_status(to.value), "updated_at": now}
     if to.is_terminal():
         model_values["completed_at"] = now
     session.execute(update(ModelRecord).where(ModelRecord.id == run.model_id).values(**model_values)

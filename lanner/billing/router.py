@@ -1,0 +1,99 @@
+"""``billing.transactions`` and ``billing.usage_summary`` of the SDK, read from the ledger."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Query
+from sqlalchemy import select
+
+from lanner.accounts.models import User
+from lanner.billing import service
+from lanner.billing.models import LedgerTransaction
+from lanner.deps import CurrentPrincipal, DbSession
+from lanner.errors import BadRequest
+from lanner.projects.models import ModelRecord, Project
+from lanner.projects.schemas import iso
+
+router = APIRouter(tags=["billing"])
+
+# The ledger's kinds as the SDK names transaction types (hold, charge and release are all "training");
+# the ledger kind itself goes along as ``kind`` (Lanner extension).
+WIRE_TYPES = {"topup": "adjustment", "hold": "training", "charge": "training", "release": "training",
+              "refund": "refund"}
+
+
+def _parse_time(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadRequest(f"{name}: not an ISO 8601 timestamp: {value!r}") from None
+    if parsed.tzinfo is None:
+        from datetime import UTC
+
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+def _model_refs(session: Any, rows: list[LedgerTransaction], username: str) -> dict[str, dict[str, Any]]:
+    ids = {r.model_id for r in rows if r.model_id}
+    if not ids:
+        return {}
+    out = {}
+    stmt = select(ModelRecord, Project).join(Project, Project.id == ModelRecord.project_id)
+    for model, project in session.execute(stmt.where(ModelRecord.id.in_(ids))):
+        out[model.id] = {"name": model.name, "slug": model.slug, "projectSlug": project.slug, "username": username}
+    return out
+
+
+@router.get("/api/billing/transactions")
+def transactions(principal: CurrentPrincipal, session: DbSession,
+                 from_: str | None = Query(default=None, alias="from"), to: str | None = None) -> dict[str, Any]:
+    since, until = _parse_time(from_, "from"), _parse_time(to, "to")
+    rows = service.transactions(session, user_id=principal.user_id, limit=100_000)
+    running = service.balance_micros(session, user_id=principal.user_id)
+    models = _model_refs(session, [r for r, _, _ in rows], principal.username)
+    items = []
+    for row, effect, available_effect in rows:  # newest first: the balance after a row is the one before the next
+        after = running
+        running -= effect
+        created = row.created_at
+        if (since is not None and created < since) or (until is not None and created > until):
+            continue
+        item: dict[str, Any] = {
+            "id": row.id, "type": WIRE_TYPES.get(row.kind, "adjustment"), "kind": row.kind,
+            "amountCents": service.micros_to_fractional_cents(effect),
+            "availableCents": service.micros_to_fractional_cents(available_effect),
+            "balanceAfter": service.micros_to_fractional_cents(after),
+            "description": row.description, "createdAt": iso(created),
+        }
+        if row.run_id is not None:
+            item["runId"] = str(row.run_id)
+        if row.model_id:
+            item["modelId"] = row.model_id
+            if row.model_id in models:
+                item["model"] = {**models[row.model_id], **({"gpuType": row.gpu_type} if row.gpu_type else {})}
+        if row.gpu_type:
+            item["gpuType"] = row.gpu_type
+        items.append(item)
+    return {"transactions": items}
+
+
+@router.get("/api/billing/usage-summary")
+def usage_summary(principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    user = session.get(User, principal.user_id)
+    assert user is not None
+    balance = service.balances(session, user_id=user.id)
+    return {
+        "plan": {"planId": user.tier, "name": user.tier.capitalize(), "status": "active", "cancelAtPeriodEnd": False},
+        "metrics": [],
+        "trainingCredit": {"monthlyGrant": 0.0,
+                           "balanceAvailable": service.micros_to_fractional_cents(balance.available)},
+        "features": {"privateProjects": True, "teams": False, "enterpriseLicense": user.tier == "enterprise"},
+        "creditsCents": service.micros_to_fractional_cents(balance.total),
+        # Lanner extension: credit reserved for queued and running jobs.
+        "heldCents": service.micros_to_fractional_cents(balance.held),
+    }

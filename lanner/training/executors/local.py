@@ -1,0 +1,214 @@
+"""The embedded executor: each attempt is a child process in its own session (so a stop reaches the trainer's
+data-loader workers too), logging to ``LANNER_HOME/runs/<run>/attempt-<n>.log``.
+
+The id handed back encodes pid, process start time, run, attempt, GPU type and devices, so a restarted server
+can still recognise (and stop) a worker it launched before, without mistaking a recycled pid for it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from lanner.training.executors.base import Capacity, JobState, JobStatus, LaunchSpec
+
+log = logging.getLogger("lanner.executor.local")
+KILL_AFTER_SECONDS = 10.0
+
+
+def discover_gpus() -> dict[str, list[str]]:
+    """GPU type -> NVML device indices on this machine; empty without NVIDIA GPUs or without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return {}
+    from lanner.gpus.probe import gpu_type_for_name
+
+    found: dict[str, list[str]] = {}
+    try:
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            gpu_type = gpu_type_for_name(name)
+            if gpu_type != "cpu":
+                found.setdefault(gpu_type, []).append(str(index))
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    return found
+
+
+@dataclass
+class _Worker:
+    pid: int
+    started_ms: int
+    run_id: int
+    attempt: int
+    gpu_type: str
+    devices: list[str]
+    process: subprocess.Popen | None = None  # None for a worker adopted after a server restart
+
+    @property
+    def external_id(self) -> str:
+        return f"{self.pid}:{self.started_ms}:{self.run_id}:{self.attempt}:{self.gpu_type}:{','.join(self.devices)}"
+
+    @classmethod
+    def parse(cls, external_id: str) -> _Worker:
+        pid, started, run_id, attempt, gpu_type, devices = external_id.split(":", 5)
+        return cls(int(pid), int(started), int(run_id), int(attempt), gpu_type, [d for d in devices.split(",") if d])
+
+
+def _started_ms(pid: int) -> int | None:
+    try:
+        return int(psutil.Process(pid).create_time() * 1000)
+    except psutil.Error:
+        return None
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, root: Path, *, max_cpu_runs: int = 1, gpus: dict[str, list[str]] | None = None) -> None:
+        self.root = root
+        self.max_cpu_runs = max(0, max_cpu_runs)
+        self.gpus = discover_gpus() if gpus is None else gpus
+        self._workers: dict[str, _Worker] = {}
+        self._lock = threading.Lock()
+
+    # --- capacity --------------------------------------------------------------------------------
+
+    def offers(self, gpu_type: str) -> bool:
+        return gpu_type in self.gpus or (gpu_type == "cpu" and self.max_cpu_runs > 0)
+
+    def _alive(self) -> list[_Worker]:
+        with self._lock:
+            workers = list(self._workers.values())
+        return [w for w in workers if self._state(w).state in (JobState.RUNNING, JobState.QUEUED)]
+
+    def capacity(self) -> dict[str, Capacity]:
+        alive = self._alive()
+        totals = {gpu_type: len(indices) for gpu_type, indices in self.gpus.items()}
+        if self.max_cpu_runs:
+            totals["cpu"] = self.max_cpu_runs
+        return {gpu_type: Capacity(total=total, free=max(0, total - sum(w.gpu_type == gpu_type for w in alive)))
+                for gpu_type, total in totals.items()}
+
+    def free_devices(self, gpu_type: str) -> list[str]:
+        if gpu_type == "cpu":
+            return ["cpu"]
+        busy = {d for w in self._alive() if w.gpu_type == gpu_type for d in w.devices}
+        return [d for d in self.gpus.get(gpu_type, []) if d not in busy]
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def launch(self, spec: LaunchSpec) -> str:
+        env = dict(spec.env)
+        devices = spec.devices or (self.free_devices(spec.gpu_type)[:1] if spec.gpu_type != "cpu" else [])
+        if spec.gpu_type != "cpu":
+            if not devices:
+                raise RuntimeError(f"no free {spec.gpu_type} on this machine")
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        workdir = Path(spec.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        log_path = self._log_path(spec.run_id, spec.attempt)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as out:
+            process = subprocess.Popen(spec.command, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        worker = _Worker(process.pid, _started_ms(process.pid) or 0, spec.run_id, spec.attempt, spec.gpu_type,
+                         devices, process)
+        with self._lock:
+            self._workers[worker.external_id] = worker
+        log.info("run %s attempt %s: pid %s on %s", spec.run_id, spec.attempt, process.pid, spec.gpu_type)
+        return worker.external_id
+
+    def _worker(self, external_id: str) -> _Worker:
+        with self._lock:
+            worker = self._workers.get(external_id)
+            if worker is None:
+                worker = _Worker.parse(external_id)
+                self._workers[external_id] = worker
+            return worker
+
+    def _state(self, worker: _Worker) -> JobStatus:
+        if worker.process is not None:
+            code = worker.process.poll()
+            if code is None:
+                return JobStatus(JobState.RUNNING)
+            if code == 0:
+                return JobStatus(JobState.SUCCEEDED, 0)
+            if code < 0:
+                return JobStatus(JobState.LOST, code, f"worker killed by signal {-code}")
+            return JobStatus(JobState.FAILED, code, f"worker exited with code {code}")
+        # Adopted: not our child, so no exit code. Same pid and start time means it is still ours.
+        if _started_ms(worker.pid) == worker.started_ms:
+            try:
+                if psutil.Process(worker.pid).status() != psutil.STATUS_ZOMBIE:
+                    return JobStatus(JobState.RUNNING)
+            except psutil.Error:
+                pass
+        return JobStatus(JobState.LOST, None, "worker process is gone")
+
+    def status(self, external_id: str) -> JobStatus:
+        return self._state(self._worker(external_id))
+
+    def stop(self, external_id: str) -> None:
+        worker = self._worker(external_id)
+        if self._state(worker).state is not JobState.RUNNING:
+            return
+        self._signal(worker, signal.SIGTERM)
+
+        def finish() -> None:
+            if self._state(worker).state is JobState.RUNNING:
+                self._signal(worker, signal.SIGKILL)
+
+        timer = threading.Timer(KILL_AFTER_SECONDS, finish)
+        timer.daemon = True
+        timer.start()
+
+    def kill(self, external_id: str) -> None:
+        """Immediately, for a worker that stopped reporting (it may be hung)."""
+        self._signal(self._worker(external_id), signal.SIGKILL)
+
+    def _signal(self, worker: _Worker, sig: signal.Signals) -> None:
+        if _started_ms(worker.pid) != worker.started_ms:
+            return  # exited (or the pid was recycled): nothing of ours to signal
+        try:
+            os.killpg(worker.pid, sig)  # the worker leads its own session: this reaches its children too
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # pragma: no cover - not our process group after all
+            log.warning("cannot signal process group %s", worker.pid)
+        if worker.process is not None and sig == signal.SIGKILL:
+            try:
+                worker.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+
+    def _log_path(self, run_id: int, attempt: int) -> Path:
+        return self.root / str(run_id) / f"attempt-{attempt}.log"
+
+    def log_tail(self, external_id: str, lines: int = 20) -> str:
+        worker = self._worker(external_id)
+        path = self._log_path(worker.run_id, worker.attempt)
+        try:
+            with path.open("rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - 64 * 1024))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        text = text.replace("\r", "\n")
+        return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])

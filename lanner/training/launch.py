@@ -1,0 +1,252 @@
+"""``training.start``: check everything a paid run needs before a cent is held, then queue it.
+
+Order matters: arguments, dataset and base model, GPU type and tier, the estimate (does the batch fit, what will
+it cost), and only then the credit hold, in the same transaction as the run, so a refused start leaves nothing
+behind and concurrent starts cannot spend the same credit (``billing.place_hold`` locks the account)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.billing import service as billing
+from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
+from lanner.gpus import advisor
+from lanner.gpus.catalogue import Catalogue, GpuType
+from lanner.projects.models import ModelRecord, Project
+from lanner.training.executors import Executor
+from lanner.training.models import Run
+from lanner.training.state import ACTIVE, RunStatus
+
+# Chosen by Lanner for each attempt; a caller's value would point the trainer at the wrong place.
+SERVER_OWNED_ARGS = frozenset({"device", "project", "name", "exist_ok", "save_dir", "resume", "mode"})
+SMOKE_MAX_EPOCHS = 5
+DEFAULT_FULL_EPOCHS = 100
+
+
+class StartRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    modelId: str = Field(min_length=1)
+    gpuType: str | None = None
+    captureDatasetVersion: bool | None = None
+    trainArgs: dict[str, Any] = Field(default_factory=dict)
+    maxCostCents: float | None = Field(default=None, gt=0, description="Lanner: cancel the run when it has cost this")
+    fullRunEpochs: int | None = Field(default=None, ge=1, description="Lanner: epochs of the full run a quick test "
+                                      "run re-estimates (default: 100)")
+
+
+@dataclass
+class DatasetRef:
+    id: str
+    uri: str
+    train: int
+    val: int
+    nc: int | None
+    task: str
+
+
+def validate_train_args(raw: dict[str, Any]) -> dict[str, Any]:
+    """The trainer's own check of names and types (422 naming the argument), minus what Lanner decides."""
+    from ultralytics.cfg import DEFAULT_CFG_DICT, check_cfg
+
+    args: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in DEFAULT_CFG_DICT:
+            raise Unprocessable(f"trainArgs.{key}: not an argument of yolo train")
+        if key in SERVER_OWNED_ARGS or value is None:
+            continue
+        if key == "cache" and isinstance(value, str) and value.lower() in ("false", "true"):
+            value = value.lower() == "true"  # `ul cloud train` sends cache=false as a string
+        args[key] = value
+    try:
+        check_cfg(args)
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        key = message.split("=", 1)[0].strip("'\" ") if "=" in message else "trainArgs"
+        raise Unprocessable(f"trainArgs.{key}: {message}") from None
+    for key in ("epochs", "imgsz"):
+        if key in args and not isinstance(args[key], list) and float(args[key]) <= 0:
+            raise Unprocessable(f"trainArgs.{key}: must be positive")
+    return args
+
+
+def resolve_dataset(session: Session, principal: Principal, data: Any) -> DatasetRef:
+    from lanner.datasets import service as datasets_service
+
+    uri = str(data or "")
+    parts = uri.removeprefix("ul://").split("/")
+    if not uri.startswith("ul://") or len(parts) != 3 or parts[1] != "datasets" or not all(parts):
+        raise Unprocessable("trainArgs.data: must be a Lanner dataset, ul://owner/datasets/slug")
+    try:
+        dataset = datasets_service.get_dataset(session, principal, owner=parts[0], slug=parts[2])
+    except NotFound:
+        raise Unprocessable(f"trainArgs.data: dataset '{uri}' not found") from None
+    if dataset.status != "ready":
+        raise Conflict(f"trainArgs.data: dataset '{uri}' is {dataset.status}, not ready")
+    counts = datasets_service.counts(session, dataset.manifest_id)
+    if counts["train"] == 0:
+        raise Unprocessable(f"trainArgs.data: dataset '{uri}' has no training images")
+    return DatasetRef(dataset.id, uri, counts["train"], counts["val"], len(dataset.class_names or []) or None,
+                      dataset.task)
+
+
+def resolve_base_model(session: Session, principal: Principal, model: Any) -> tuple[str, str]:
+    """(what the trainer loads, the architecture name the estimator profiles)."""
+    from lanner.gpus.estimate_api import architecture_of
+
+    name = str(model or "yolo11n.yaml")
+    if name.startswith("ul://"):
+        from lanner.projects import service as projects_service
+
+        parts = name.removeprefix("ul://").split("/")
+        if len(parts) != 3 or not all(parts):
+            raise Unprocessable("trainArgs.model: must look like ul://owner/project/model")
+        try:
+            record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1],
+                                                model=parts[2])
+        except NotFound:
+            raise Unprocessable(f"trainArgs.model: model '{name}' not found") from None
+        if record.weights_sha256 is None:
+            raise Unprocessable(f"trainArgs.model: model '{name}' has no weights to start from")
+        return name, architecture_of(record)
+    if "/" in name or "\\" in name or name.startswith("."):
+        raise Unprocessable("trainArgs.model: a model YAML or weights name (yolo11n.yaml), or ul://owner/project/model")
+    return name, name[:-3] + ".yaml" if name.endswith(".pt") else name
+
+
+def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, wanted: str | None) -> GpuType:
+    if wanted is None:
+        capacity = executor.capacity()
+        candidates = sorted((g for g in catalogue.offered() if g.allowed_for(principal.tier)
+                             and capacity.get(g.id) and capacity[g.id].total), key=lambda g: g.price_per_hour)
+        if not candidates:
+            raise Unprocessable("gpuType: required (no GPU type has capacity right now)")
+        return candidates[0]
+    if wanted not in catalogue:
+        raise Unprocessable(f"gpuType: unknown GPU type '{wanted}'")
+    gpu = catalogue.get(wanted)
+    if not gpu.offered:
+        raise Unprocessable(f"gpuType: '{wanted}' is not offered on this server")
+    if not gpu.allowed_for(principal.tier):
+        raise Forbidden(f"gpuType: {gpu.display_name} needs the {gpu.min_tier} tier or higher "
+                        f"(your tier: {principal.tier})", code="tier_required", extra={"requiredTier": gpu.min_tier})
+    if not executor.offers(wanted):
+        offered = sorted(g.id for g in catalogue.offered() if executor.offers(g.id))
+        raise Unprocessable(f"gpuType: no worker here has a {gpu.display_name} (available: {', '.join(offered)})")
+    return gpu
+
+
+def is_smoke(args: dict[str, Any]) -> bool:
+    """A quick test run: part of the data for a few epochs; its speed re-estimates the full run."""
+    fraction = float(args.get("fraction", 1.0) or 1.0)
+    return fraction < 1.0 and int(args.get("epochs", DEFAULT_FULL_EPOCHS)) <= SMOKE_MAX_EPOCHS
+
+
+def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, *, architecture: str,
+                 dataset: DatasetRef, args: dict[str, Any], gpu: GpuType) -> dict[str, Any]:
+    request = advisor.Request(model=architecture, train_images=dataset.train, val_images=dataset.val,
+                              train_args={k: v for k, v in args.items() if k not in ("model", "data")},
+                              gpu_types=[gpu.id], tier=principal.tier, nc=dataset.nc)
+    try:
+        body = advisor.estimate(session, catalogue, request)
+    except Exception as exc:
+        from lanner.errors import LannerError
+
+        if isinstance(exc, LannerError):
+            raise Unprocessable(exc.message) from None
+        raise
+    return body["estimates"][0]
+
+
+def start(session: Session, principal: Principal, body: StartRequest, *, catalogue: Catalogue,
+          executor: Executor, executor_name: str) -> dict[str, Any]:
+    model = session.get(ModelRecord, body.modelId)
+    if model is None or model.owner_id != principal.user_id:
+        raise NotFound(f"model '{body.modelId}' not found")
+    active = session.scalar(select(Run.id).where(Run.model_id == model.id,
+                                                 Run.status.in_([s.value for s in ACTIVE])).limit(1))
+    if active is not None:
+        raise Conflict("this model is already training; cancel it or create a new model")
+    args = validate_train_args(body.trainArgs)
+    dataset = resolve_dataset(session, principal, args.get("data"))
+    args["data"] = dataset.uri
+    args["model"], architecture = resolve_base_model(session, principal, args.get("model"))
+    gpu = choose_gpu(catalogue, executor, principal, body.gpuType)
+    estimate = run_estimate(session, catalogue, principal, architecture=architecture, dataset=dataset, args=args,
+                            gpu=gpu)
+    if not estimate["fits"]:
+        raise Unprocessable(f"trainArgs.batch: batch {estimate['batch']} needs {estimate['memoryGb']} GB but "
+                            f"{gpu.display_name} has {estimate['vramGb']} GB; the largest batch that fits is "
+                            f"{estimate['maxBatch']}")
+
+    price_micros = billing.dollars_to_micros(gpu.price_per_hour)
+    estimate_micros = billing.cents_to_micros(estimate["costCents"]["value"])
+    hold = billing.cents_to_micros(math.ceil(estimate["costCents"]["high"])) if price_micros else 0
+    max_cost = billing.cents_to_micros(body.maxCostCents) if body.maxCostCents is not None else None
+    if max_cost is not None:
+        hold = min(hold, max_cost)
+
+    project = session.get(Project, model.project_id)
+    assert project is not None
+    version = None
+    if body.captureDatasetVersion:
+        version = capture_version(session, principal, dataset)
+    smoke = is_smoke(args)
+    run = Run(model_id=model.id, status=RunStatus.PENDING.value, executor=executor_name, gpu_type=gpu.id,
+              epochs=int(args.get("epochs", DEFAULT_FULL_EPOCHS)), train_args=args,
+              launch={"project": f"{principal.username}/{project.slug}", "name": model.slug,
+                      "trainArgs": args, "fullRunEpochs": body.fullRunEpochs or DEFAULT_FULL_EPOCHS},
+              estimate=estimate, smoke=smoke, dataset_version_id=version["id"] if version else None,
+              price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost)
+    session.add(run)
+    session.flush()
+    if hold:
+        billing.place_hold(session, user_id=principal.user_id, run_id=run.id, micros=hold,
+                           estimate_micros=estimate_micros, model_id=model.id, gpu_type=gpu.id)
+    model.status = RunStatus.PENDING.value
+    model.train_args = args
+    model.epochs = run.epochs
+    model.base_model = str(args["model"])
+    model.task = model.task or dataset.task
+    model.completed_at = None
+    model.training_error = None
+    if version:
+        model.metadata_ = {**(model.metadata_ or {}), "datasetVersion": version}
+    session.flush()
+    balance = billing.balances(session, user_id=principal.user_id)
+    return {
+        "modelId": model.id,
+        "status": "starting",
+        "gpuType": gpu.id,
+        "estimatedCost": {"pricePerHour": gpu.price_per_hour, "gpuMemoryGb": float(estimate["vramGb"])},
+        "billing": {"estimatedCostCents": round(estimate["costCents"]["value"], 4),
+                    "estimatedCostDisplay": billing.format_cents(estimate_micros),
+                    "balanceCents": billing.micros_to_fractional_cents(balance.available)},
+        # Lanner extensions
+        "runId": run.id,
+        "queued": True,
+        "smokeRun": smoke,
+        "holdCents": billing.micros_to_fractional_cents(hold),
+        "estimate": {k: estimate[k] for k in ("epochSeconds", "totalSeconds", "costCents", "batch", "memoryGb",
+                                              "loaderBound")},
+        **({"datasetVersion": version} if version else {}),
+    }
+
+
+def capture_version(session: Session, principal: Principal, dataset: DatasetRef) -> dict[str, Any]:
+    from lanner.datasets import service as datasets_service
+    from lanner.datasets.models import Dataset
+
+    record = session.get(Dataset, dataset.id)
+    assert record is not None
+    if record.owner_id != principal.user_id:
+        raise Forbidden("captureDatasetVersion: only the dataset's owner can save a version of it")
+    version, _ = datasets_service.create_version(session, record, description="Captured for a training run")
+    return {"id": version.id, "version": version.version}

@@ -1,0 +1,66 @@
+"""Quick test runs: a few epochs on a fraction of the data, whose measured speed re-estimates the full run.
+
+The estimator predicts both the quick run and the full run; the full-run figures are scaled by how far the
+quick run's measured epoch time was from its own prediction. So the correction is this run's, on this GPU,
+for this model and data, not an average over other runs."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.gpus.catalogue import get_catalogue
+from lanner.projects.models import ModelRecord
+from lanner.training.models import EpochMetric, Run
+
+
+def measured_epoch_seconds(session: Session, run: Run) -> float | None:
+    stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at)
+                                  .where(EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
+    durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
+                 if b.epoch == a.epoch + 1]
+    return statistics.median(durations) if durations else None
+
+
+def _scaled(value: dict[str, float], ratio: float, digits: int = 1) -> dict[str, float]:
+    return {key: round(number * ratio, digits) for key, number in value.items()}
+
+
+def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) -> dict[str, Any] | None:
+    from lanner.accounts.models import User
+    from lanner.training.launch import resolve_base_model, resolve_dataset, run_estimate
+
+    measured = measured_epoch_seconds(session, run)
+    launch = run.launch or {}
+    args = dict(launch.get("trainArgs") or {})
+    if measured is None or not args or run.gpu_type is None:
+        return None
+    user = session.get(User, model.owner_id)
+    assert user is not None
+    principal = Principal(user_id=user.id, username=user.username, tier=user.tier, key_id=None)
+    catalogue = get_catalogue(ctx)
+    gpu = catalogue.get(run.gpu_type)
+    dataset = resolve_dataset(session, principal, args.get("data"))
+    _, architecture = resolve_base_model(session, principal, args.get("model"))
+    quick = run_estimate(session, catalogue, principal, architecture=architecture, dataset=dataset, args=args,
+                         gpu=gpu)
+    full_args = {**args, "fraction": 1.0, "epochs": int(launch.get("fullRunEpochs") or 100)}
+    full = run_estimate(session, catalogue, principal, architecture=architecture, dataset=dataset, args=full_args,
+                        gpu=gpu)
+    predicted = float(quick["epochSeconds"]["value"]) or measured
+    ratio = measured / predicted
+    return {
+        "gpuType": gpu.id,
+        "epochs": full_args["epochs"],
+        "fromRunId": run.id,
+        "measuredEpochSeconds": round(measured, 2),
+        "predictedQuickEpochSeconds": round(predicted, 2),
+        "correction": round(ratio, 3),
+        "epochSeconds": _scaled(full["epochSeconds"], ratio),
+        "totalSeconds": _scaled(full["totalSeconds"], ratio),
+        "costCents": _scaled(full["costCents"], ratio, 2),
+    }

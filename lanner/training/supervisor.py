@@ -1,0 +1,386 @@
+"""The supervisor: one background loop that moves Lanner-launched runs along (dstack's pattern: state lives in
+the database, each pass reads it, acts, and writes it back through guarded transitions).
+
+Each pass, in order:
+1. dispatch: launch pending runs where the executor has room (Ray queues by itself);
+2. watch: poll every launched attempt; a worker that was killed, whose node died, or that stopped reporting
+   for ``run_lost_after_seconds`` makes the run ``lost``, and it is relaunched with ``resume`` (up to
+   ``run_max_relaunches`` times); a worker that exited by itself without a result fails the run;
+   a cancelled run's worker gets ``cancel_grace_seconds`` to stop, then is killed;
+3. meter: charge running runs per second of their GPU's price; stop a run at its ``maxCostCents`` or when
+   the account runs dry;
+4. settle: once a run ends, charge it to its end time exactly, refund what a lost attempt was charged beyond
+   its last sign of life, and release the rest of the hold.
+
+Every step is idempotent (guarded transitions, cumulative charges, ledger idempotency keys), so a pass that
+dies half-way, or two servers running passes at once, cannot double-charge or skip a state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from lanner.accounts import service as accounts_service
+from lanner.accounts.models import ApiKey, User
+from lanner.billing import service as billing
+from lanner.db import utcnow
+from lanner.projects.models import ModelRecord
+from lanner.training.executors import Executor, JobState, LaunchSpec
+from lanner.training.models import Run
+from lanner.training.state import RunStatus, try_transition
+from lanner.training.worker import SPEC_ENV
+
+log = logging.getLogger("lanner.supervisor")
+EXIT_GRACE_SECONDS = 15.0  # events still in flight after a worker exits (the final upload, training_complete)
+MICROS_PER_HOUR_SECOND = 3600
+
+
+def cost_micros(price_micros_per_hour: int, seconds: float) -> int:
+    """Per-second billing: whole seconds, rounded down, at the hourly price (integer micro-dollars)."""
+    return price_micros_per_hour * int(max(0.0, seconds)) // MICROS_PER_HOUR_SECOND
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float:
+    if start is None or end is None:
+        return 0.0
+    return max(0.0, (end - start).total_seconds())
+
+
+class Supervisor:
+    def __init__(self, ctx: Any, executor: Executor) -> None:
+        self.ctx = ctx
+        self.executor = executor
+        self.settings = ctx.settings
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._exits: dict[int, datetime] = {}  # run -> when its worker was first seen gone
+        self._lock = threading.Lock()
+
+    # --- loop ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="lanner-supervisor", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.settings.supervisor_interval_seconds):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("supervisor pass failed; the next pass retries")
+
+    def tick(self) -> None:
+        with self._lock:
+            self.dispatch()
+            self.watch()
+            self.meter()
+            self.settle()
+
+    # --- dispatch --------------------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        with self.ctx.db.session() as session:
+            pending = list(session.scalars(select(Run.id).where(
+                Run.executor.is_not(None), Run.status == RunStatus.PENDING.value, Run.external_id.is_(None))
+                .order_by(Run.id)))
+        if not pending:
+            return
+        capacity = self.executor.capacity() if self.executor.name == "local" else None
+        for run_id in pending:
+            with self.ctx.db.session() as session:
+                run = session.get(Run, run_id)
+                if run is None or run.status != RunStatus.PENDING or run.external_id is not None:
+                    continue
+                gpu_type = run.gpu_type or "cpu"
+                if capacity is not None:
+                    room = capacity.get(gpu_type)
+                    if room is None or room.free <= 0:
+                        continue
+                spec = self._prepare(session, run)
+            try:
+                external_id = self.executor.launch(spec)
+            except Exception as exc:
+                log.exception("could not launch run %s", run_id)
+                self._fail(run_id, f"could not launch the worker: {exc}", code="launch_failed")
+                continue
+            with self.ctx.db.session() as session:
+                run = session.get(Run, run_id)
+                assert run is not None
+                run.external_id = external_id
+                run.worker_exited_at = None
+                if self.executor.name == "local":
+                    self._begin_attempt(session, run)
+            if capacity is not None:
+                room = capacity[gpu_type]
+                capacity[gpu_type] = type(room)(total=room.total, free=room.free - 1)
+
+    def _prepare(self, session: Session, run: Run) -> LaunchSpec:
+        """A fresh run-scoped key per attempt (the previous one is revoked) and the worker's whole environment."""
+        user = session.scalar(select(User).join(ModelRecord, ModelRecord.owner_id == User.id)
+                              .where(ModelRecord.id == run.model_id))
+        assert user is not None
+        self._revoke_key(session, run)
+        run.attempt += 1
+        key, plaintext = accounts_service.create_api_key(session, user=user, name=f"run-{run.id}", run_id=run.id)
+        run.api_key_id = key.id
+        launch = dict(run.launch or {})
+        spec = {"runId": run.id, "modelId": run.model_id, "attempt": run.attempt, "resume": run.attempt > 1,
+                "trainArgs": launch.get("trainArgs") or run.train_args or {}, "project": launch["project"],
+                "name": launch["name"], "device": "cpu" if run.gpu_type == "cpu" else "auto",
+                "checkpointUrl": self._checkpoint_url(session, run)}
+        home = self.settings.resolved_home
+        workdir = str(home / "runs" / str(run.id) / "work")
+        env = {
+            "PATH": f"{_bin_dir()}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home / "runs" / str(run.id)),
+            "YOLO_CONFIG_DIR": str(home / "runs" / str(run.id) / "config"),
+            "ULTRALYTICS_PLATFORM_URL": self.settings.public_url.rstrip("/"),
+            "ULTRALYTICS_API_KEY": plaintext,
+            "MPLBACKEND": "Agg",
+            "PYTHONUNBUFFERED": "1",
+            "YOLO_OFFLINE": "1",  # no font, weight or analytics downloads: a worker reaches only Lanner
+            SPEC_ENV: json.dumps(spec),
+        }
+        if self.executor.name == "ray":
+            worker_dir = f"{self.settings.ray_worker_dir.rstrip('/')}/{run.id}"
+            env.pop("HOME")
+            env["YOLO_CONFIG_DIR"] = f"{worker_dir}/config"
+            env["LANNER_WORKER_DIR"] = worker_dir
+        python = self.settings.worker_python or sys.executable
+        return LaunchSpec(run_id=run.id, attempt=run.attempt, gpu_type=run.gpu_type or "cpu",
+                          command=[python, "-m", "lanner.training.worker"], env=env, workdir=workdir)
+
+    def _checkpoint_url(self, session: Session, run: Run) -> str | None:
+        """The last checkpoint the run uploaded (a relaunch on another node has no local last.pt)."""
+        from lanner.storage.router import blob_path
+
+        model = session.get(ModelRecord, run.model_id)
+        if run.attempt <= 1 or model is None or model.weights_sha256 is None:
+            return None
+        return self.ctx.signer.sign("GET", blob_path(model.weights_sha256, model.weights_name or "last.pt"))
+
+    def _revoke_key(self, session: Session, run: Run) -> None:
+        if run.api_key_id:
+            key = session.get(ApiKey, run.api_key_id)
+            if key is not None and key.revoked_at is None:
+                key.revoked_at = utcnow()
+                self.ctx.key_cache.pop(key.digest, None)
+
+    def _begin_attempt(self, session: Session, run: Run) -> None:
+        if try_transition(session, run, RunStatus.STARTING, reason=f"attempt {run.attempt} launched"):
+            run.attempt_started_at = utcnow()
+            run.last_event_at = None
+
+    # --- watch -----------------------------------------------------------------------------------
+
+    def watch(self) -> None:
+        with self.ctx.db.session() as session:
+            launched = list(session.execute(select(Run.id, Run.external_id).where(
+                Run.executor.is_not(None), Run.external_id.is_not(None), Run.worker_exited_at.is_(None))))
+        for run_id, external_id in launched:
+            try:
+                status = self.executor.status(external_id)
+            except Exception:
+                log.exception("could not poll run %s (%s)", run_id, external_id)
+                continue
+            with self.ctx.db.session() as session:
+                run = session.get(Run, run_id)
+                if run is None or run.external_id != external_id:
+                    continue
+                self._observe(session, run, status)
+
+    def _observe(self, session: Session, run: Run, status: Any) -> None:
+        now = utcnow()
+        state = status.state
+        if state in (JobState.QUEUED, JobState.RUNNING):
+            if state is JobState.RUNNING and run.status == RunStatus.PENDING:
+                self._begin_attempt(session, run)  # Ray placed it: the clock starts now
+            if RunStatus(run.status).is_terminal():
+                grace = self.settings.cancel_grace_seconds if run.status == RunStatus.CANCELLED else 120.0
+                if _seconds(run.completed_at, now) > grace:
+                    log.info("run %s is %s but its worker still runs: stopping it", run.id, run.status)
+                    self.executor.stop(run.external_id or "")
+            elif run.status in (RunStatus.STARTING, RunStatus.RUNNING):
+                heard = max(filter(None, [run.last_event_at, run.attempt_started_at]), default=None)
+                if _seconds(heard, now) > self.settings.run_lost_after_seconds:
+                    self._kill(run)
+                    self._lost(session, run, f"no event for {int(_seconds(heard, now))} s")
+            return
+        # The worker is gone.
+        if RunStatus(run.status).is_terminal():
+            run.worker_exited_at = now
+            self._exits.pop(run.id, None)
+            return
+        if state is JobState.LOST:
+            self._lost(session, run, status.message or "worker lost")
+            return
+        first_seen = self._exits.setdefault(run.id, now)
+        if _seconds(first_seen, now) < EXIT_GRACE_SECONDS:
+            return  # its last events may still be on their way
+        self._exits.pop(run.id, None)
+        tail = self._log_tail(run)
+        message = status.message or f"worker ended ({state.value})"
+        if state is JobState.SUCCEEDED:
+            message = "the trainer exited without reporting a result"
+        self._fail_run(session, run, f"{message}{': ' + tail if tail else ''}", code="worker_exited")
+        run.worker_exited_at = now
+
+    def _kill(self, run: Run) -> None:
+        try:
+            kill = getattr(self.executor, "kill", None)
+            (kill or self.executor.stop)(run.external_id or "")
+        except Exception:
+            log.exception("could not stop the worker of run %s", run.id)
+
+    def _log_tail(self, run: Run) -> str:
+        try:
+            return self.executor.log_tail(run.external_id or "", lines=8)[-1500:]
+        except Exception:
+            return ""
+
+    def _lost(self, session: Session, run: Run, reason: str) -> None:
+        """Close the attempt at its last sign of life (later time is Lanner's loss, refunded), then relaunch."""
+        now = utcnow()
+        end = max(filter(None, [run.last_event_at, run.attempt_started_at]), default=None)
+        if run.attempt_started_at is not None:
+            run.billed_seconds = (run.billed_seconds or 0.0) + _seconds(run.attempt_started_at, end)
+            run.attempt_started_at = None
+        if not try_transition(session, run, RunStatus.LOST, reason=f"lost: {reason}"[:200]):
+            return
+        run.worker_exited_at = now
+        self._exits.pop(run.id, None)
+        self._refund_excess(session, run, reason="Refund: time after the worker was lost")
+        if run.attempt <= self.settings.run_max_relaunches:
+            try_transition(session, run, RunStatus.PENDING, reason=f"relaunch {run.attempt + 1} with resume")
+            run.external_id = None
+            run.worker_exited_at = None
+            log.warning("run %s lost (%s): relaunching (attempt %s)", run.id, reason, run.attempt + 1)
+        else:
+            self._fail_run(session, run, f"lost {run.attempt} times; last: {reason}", code="lost")
+
+    def _fail_run(self, session: Session, run: Run, message: str, *, code: str) -> None:
+        error = {"message": message[:2000], "code": code, "timestamp": utcnow().isoformat().replace("+00:00", "Z")}
+        if try_transition(session, run, RunStatus.FAILED, reason=code):
+            run.error = error
+            session.execute(update(ModelRecord).where(ModelRecord.id == run.model_id)
+                            .values(training_error=error).execution_options(synchronize_session=False))
+
+    def _fail(self, run_id: int, message: str, *, code: str) -> None:
+        with self.ctx.db.session() as session:
+            run = session.get(Run, run_id)
+            if run is not None:
+                self._fail_run(session, run, message, code=code)
+
+    # --- meter -----------------------------------------------------------------------------------
+
+    def meter(self) -> None:
+        with self.ctx.db.session() as session:
+            running = list(session.scalars(select(Run.id).where(
+                Run.executor.is_not(None), Run.attempt_started_at.is_not(None),
+                Run.status.in_([RunStatus.STARTING.value, RunStatus.RUNNING.value]))))
+        for run_id in running:
+            with self.ctx.db.session() as session:
+                run = session.get(Run, run_id)
+                if run is None or run.attempt_started_at is None or RunStatus(run.status).is_terminal():
+                    continue
+                seconds = (run.billed_seconds or 0.0) + _seconds(run.attempt_started_at, utcnow())
+                self._charge(session, run, seconds, stop_when_short=True)
+
+    def _charge(self, session: Session, run: Run, seconds: float, *, stop_when_short: bool) -> None:
+        price = run.price_micros_per_hour or 0
+        target = cost_micros(price, seconds)
+        capped = run.max_cost_micros is not None and target >= run.max_cost_micros
+        if capped:
+            target = run.max_cost_micros or 0
+        model = session.get(ModelRecord, run.model_id)
+        owner = model.owner_id if model is not None else None
+        if owner is None:
+            return
+        shortfall = billing.charge_run_to(session, user_id=owner, run_id=run.id, target_micros=target,
+                                          model_id=run.model_id, gpu_type=run.gpu_type,
+                                          description=f"Training on {run.gpu_type}")
+        if not stop_when_short:
+            return
+        if capped:
+            self._stop_run(session, run, "budget_reached")
+        elif shortfall > 0:
+            self._stop_run(session, run, "credit_exhausted")
+
+    def _stop_run(self, session: Session, run: Run, reason: str) -> None:
+        """Cancel through the protocol: the trainer reads ``cancelled: true`` in its next webhook response."""
+        if try_transition(session, run, RunStatus.CANCELLED, reason=reason):
+            log.warning("run %s cancelled: %s", run.id, reason)
+
+    def _refund_excess(self, session: Session, run: Run, *, reason: str) -> None:
+        model = session.get(ModelRecord, run.model_id)
+        if model is None:
+            return
+        target = cost_micros(run.price_micros_per_hour or 0, run.billed_seconds or 0.0)
+        if run.max_cost_micros is not None:
+            target = min(target, run.max_cost_micros)
+        billing.refund_run_to(session, user_id=model.owner_id, run_id=run.id, target_micros=target, reason=reason,
+                              model_id=run.model_id, gpu_type=run.gpu_type)
+
+    # --- settle ----------------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        with self.ctx.db.session() as session:
+            ended = list(session.scalars(select(Run.id).where(
+                Run.executor.is_not(None), Run.settled_at.is_(None),
+                Run.status.in_([RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value]))))
+        for run_id in ended:
+            with self.ctx.db.session() as session:
+                run = session.get(Run, run_id)
+                if run is None or run.settled_at is not None:
+                    continue
+                self._settle(session, run)
+
+    def _settle(self, session: Session, run: Run) -> None:
+        if run.attempt_started_at is not None:
+            run.billed_seconds = (run.billed_seconds or 0.0) + _seconds(run.attempt_started_at, run.completed_at)
+            run.attempt_started_at = None
+        self._charge(session, run, run.billed_seconds or 0.0, stop_when_short=False)
+        self._refund_excess(session, run, reason="Refund: charged beyond the run's end")
+        model = session.get(ModelRecord, run.model_id)
+        if model is not None:
+            billing.release_hold(session, user_id=model.owner_id, run_id=run.id, model_id=run.model_id,
+                                 gpu_type=run.gpu_type)
+        self._revoke_key(session, run)
+        run.settled_at = utcnow()
+        if run.smoke and run.status == RunStatus.COMPLETED and model is not None:
+            from lanner.training.smoke import estimate_full_run
+
+            try:
+                with session.begin_nested():
+                    model.full_run_estimate = estimate_full_run(session, self.ctx, run, model)
+            except Exception:
+                log.exception("could not re-estimate the full run of quick run %s", run.id)
+
+
+def _bin_dir() -> str:
+    from pathlib import Path
+
+    return str(Path(sys.executable).parent)
+
+
+def billing_seconds(run: Run, now: datetime | None = None) -> float:
+    """Seconds charged so far: finished attempts plus the running one."""
+    now = now or utcnow()
+    return (run.billed_seconds or 0.0) + (_seconds(run.attempt_started_at, now) if run.attempt_started_at else 0.0)
+
