@@ -568,4 +568,14 @@ def compute_cost_view(session: Session, model: ModelRecord) -> dict[str, Any]:
         "settled": run.settled_at is not None,
     }
     extra["cloudJob"] = {"gpuDisplayName": display}
+    extra["runHistory"] = run_history(session, run)
     return extra
+
+
+def run_history(session: Session, run: Run) -> list[dict[str, Any]]:
+    """Every status change of the run, with its reason (Lanner extension): lost attempts and relaunches show."""
+    from lanner.projects.schemas import iso
+    from lanner.training.models import RunEvent
+
+    events = session.scalars(select(RunEvent).where(RunEvent.run_id == run.id).order_by(RunEvent.id))
+    return [{"from": e.from_status, "to": e.to_status, "reason": e.reason, "at": iso(e.created_at)} for e in events]

@@ -41,9 +41,22 @@ def resolve_device(device: str | None) -> str:
         return "cpu"
 
 
+def configure_trainer(cwd: Path) -> None:
+    """Keep everything the trainer writes (runs, downloaded datasets, weights) inside the run's folder, and
+    turn off analytics. Written through the trainer's own settings manager (``YOLO_CONFIG_DIR`` is per run)."""
+    from ultralytics.utils import SETTINGS
+
+    SETTINGS.update(runs_dir=str(cwd / "runs"), datasets_dir=str(cwd / "datasets"), weights_dir=str(cwd / "weights"),
+                    sync=False)
+
+
 def save_dir(spec: dict[str, Any], cwd: Path) -> Path:
-    """Where ``yolo train project=P name=N exist_ok=True`` writes, relative to the worker's folder."""
-    return cwd / spec["project"] / spec["name"]
+    """Where ``yolo train project=P name=N exist_ok=True`` writes: ``runs/<task>/P/N`` under the run's folder."""
+    found = sorted(cwd.glob(f"runs/*/{spec['project']}/{spec['name']}/weights/last.pt"))
+    if found:
+        return found[0].parent.parent
+    task = str(spec["trainArgs"].get("task") or "detect")
+    return cwd / "runs" / task / spec["project"] / spec["name"]
 
 
 def fetch_checkpoint(url: str, target: Path) -> bool:
@@ -74,7 +87,7 @@ def train_arguments(spec: dict[str, Any], cwd: Path) -> list[str]:
             # The trainer continues the Platform model recorded here (its resume path).
             (run_dir / "platform_model_id.txt").write_text(spec["modelId"])
             print(f"lanner worker: attempt {spec.get('attempt')} resumes from {last}", flush=True)
-            return ["train", f"resume={last}", f"data={cli_value(args['data'])}", f"device={device}"]
+            return ["train", f"model={last}", "resume=True", f"data={cli_value(args['data'])}", f"device={device}"]
         print("lanner worker: no checkpoint to resume from; training again from the start", flush=True)
     args.update(project=spec["project"], name=spec["name"], exist_ok=True, device=device)
     return ["train", *(f"{key}={cli_value(value)}" for key, value in args.items() if value is not None)]
@@ -85,7 +98,11 @@ def main() -> None:
     if not raw:
         sys.exit(f"lanner worker: {SPEC_ENV} is not set")
     spec = json.loads(raw)
+    if os.environ.get("LANNER_WORKER_DIR"):  # Ray nodes: the run's folder on this node
+        Path(os.path.expanduser(os.environ["LANNER_WORKER_DIR"])).mkdir(parents=True, exist_ok=True)
+        os.chdir(os.path.expanduser(os.environ["LANNER_WORKER_DIR"]))
     cwd = Path.cwd()
+    configure_trainer(cwd)
     argv = train_arguments(spec, cwd)
     yolo = Path(sys.executable).with_name("yolo")
     program = str(yolo) if yolo.exists() else "yolo"

@@ -1,0 +1,91 @@
+"""Fault test: the training process is killed with SIGKILL mid-run. Lanner marks the run lost, relaunches it
+with resume from its last checkpoint, and the run completes with every epoch once in its history; the charge
+covers only the time the attempts actually ran."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+import pytest
+from ultralytics_platform import Platform
+
+from tests.training.orchestration import (
+    TRAIN_ARGS,
+    add_dataset,
+    balance_micros,
+    job,
+    new_model,
+    run_ledger,
+    server_with_credit,
+    settled,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+EPOCHS = 6
+
+
+def trainer_process(workdir: Path) -> psutil.Process | None:
+    for process in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            cmdline = " ".join(process.info["cmdline"] or [])
+            if process.info["cwd"] == str(workdir) and "yolo" in cmdline and " train" in cmdline:
+                return process
+        except psutil.Error:
+            continue
+    return None
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_sigkilled_worker_is_relaunched_with_resume_and_billed_only_for_time_run(tmp_path):
+    server, key = server_with_credit(tmp_path)
+    try:
+        platform = Platform(base_url=server.url, api_key=key, timeout=60)
+        add_dataset(tmp_path, platform)
+        target = new_model(platform, "faults", "killed")
+        before = balance_micros(platform)
+        started = platform.training.start(model_id=target["id"], gpu_type="cpu",
+                                          train_args={**TRAIN_ARGS, "epochs": EPOCHS})
+        workdir = server.home / "runs" / str(started["runId"]) / "work"
+
+        wait_for(lambda: job(platform, "faults", "killed")["progress"]["currentEpoch"] >= 2, timeout=300,
+                 what="two epochs", every=0.3)
+        process = trainer_process(workdir)
+        assert process is not None
+        os.kill(process.pid, signal.SIGKILL)
+
+        done = wait_for(lambda: (j := job(platform, "faults", "killed"))["status"] in ("completed", "failed") and j,
+                        timeout=400, what="the relaunched run to finish", every=1)
+        log = (server.home / "runs" / str(started["runId"]) / "attempt-2.log")
+        assert done["status"] == "completed", log.read_text()[-3000:] if log.exists() else done
+        assert "resumes from" in log.read_text()
+
+        model = wait_for(lambda: settled(platform, "faults", "killed"), timeout=60, what="settlement")
+        epochs = [r["epoch"] for r in model["trainResults"]]
+        assert epochs == list(range(EPOCHS))  # every epoch once, one continuous history
+        history = model["runHistory"]
+        lost = [h for h in history if h["to"] == "lost"]
+        assert len(lost) == 1 and "signal 9" in lost[0]["reason"]
+        assert [h["to"] for h in history][-3:] == ["starting", "running", "completed"]
+
+        # Billed: attempt 1 up to its last sign of life, attempt 2 from launch to completion; not the gap.
+        launches = [at(h["at"]) for h in history if h["to"] == "starting"]
+        assert len(launches) == 2
+        wall = (at(history[-1]["at"]) - launches[0]).total_seconds()
+        gap = (launches[1] - at(lost[0]["at"])).total_seconds()
+        billed = model["computeCost"]["durationMs"] / 1000
+        assert billed <= wall - gap + 1
+        cost = round(model["computeCost"]["totalCost"] * 1_000_000)
+        assert cost == 500_000 * int(billed) // 3600
+        ledger = run_ledger(platform, started["runId"])
+        assert -sum(ledger["charge"]) - sum(ledger.get("refund", [])) == cost
+        assert before - balance_micros(platform) == cost
+    finally:
+        server.stop()
