@@ -135,17 +135,20 @@ def model_slug(model_ids: list[str], model_id: str) -> str:
     return f"m{model_ids.index(model_id)}"
 
 
-def backdate(app: Any, *, seconds: float) -> None:
-    """Pretend every running attempt started ``seconds`` earlier."""
+def backdate(app: Any, *, seconds: float, alive: bool = False) -> None:
+    """Pretend every running attempt started ``seconds`` earlier; ``alive``: and reported just now."""
     from datetime import timedelta
 
     from sqlalchemy import update
 
+    from lanner.db import utcnow
     from lanner.training.models import Run
 
     with app.state.lanner.db.session() as session:
         for run in session.scalars(select(Run).where(Run.attempt_started_at.is_not(None))):
             run.attempt_started_at = run.attempt_started_at - timedelta(seconds=seconds)
-            if run.last_event_at is not None:
+            if alive:
+                session.execute(update(Run).where(Run.id == run.id).values(last_event_at=utcnow()))
+            elif run.last_event_at is not None:
                 session.execute(update(Run).where(Run.id == run.id).values(
                     last_event_at=run.last_event_at - timedelta(seconds=seconds)))

@@ -1,0 +1,223 @@
+"""The supervisor against a fake executor: launch with a run-scoped key, per-second metering, lost workers
+relaunched with resume then failed, budget caps and empty accounts stopping runs, cancel killing the worker,
+and settlement (charge to the end, refund lost time, release the hold) done exactly once."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from lanner.billing import service as billing
+from lanner.billing.models import LedgerPosting, LedgerTransaction
+from lanner.db import utcnow
+from lanner.training import supervisor as supervisor_module
+from lanner.training.executors import JobState
+from lanner.training.models import Run
+from tests.training.conftest import ARGS, new_model
+from tests.training.test_start_api import backdate, credit
+
+HOUR = 500_000  # cpu: $0.50 an hour, in micro-dollars
+
+
+def started_run(platform: Any, app: Any, account: Any, name: str = "m", **body: Any) -> int:
+    credit(app, account, 10_000_000)
+    model_id = new_model(platform, name)
+    response = platform.training.start(model_id=model_id, gpu_type="cpu", train_args={**ARGS, **body})
+    return int(response["runId"])
+
+
+def run_row(app: Any, run_id: int) -> Run:
+    with app.state.lanner.db.session() as session:
+        run = session.get(Run, run_id)
+        session.expunge(run)
+        return run
+
+
+def kinds(app: Any, run_id: int) -> dict[str, int]:
+    with app.state.lanner.db.session() as session:
+        rows = session.execute(select(LedgerTransaction.kind, func.count()).where(LedgerTransaction.run_id == run_id)
+                               .group_by(LedgerTransaction.kind)).all()
+        return dict(rows)
+
+
+def charged(app: Any, run_id: int) -> int:
+    with app.state.lanner.db.session() as session:
+        return billing.run_charged(session, run_id)
+
+
+def test_launch_gives_the_worker_a_run_scoped_key_and_a_clean_spec(shapes, app, alice, client, supervisor,
+                                                                   fake_executor):
+    run_id = started_run(shapes, app, alice)
+    assert run_row(app, run_id).status == "pending"
+    supervisor.tick()
+    assert run_row(app, run_id).status == "starting"
+    spec = fake_executor.launched[0]
+    worker = json.loads(spec.env["LANNER_WORKER_SPEC"])
+    assert worker["trainArgs"]["data"] == "ul://alice/datasets/shapes" and worker["resume"] is False
+    assert worker["project"] == "alice/p" and worker["device"] == "cpu"
+    assert not any(k.startswith("PYTEST") for k in spec.env) and spec.env["ULTRALYTICS_PLATFORM_URL"]
+    key = {"Authorization": f"Bearer {spec.env['ULTRALYTICS_API_KEY']}"}
+    # The worker key may read and report for its own run, nothing else.
+    assert client.get("/api/datasets/alice/shapes", headers=key).status_code == 200
+    assert client.post("/api/training/start", headers=key, json={"modelId": "x", "trainArgs": {}}).status_code == 403
+    assert client.delete("/api/datasets/alice/shapes", headers=key).status_code == 403
+    other = new_model(shapes, "other")
+    event = {"event": "console_output", "modelId": other, "data": {"chunkId": 1, "content": "x", "lineCount": 1}}
+    assert client.post("/api/webhooks/training/metrics", headers=key, json=event).status_code == 403
+    started = client.post("/api/webhooks/training/metrics", headers=key, json={
+        "event": "training_started", "project": "elsewhere", "name": "whatever",
+        "data": {"trainArgs": {"epochs": "2"}, "epochs": 2, "device": "cpu"}}).json()
+    assert started["runId"] == run_id and started["modelSlug"] == "m"  # joins its run whatever it calls itself
+    listed = client.get("/api/api-keys", headers=alice.headers).json()["keys"]
+    assert [k["name"] for k in listed] == ["default"]  # worker keys are not listed
+
+
+def test_metering_charges_per_second_and_settlement_releases_the_rest(shapes, app, alice, client, supervisor):
+    run_id = started_run(shapes, app, alice)
+    supervisor.tick()
+    backdate(app, seconds=3600, alive=True)
+    supervisor.tick()
+    assert charged(app, run_id) == HOUR  # one hour at $0.50, whole seconds
+    supervisor.tick()
+    assert charged(app, run_id) == HOUR  # a repeated pass charges nothing more
+    client.delete("/api/models/alice/p/m/training", headers=alice.headers)
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert run.status == "cancelled" and run.settled_at is not None
+    assert HOUR <= charged(app, run_id) <= HOUR + HOUR * 2 // 3600
+    total = charged(app, run_id)
+    with app.state.lanner.db.session() as session:
+        assert billing.run_held(session, run_id) == 0
+        assert billing.balance_micros(session, user_id=alice.user_id) == 10_000_000 - total
+    supervisor.tick()
+    supervisor.settle()
+    assert kinds(app, run_id).get("release", 0) <= 1  # settled once
+
+
+def test_lost_worker_is_relaunched_with_resume_and_lost_time_refunded(shapes, app, alice, supervisor,
+                                                                      fake_executor):
+    run_id = started_run(shapes, app, alice)
+    supervisor.tick()
+    backdate(app, seconds=600)
+    with app.state.lanner.db.session() as session:  # last heard from 400 s ago, 200 s into the attempt
+        run = session.get(Run, run_id)
+        run.last_event_at = run.attempt_started_at + timedelta(seconds=200)
+        run.status = "running"
+    supervisor.tick()  # metered up to now: 600 s
+    assert charged(app, run_id) == HOUR * 600 // 3600
+    fake_executor.set(run_id, 1, JobState.LOST, -9, "worker killed by signal 9")
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert run.status == "pending" and run.attempt == 1 and 199 <= run.billed_seconds <= 201
+    assert charged(app, run_id) == HOUR * int(run.billed_seconds) // 3600  # the 400 silent seconds refunded
+    assert kinds(app, run_id)["refund"] == 1
+    supervisor.tick()
+    assert run_row(app, run_id).attempt == 2
+    assert json.loads(fake_executor.launched[-1].env["LANNER_WORKER_SPEC"])["resume"] is True
+    fake_executor.set(run_id, 2, JobState.LOST, None, "worker process is gone")
+    supervisor.tick()
+    supervisor.tick()
+    fake_executor.set(run_id, 3, JobState.LOST, None, "node died")
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert run.status == "failed" and run.error["code"] == "lost" and "3 times" in run.error["message"]
+    assert run.settled_at is not None or (supervisor.tick() or run_row(app, run_id).settled_at is not None)
+
+
+def test_silent_worker_is_killed_and_relaunched(shapes, app, alice, supervisor, fake_executor):
+    run_id = started_run(shapes, app, alice)
+    supervisor.tick()
+    backdate(app, seconds=601)  # no event for longer than run_lost_after_seconds (600)
+    supervisor.tick()
+    assert fake_executor.killed == [f"fake-{run_id}-1"]
+    assert run_row(app, run_id).status in ("pending", "starting")
+
+
+def test_worker_that_fails_by_itself_fails_the_run_with_its_log(shapes, app, alice, supervisor, fake_executor,
+                                                                monkeypatch):
+    monkeypatch.setattr(supervisor_module, "EXIT_GRACE_SECONDS", 0.0)
+    run_id = started_run(shapes, app, alice)
+    supervisor.tick()
+    fake_executor.set(run_id, 1, JobState.FAILED, 1, "worker exited with code 1")
+    supervisor.tick()
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert run.status == "failed" and "exited with code 1" in run.error["message"]
+    assert "Traceback" in run.error["message"] and run.attempt == 1  # not relaunched
+    model = shapes.models.retrieve("alice", "p", "m")["model"]
+    assert model["trainingError"]["code"] == "worker_exited"
+
+
+def test_budget_cap_cancels_through_the_protocol_and_kills_the_worker(shapes, app, alice, client, supervisor,
+                                                                     fake_executor):
+    credit(app, alice, 10_000_000)
+    model_id = new_model(shapes, "capped")
+    started = client.post("/api/training/start", headers=alice.headers, json={
+        "modelId": model_id, "gpuType": "cpu", "trainArgs": ARGS, "maxCostCents": 2}).json()
+    run_id = started["runId"]
+    assert started["holdCents"] <= 2
+    supervisor.tick()
+    backdate(app, seconds=3600, alive=True)
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert run.status == "cancelled" and run.termination_reason == "budget_reached"
+    assert charged(app, run_id) == 20_000  # exactly the cap
+    worker = {"Authorization": f"Bearer {fake_executor.launched[0].env['ULTRALYTICS_API_KEY']}"}
+    reply = client.post("/api/webhooks/training/metrics", headers=alice.headers, json={
+        "event": "training_progress", "modelId": model_id, "data": {}}).json()
+    assert reply["cancelled"] is True  # the trainer stops itself on its next event
+    supervisor.tick()  # grace is 0 in tests: the worker is stopped for certain
+    assert fake_executor.stopped == [f"fake-{run_id}-1"]
+    assert client.get("/api/datasets/alice/shapes", headers=worker).status_code == 401  # key revoked at settlement
+
+
+def test_empty_account_stops_the_run_and_never_goes_negative(shapes, app, alice, client, supervisor):
+    model_id = new_model(shapes, "dry")
+    credit(app, alice, 20_000)  # two cents
+    client.post("/api/training/start", headers=alice.headers,
+                json={"modelId": model_id, "gpuType": "cpu", "trainArgs": ARGS})
+    supervisor.tick()
+    backdate(app, seconds=7200, alive=True)
+    supervisor.tick()
+    supervisor.tick()
+    with app.state.lanner.db.session() as session:
+        assert billing.balances(session, user_id=alice.user_id) == billing.Balances(available=0, held=0)
+    assert shapes.models.training("alice", "p", "dry")["job"]["status"] == "cancelled"
+
+
+def test_ledger_transactions_read_back_through_the_sdk(shapes, app, alice, client, supervisor):
+    run_id = started_run(shapes, app, alice)
+    supervisor.tick()
+    backdate(app, seconds=36)
+    supervisor.tick()
+    client.delete("/api/models/alice/p/m/training", headers=alice.headers)
+    supervisor.tick()
+    from tests.sdk_types import assert_sdk_type
+
+    extras = {"kind", "availableCents", "description"}
+    listed = shapes.billing.transactions()["transactions"]
+    assert_sdk_type({"transactions": [{k: v for k, v in t.items() if k not in extras} for t in listed]},
+                    "BillingTransactionsResponse")
+    mine = [t for t in listed if t.get("runId") == str(run_id)]
+    assert {t["kind"] for t in mine} >= {"hold", "charge"} and all(t["type"] == "training" for t in mine)
+    assert listed[0]["balanceAfter"] == pytest.approx(shapes.billing.usage_summary()["creditsCents"])
+    assert_sdk_type({k: v for k, v in shapes.billing.usage_summary().items() if k != "heldCents"},
+                    "BillingUsageSummaryResponse")
+    assert shapes.account.summary()["creditsCents"] == (10_000_000 - charged(app, run_id)) // 10_000
+    early = (utcnow() - timedelta(days=1)).isoformat()
+    assert shapes.billing.transactions(to=early)["transactions"] == []
+
+
+def test_every_transaction_balances(shapes, app, alice, supervisor):
+    started_run(shapes, app, alice)
+    supervisor.tick()
+    backdate(app, seconds=100)
+    supervisor.tick()
+    with app.state.lanner.db.session() as session:
+        sums = session.execute(select(LedgerPosting.transaction_id, func.sum(LedgerPosting.amount_micros))
+                               .group_by(LedgerPosting.transaction_id)).all()
+        assert sums and all(total == 0 for _, total in sums)
