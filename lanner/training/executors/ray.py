@@ -1,0 +1,131 @@
+"""The scale-out executor: each attempt is a Ray Job (``lanner[ray]``). Ray places and queues it; Lanner
+never schedules. A job asks for the custom resource ``lanner-gpu:<type>`` (one unit), which a worker node
+offers for each GPU it has::
+
+    ray start --address=<head>:6379 --resources='{"lanner-gpu:h100-sxm": 8}'
+
+A job for a type no node offers stays ``PENDING`` in Ray until such a node joins. Free capacity per type is
+read from the dashboard's cluster status, so ``gpu-availability`` reflects the real cluster."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from typing import Any
+
+import httpx
+
+from lanner.training.executors.base import Capacity, JobState, JobStatus, LaunchSpec
+
+log = logging.getLogger("lanner.executor.ray")
+RESOURCE_PREFIX = "lanner-gpu:"
+
+
+def resource_for(gpu_type: str) -> str:
+    return f"{RESOURCE_PREFIX}{gpu_type}"
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, address: str, *, num_gpus: float = 1.0, client: Any = None) -> None:
+        self.address = address.rstrip("/")
+        self.num_gpus = num_gpus
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                from ray.job_submission import JobSubmissionClient
+            except ImportError as exc:  # pragma: no cover - depends on the install
+                raise RuntimeError("LANNER_EXECUTOR=ray needs Ray: pip install 'lanner[ray]'") from exc
+            self._client = JobSubmissionClient(self.address)
+        return self._client
+
+    # --- capacity --------------------------------------------------------------------------------
+
+    def offers(self, gpu_type: str) -> bool:
+        return True  # a node with this type may join at any time; until then Ray keeps the job queued
+
+    def capacity(self) -> dict[str, Capacity]:
+        try:
+            usage = self._usage()
+        except Exception as exc:
+            log.warning("could not read Ray cluster status from %s: %s", self.address, exc)
+            return {}
+        out: dict[str, Capacity] = {}
+        for name, (used, total) in usage.items():
+            if name.startswith(RESOURCE_PREFIX):
+                out[name[len(RESOURCE_PREFIX):]] = Capacity(total=int(total), free=max(0, int(total - used)))
+        return out
+
+    def _usage(self) -> dict[str, tuple[float, float]]:
+        """{resource: (used, total)} from the dashboard's autoscaler report."""
+        response = httpx.get(f"{self.address}/api/cluster_status", timeout=5)
+        response.raise_for_status()
+        data = response.json().get("data", {})
+        report = (data.get("clusterStatus") or {}).get("loadMetricsReport") or {}
+        usage = report.get("usage") or {}
+        return {name: (float(pair[0]), float(pair[1])) for name, pair in usage.items()
+                if isinstance(pair, list | tuple) and len(pair) == 2}
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def launch(self, spec: LaunchSpec) -> str:
+        submission_id = f"lanner-run-{spec.run_id}-attempt-{spec.attempt}"
+        gpus = self.num_gpus if spec.gpu_type != "cpu" else 0
+        try:
+            return str(self.client.submit_job(
+                entrypoint=shlex.join(spec.command), submission_id=submission_id,
+                runtime_env={"env_vars": spec.env},
+                entrypoint_resources={resource_for(spec.gpu_type): 1},
+                entrypoint_num_gpus=gpus or None, entrypoint_num_cpus=1,
+                metadata={"lanner_run": str(spec.run_id), "attempt": str(spec.attempt)},
+            ))
+        except Exception as exc:
+            if "already exists" in str(exc):  # a retried launch: the job is there already
+                return submission_id
+            raise
+
+    def status(self, external_id: str) -> JobStatus:
+        info = self.client.get_job_info(external_id)
+        state = str(getattr(info.status, "value", info.status)).upper()
+        message = str(info.message or "")
+        code = getattr(info, "driver_exit_code", None)
+        if state == "PENDING":
+            return JobStatus(JobState.QUEUED, None, message)
+        if state == "RUNNING":
+            return JobStatus(JobState.RUNNING, None, message)
+        if state == "SUCCEEDED":
+            return JobStatus(JobState.SUCCEEDED, 0, message)
+        if state == "STOPPED":
+            return JobStatus(JobState.STOPPED, code, message or "stopped")
+        # FAILED: the trainer's own non-zero exit (1..127) fails the run. A signal (the shell reports 128 + N,
+        # e.g. 137 for SIGKILL), a dead node or job supervisor, or no exit code at all was not the run's doing:
+        # relaunch. Only the first line is Ray's own; the rest is the job's log, which may say anything.
+        first_line = message.splitlines()[0] if message else ""
+        if code is not None and 0 < code < 128 and not _lost_words(first_line):
+            return JobStatus(JobState.FAILED, code, first_line)
+        return JobStatus(JobState.LOST, code, first_line or "Ray job lost")
+
+    def stop(self, external_id: str) -> None:
+        try:
+            self.client.stop_job(external_id)  # Ray sends SIGTERM, then SIGKILL to the process group
+        except Exception as exc:
+            log.warning("could not stop Ray job %s: %s", external_id, exc)
+
+    def kill(self, external_id: str) -> None:
+        self.stop(external_id)
+
+    def log_tail(self, external_id: str, lines: int = 20) -> str:
+        try:
+            text = str(self.client.get_job_logs(external_id))
+        except Exception:
+            return ""
+        return "\n".join([line for line in text.replace("\r", "\n").splitlines() if line.strip()][-lines:])
+
+
+def _lost_words(message: str) -> bool:
+    lowered = message.lower()
+    return any(hint in lowered for hint in ("node", "died", "signal", "supervisor actor", "unexpectedly"))

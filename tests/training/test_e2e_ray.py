@@ -1,0 +1,94 @@
+"""End to end on a real local Ray head standing in for a GPU node: it offers ``lanner-gpu:h100-sxm``, so a run
+for ``h100-sxm`` runs there through Ray Jobs, and a run for ``b200`` stays pending (no node offers it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import httpx
+import pytest
+from ultralytics_platform import Platform
+
+from tests.servers import VENV_BIN, free_port
+from tests.training.orchestration import (
+    TRAIN_ARGS,
+    add_dataset,
+    job,
+    new_model,
+    server_with_credit,
+    settled,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture
+def ray_head():
+    """``ray start --head`` with one fake H100 (a short temp dir: Ray's socket paths must stay short)."""
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    dashboard = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LANNER_", "RAY_"))}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    command = [str(VENV_BIN / "ray"), "start", "--head", f"--port={free_port()}", "--num-cpus=2",
+               f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
+               f"--temp-dir={temp}", "--resources", '{"lanner-gpu:h100-sxm": 1}', "--disable-usage-stats"]
+    subprocess.run(command, env=env, check=True, capture_output=True, timeout=120)
+    address = f"http://127.0.0.1:{dashboard}"
+    wait_for(lambda: "lanner-gpu:h100-sxm" in str(httpx.get(f"{address}/api/cluster_status", timeout=5).json()),
+             timeout=60, what="the Ray head to report its resources")
+    try:
+        yield address
+    finally:
+        subprocess.run([str(VENV_BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_runs_go_through_ray_jobs_and_wait_for_a_node_with_their_gpu(tmp_path, ray_head):
+    server, key = server_with_credit(tmp_path, usd="50", tier="pro", LANNER_EXECUTOR="ray",
+                                     LANNER_RAY_ADDRESS=ray_head, LANNER_RAY_NUM_GPUS="0",
+                                     LANNER_RAY_WORKER_DIR=str(tmp_path / "ray-node"))
+    try:
+        platform = Platform(base_url=server.url, api_key=key, timeout=60)
+        add_dataset(tmp_path, platform)
+        availability = platform.training.gpu_availability()
+        assert availability["h100-sxm"] == "High" and availability["b200"] is None
+
+        waiting = platform.training.start(model_id=new_model(platform, "ray", "on-b200")["id"], gpu_type="b200",
+                                          train_args={**TRAIN_ARGS, "epochs": 1})
+        started = platform.training.start(model_id=new_model(platform, "ray", "on-h100")["id"],
+                                          gpu_type="h100-sxm", train_args={**TRAIN_ARGS, "epochs": 2})
+        assert started["gpuType"] == "h100-sxm" and started["estimatedCost"]["gpuMemoryGb"] == 80
+
+        done = wait_for(lambda: (j := job(platform, "ray", "on-h100"))["status"] in ("completed", "failed") and j,
+                        timeout=400, what="the Ray run to finish", every=1)
+        assert done["status"] == "completed", done
+        assert done["compute"]["gpuType"] == "h100-sxm"
+        model = wait_for(lambda: settled(platform, "ray", "on-h100"), timeout=60, what="settlement")
+        assert model["hasWeights"] and len(model["trainResults"]) == 2
+        assert model["computeCost"]["totalCost"] > 0
+        assert list((tmp_path / "ray-node" / str(started["runId"])).rglob("weights/best.pt"))  # ran on the node
+
+        from ray.job_submission import JobSubmissionClient
+
+        def ray_jobs() -> dict[str, str]:
+            return {j.submission_id: str(j.status) for j in JobSubmissionClient(ray_head).list_jobs()}
+
+        ran = f"lanner-run-{started['runId']}-attempt-1"
+        jobs = wait_for(lambda: (found := ray_jobs())[ran].endswith("SUCCEEDED") and found, timeout=60,
+                        what="the Ray job to exit")
+        assert jobs[f"lanner-run-{waiting['runId']}-attempt-1"].endswith("PENDING")
+        assert job(platform, "ray", "on-b200")["status"] == "pending"  # still waiting for a B200 node
+
+        platform.models.delete_training("alice", "ray", "on-b200")
+        cancelled = wait_for(lambda: settled(platform, "ray", "on-b200"), timeout=30, what="the cancel to settle")
+        assert cancelled["computeCost"]["totalCost"] == 0  # never ran, never charged
+        assert platform.billing.usage_summary()["heldCents"] == 0
+    finally:
+        server.stop()
+        time.sleep(0.5)
