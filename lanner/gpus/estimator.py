@@ -152,8 +152,9 @@ def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed
 
 def cost_micros(seconds: float, price_per_hour: float) -> int:
     """Billing rounds up to whole seconds and charges integer micro-dollars (the ledger's unit)."""
-    billed_seconds = math.ceil(max(0.0, seconds))
-    return math.ceil(billed_seconds * price_per_hour * 1_000_000 / SECONDS_PER_HOUR)
+    from lanner.billing.service import charge_for, dollars_to_micros
+
+    return charge_for(seconds, dollars_to_micros(price_per_hour))
 
 
 def cents(micros: int) -> int:

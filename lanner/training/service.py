@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import secrets
 from collections.abc import Callable
@@ -565,6 +566,7 @@ def compute_cost_view(session: Session, model: ModelRecord) -> dict[str, Any]:
         "pricePerHour": (run.price_micros_per_hour or 0) / billing.MICROS_PER_DOLLAR,
         "totalCost": billing.run_charged(session, run.id) / billing.MICROS_PER_DOLLAR,
         "durationMs": round(billing_seconds(run) * 1000.0, 1),
+        "billedSeconds": math.ceil(billing_seconds(run)),
         "settled": run.settled_at is not None,
     }
     extra["cloudJob"] = {"gpuDisplayName": display}

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
 from lanner.gpus.catalogue import get_catalogue
+from lanner.gpus.estimator import Range, cost_range_cents
 from lanner.projects.models import ModelRecord
 from lanner.training.models import EpochMetric, Run
 
@@ -53,6 +54,10 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
                         gpu=gpu)
     predicted = float(quick["epochSeconds"]["value"]) or measured
     ratio = measured / predicted
+    # Only the epochs run at the measured speed; start-up and final validation stay as estimated.
+    epochs = full_args["epochs"]
+    total = {key: round(full["totalSeconds"][key] + (ratio - 1.0) * epochs * full["epochSeconds"][key], 1)
+             for key in ("value", "low", "high")}
     return {
         "gpuType": gpu.id,
         "epochs": full_args["epochs"],
@@ -61,6 +66,6 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
         "predictedQuickEpochSeconds": round(predicted, 2),
         "correction": round(ratio, 3),
         "epochSeconds": _scaled(full["epochSeconds"], ratio),
-        "totalSeconds": _scaled(full["totalSeconds"], ratio),
-        "costCents": _scaled(full["costCents"], ratio, 2),
+        "totalSeconds": total,
+        "costCents": cost_range_cents(Range(**total), gpu.price_per_hour).as_dict(0),
     }

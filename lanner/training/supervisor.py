@@ -40,12 +40,10 @@ from lanner.training.worker import SPEC_ENV
 
 log = logging.getLogger("lanner.supervisor")
 EXIT_GRACE_SECONDS = 15.0  # events still in flight after a worker exits (the final upload, training_complete)
-MICROS_PER_HOUR_SECOND = 3600
 
 
 def cost_micros(price_micros_per_hour: int, seconds: float) -> int:
-    """Per-second billing: whole seconds, rounded down, at the hourly price (integer micro-dollars)."""
-    return price_micros_per_hour * int(max(0.0, seconds)) // MICROS_PER_HOUR_SECOND
+    return billing.charge_for(seconds, price_micros_per_hour)
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float:

@@ -50,9 +50,10 @@ def test_training_start_runs_to_completion_and_settles_exactly(tmp_path):
 
         cost = round(model["computeCost"]["totalCost"] * 1_000_000)
         assert cost > 0 and model["computeCost"]["pricePerHour"] == 0.5
-        # Per-second billing: the charge is the billed seconds at $0.50/h, rounded down to the micro-dollar.
-        seconds = int(model["computeCost"]["durationMs"] / 1000)
-        assert cost == 500_000 * seconds // 3600
+        # Per-second billing: each started second at $0.50/h, rounded up to the micro-dollar.
+        seconds = model["computeCost"]["billedSeconds"]
+        assert seconds == -(-model["computeCost"]["durationMs"] // 1000)
+        assert cost == -(-seconds * 500_000 // 3600)
         ledger = run_ledger(platform, started["runId"])
         hold, release = -sum(ledger["hold"]), sum(ledger.get("release", [0]))
         assert -sum(ledger["charge"]) == cost

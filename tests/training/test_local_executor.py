@@ -1,0 +1,95 @@
+"""The local executor with real processes: exit codes map to states, a stop reaches the whole process
+group and ends with SIGKILL when SIGTERM is ignored, and a restarted server recognises its workers."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from lanner.training.executors import JobState, LaunchSpec
+from lanner.training.executors import local as local_module
+from lanner.training.executors.local import LocalExecutor
+
+
+def spec(tmp_path: Path, code: str, run_id: int = 1, gpu_type: str = "cpu") -> LaunchSpec:
+    return LaunchSpec(run_id=run_id, attempt=1, gpu_type=gpu_type, command=[sys.executable, "-c", code],
+                      env={"PATH": "/usr/bin:/bin"}, workdir=str(tmp_path / "work"))
+
+
+def wait_state(executor: LocalExecutor, external_id: str, *states: JobState, timeout: float = 20) -> JobState:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        state = executor.status(external_id).state
+        if state in states:
+            return state
+        time.sleep(0.05)
+    raise AssertionError(f"still {executor.status(external_id)}")
+
+
+def test_exit_codes_map_to_states_and_logs_are_kept(tmp_path):
+    executor = LocalExecutor(tmp_path / "runs", max_cpu_runs=3, gpus={})
+    ok = executor.launch(spec(tmp_path, "print('hello from the worker')", run_id=1))
+    failed = executor.launch(spec(tmp_path, "import sys; sys.exit(3)", run_id=2))
+    killed = executor.launch(spec(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", run_id=3))
+    assert wait_state(executor, ok, JobState.SUCCEEDED) is JobState.SUCCEEDED
+    assert executor.status(failed).exit_code == 3 and wait_state(executor, failed, JobState.FAILED)
+    status = executor.status(killed)
+    assert status.state is JobState.LOST and "signal 9" in status.message
+    assert "hello from the worker" in executor.log_tail(ok)
+
+
+def test_capacity_counts_live_workers(tmp_path):
+    executor = LocalExecutor(tmp_path / "runs", max_cpu_runs=2, gpus={"l4": ["0", "1"]})
+    assert executor.capacity()["cpu"].free == 2 and executor.capacity()["l4"].total == 2
+    running = executor.launch(spec(tmp_path, "import time; time.sleep(30)"))
+    assert executor.capacity()["cpu"].free == 1
+    gpu = executor.launch(spec(tmp_path, "import os, time; print(os.environ['CUDA_VISIBLE_DEVICES']); "
+                                         "time.sleep(30)", run_id=2, gpu_type="l4"))
+    assert executor.free_devices("l4") == ["1"] and executor.offers("l4") and not executor.offers("h100-sxm")
+    executor.kill(running)
+    executor.kill(gpu)
+    assert executor.capacity()["cpu"].free == 2
+
+
+def test_stop_escalates_to_sigkill_for_a_worker_that_ignores_sigterm(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_module, "KILL_AFTER_SECONDS", 0.5)
+    executor = LocalExecutor(tmp_path / "runs", max_cpu_runs=1, gpus={})
+    stubborn = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)']); "
+                "open('child.pid', 'w').write(str(child.pid)); print('ready', flush=True); time.sleep(60)")
+    external_id = executor.launch(spec(tmp_path, stubborn))
+    child_pid_file = tmp_path / "work" / "child.pid"
+    deadline = time.time() + 20
+    while not child_pid_file.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    child = int(child_pid_file.read_text())
+    executor.stop(external_id)
+    assert wait_state(executor, external_id, JobState.LOST, timeout=10) is JobState.LOST  # SIGKILL, not SIGTERM
+    deadline = time.time() + 5
+    while not gone(child) and time.time() < deadline:
+        time.sleep(0.05)
+    assert gone(child)  # the whole group was killed, the child that ignored SIGTERM too
+
+
+def gone(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_restarted_server_recognises_its_worker_by_pid_and_start_time(tmp_path):
+    first = LocalExecutor(tmp_path / "runs", max_cpu_runs=1, gpus={})
+    external_id = first.launch(spec(tmp_path, "import time; time.sleep(30)"))
+    second = LocalExecutor(tmp_path / "runs", max_cpu_runs=1, gpus={})  # no Popen: adopted by its id
+    assert second.status(external_id).state is JobState.RUNNING
+    second.kill(external_id)
+    wait_state(first, external_id, JobState.LOST)  # the parent reaps it
+    assert second.status(external_id).state is JobState.LOST
+    recycled = external_id.split(":")
+    recycled[1] = str(int(recycled[1]) + 1)  # same pid, another start time: not ours
+    assert second.status(":".join(recycled)).state is JobState.LOST
