@@ -50,6 +50,8 @@ class Settings(BaseSettings):
                                 "takes one run); the rest queue as pending.")
     supervisor_interval_seconds: float = Field(default=2.0, description="How often runs are dispatched, polled, "
                                                "metered and settled.")
+    meter_interval_seconds: float = Field(default=30.0, description="How often a running run's charges are "
+                                          "written to the ledger (settlement is exact either way).")
     run_lost_after_seconds: float = Field(default=600.0, description="A running run with no event for this long "
                                           "is lost and relaunched.")
     run_max_relaunches: int = Field(default=3, description="Relaunches of a lost run before it fails.")

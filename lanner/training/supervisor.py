@@ -60,6 +60,7 @@ class Supervisor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._exits: dict[int, datetime] = {}  # run -> when its worker was first seen gone
+        self._metered: dict[int, datetime] = {}  # run -> when its charges were last brought up to date
         self._lock = threading.Lock()
 
     # --- loop ------------------------------------------------------------------------------------
@@ -292,7 +293,13 @@ class Supervisor:
             running = list(session.scalars(select(Run.id).where(
                 Run.executor.is_not(None), Run.attempt_started_at.is_not(None),
                 Run.status.in_([RunStatus.STARTING.value, RunStatus.RUNNING.value]))))
+        now = utcnow()
+        every = self.settings.meter_interval_seconds
         for run_id in running:
+            last = self._metered.get(run_id)
+            if last is not None and _seconds(last, now) < every:
+                continue  # one ledger row per run per interval, not per pass
+            self._metered[run_id] = now
             with self.ctx.db.session() as session:
                 run = session.get(Run, run_id)
                 if run is None or run.attempt_started_at is None or RunStatus(run.status).is_terminal():
@@ -360,6 +367,7 @@ class Supervisor:
             billing.release_hold(session, user_id=model.owner_id, run_id=run.id, model_id=run.model_id,
                                  gpu_type=run.gpu_type)
         self._revoke_key(session, run)
+        self._metered.pop(run.id, None)
         run.settled_at = utcnow()
         if run.smoke and run.status == RunStatus.COMPLETED and model is not None:
             from lanner.training.smoke import estimate_full_run

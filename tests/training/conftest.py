@@ -68,7 +68,8 @@ class FakeExecutor:
 def settings(tmp_path: Path, database_url: str) -> Settings:
     return Settings(home=tmp_path / "home", database_url=database_url, public_url=TEST_URL,
                     secret_key="test-secret", api_key_cache_seconds=0, supervisor_interval_seconds=0,
-                    run_lost_after_seconds=600, run_max_relaunches=2, cancel_grace_seconds=0)
+                    run_lost_after_seconds=600, run_max_relaunches=2, cancel_grace_seconds=0,
+                    meter_interval_seconds=0)
 
 
 @pytest.fixture
