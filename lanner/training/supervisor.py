@@ -39,7 +39,9 @@ from lanner.training.state import RunStatus, try_transition
 from lanner.training.worker import SPEC_ENV
 
 log = logging.getLogger("lanner.supervisor")
-EXIT_GRACE_SECONDS = 15.0  # events still in flight after a worker exits (the final upload, training_complete)
+EXIT_GRACE_SECONDS = 15.0
+LAUNCHING = "launching:"  # external_id while a pass launches the attempt
+STALE_LAUNCH_SECONDS = 300.0  # events still in flight after a worker exits (the final upload, training_complete)
 
 
 def cost_micros(price_micros_per_hour: int, seconds: float) -> int:
@@ -111,6 +113,12 @@ class Supervisor:
                     room = capacity.get(gpu_type)
                     if room is None or room.free <= 0:
                         continue
+                # Claim it: another server process running its own passes must not launch it too.
+                claimed = session.execute(update(Run).where(Run.id == run_id, Run.external_id.is_(None))
+                                          .values(external_id=f"{LAUNCHING}{utcnow().isoformat()}")
+                                          .execution_options(synchronize_session=False)).rowcount
+                if claimed != 1:
+                    continue
                 spec = self._prepare(session, run)
             try:
                 external_id = self.executor.launch(spec)
@@ -193,6 +201,9 @@ class Supervisor:
             launched = list(session.execute(select(Run.id, Run.external_id).where(
                 Run.executor.is_not(None), Run.external_id.is_not(None), Run.worker_exited_at.is_(None))))
         for run_id, external_id in launched:
+            if external_id.startswith(LAUNCHING):
+                self._release_stale_claim(run_id, external_id)
+                continue
             try:
                 status = self.executor.status(external_id)
             except Exception:
@@ -203,6 +214,14 @@ class Supervisor:
                 if run is None or run.external_id != external_id:
                     continue
                 self._observe(session, run, status)
+
+    def _release_stale_claim(self, run_id: int, external_id: str) -> None:
+        """A pass that claimed a run and died before launching it: give the run back to dispatch."""
+        claimed_at = datetime.fromisoformat(external_id.removeprefix(LAUNCHING))
+        if _seconds(claimed_at, utcnow()) > STALE_LAUNCH_SECONDS:
+            with self.ctx.db.session() as session:
+                session.execute(update(Run).where(Run.id == run_id, Run.external_id == external_id)
+                                .values(external_id=None).execution_options(synchronize_session=False))
 
     def _observe(self, session: Session, run: Run, status: Any) -> None:
         now = utcnow()
@@ -281,10 +300,12 @@ class Supervisor:
                             .values(training_error=error).execution_options(synchronize_session=False))
 
     def _fail(self, run_id: int, message: str, *, code: str) -> None:
+        """A run whose worker never started (nothing to watch)."""
         with self.ctx.db.session() as session:
             run = session.get(Run, run_id)
             if run is not None:
                 self._fail_run(session, run, message, code=code)
+                run.worker_exited_at = utcnow()
 
     # --- meter -----------------------------------------------------------------------------------
 

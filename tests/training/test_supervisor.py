@@ -264,3 +264,29 @@ def test_quick_run_re_estimates_the_full_run_from_its_measured_speed(shapes, app
     assert 3.0 < estimate["epochSeconds"]["value"] <= 2 * 3.0
     assert estimate["costCents"]["value"] == pytest.approx(
         estimate["totalSeconds"]["value"] * 50 / 3600, abs=1.0)  # $0.50/h = 50 cents/h, whole cents
+
+
+def test_a_run_is_launched_once_even_by_two_supervisors(shapes, app, alice, supervisor, fake_executor):
+    from lanner.training.supervisor import Supervisor
+
+    run_id = started_run(shapes, app, alice)
+    other = Supervisor(app.state.lanner, fake_executor)  # a second server process's passes
+    supervisor.tick()
+    other.tick()
+    assert [s.run_id for s in fake_executor.launched] == [run_id]
+
+
+def test_a_launch_that_fails_fails_the_run_and_releases_the_hold(shapes, app, alice, supervisor, fake_executor,
+                                                                 monkeypatch):
+    def broken(spec: Any) -> str:
+        raise RuntimeError("no such interpreter")
+
+    monkeypatch.setattr(fake_executor, "launch", broken)
+    run_id = started_run(shapes, app, alice)
+    supervisor.tick()
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert run.status == "failed" and "no such interpreter" in run.error["message"]
+    assert run.settled_at is not None and charged(app, run_id) == 0
+    with app.state.lanner.db.session() as session:
+        assert billing.balances(session, user_id=alice.user_id).available == 10_000_000
