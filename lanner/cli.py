@@ -40,7 +40,7 @@ def _context():
 
 
 def _fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {message}", soft_wrap=True)  # one line: scripts and tests grep it
     raise typer.Exit(code=1)
 
 
