@@ -153,6 +153,7 @@ def update_model(owner: str, project: str, model: str, principal: CurrentPrincip
 def delete_model(owner: str, project: str, model: str, principal: CurrentPrincipal,
                  session: DbSession) -> dict[str, Any]:
     record = service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
+    service.ensure_no_unsettled_runs(session, model_id=record.id)
     session.delete(record)
     return {"success": True}
 

@@ -102,7 +102,20 @@ def update_project(session: Session, principal: Principal, project: Project, cha
     return project
 
 
+def ensure_no_unsettled_runs(session: Session, *, project_id: str | None = None, model_id: str | None = None) -> None:
+    """A run Lanner launched holds credit until it is settled: deleting its model first would strand the hold."""
+    from lanner.training.models import Run
+
+    stmt = select(Run.id).join(ModelRecord, ModelRecord.id == Run.model_id).where(
+        Run.executor.is_not(None), Run.settled_at.is_(None))
+    stmt = stmt.where(ModelRecord.project_id == project_id) if project_id else stmt.where(ModelRecord.id == model_id)
+    if session.scalar(stmt.limit(1)) is not None:
+        raise Conflict("a training run of this model is still active or being settled: cancel it first "
+                       "(DELETE .../training), then delete")
+
+
 def delete_project(session: Session, project: Project) -> int:
+    ensure_no_unsettled_runs(session, project_id=project.id)
     count = session.scalar(select(func.count()).select_from(ModelRecord).where(
         ModelRecord.project_id == project.id)) or 0
     session.delete(project)

@@ -290,3 +290,15 @@ def test_a_launch_that_fails_fails_the_run_and_releases_the_hold(shapes, app, al
     assert run.settled_at is not None and charged(app, run_id) == 0
     with app.state.lanner.db.session() as session:
         assert billing.balances(session, user_id=alice.user_id).available == 10_000_000
+
+
+def test_a_model_with_an_unsettled_run_cannot_be_deleted(shapes, app, alice, client, supervisor):
+    run_id = started_run(shapes, app, alice)
+    assert client.delete("/api/models/alice/p/m", headers=alice.headers).status_code == 409
+    assert client.delete("/api/projects/alice/p", headers=alice.headers).status_code == 409
+    client.delete("/api/models/alice/p/m/training", headers=alice.headers)
+    supervisor.tick()
+    assert run_row(app, run_id).settled_at is not None
+    assert client.delete("/api/models/alice/p/m", headers=alice.headers).status_code == 200
+    with app.state.lanner.db.session() as session:
+        assert billing.balances(session, user_id=alice.user_id) == billing.Balances(available=10_000_000, held=0)
