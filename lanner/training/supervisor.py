@@ -275,12 +275,21 @@ class Supervisor:
     def _lost(self, session: Session, run: Run, reason: str) -> None:
         """Close the attempt at its last sign of life (later time is Lanner's loss, refunded), then relaunch."""
         now = utcnow()
+        if run.status == RunStatus.PENDING:  # lost before it ever ran (e.g. Ray could not set up the job)
+            if run.attempt <= self.settings.run_max_relaunches:
+                run.external_id = None
+                log.warning("run %s: queued attempt %s lost (%s); launching again", run.id, run.attempt, reason)
+            else:
+                self._fail_run(session, run, f"lost {run.attempt} times; last: {reason}", code="lost")
+                run.worker_exited_at = now
+            return
         end = max(filter(None, [run.last_event_at, run.attempt_started_at]), default=None)
-        if run.attempt_started_at is not None:
-            run.billed_seconds = (run.billed_seconds or 0.0) + _seconds(run.attempt_started_at, end)
-            run.attempt_started_at = None
+        started = run.attempt_started_at
         if not try_transition(session, run, RunStatus.LOST, reason=f"lost: {reason}"[:200]):
             return
+        if started is not None:
+            run.billed_seconds = (run.billed_seconds or 0.0) + _seconds(started, end)
+            run.attempt_started_at = None
         run.worker_exited_at = now
         self._exits.pop(run.id, None)
         self._refund_excess(session, run, reason="Refund: time after the worker was lost")

@@ -15,7 +15,7 @@ from lanner.billing import service as billing
 from lanner.billing.models import LedgerPosting, LedgerTransaction
 from lanner.db import utcnow
 from lanner.training import supervisor as supervisor_module
-from lanner.training.executors import JobState
+from lanner.training.executors import JobState, JobStatus
 from lanner.training.models import Run
 from tests.training.conftest import ARGS, new_model
 from tests.training.test_start_api import backdate, credit
@@ -302,3 +302,26 @@ def test_a_model_with_an_unsettled_run_cannot_be_deleted(shapes, app, alice, cli
     assert client.delete("/api/models/alice/p/m", headers=alice.headers).status_code == 200
     with app.state.lanner.db.session() as session:
         assert billing.balances(session, user_id=alice.user_id) == billing.Balances(available=10_000_000, held=0)
+
+
+def test_a_queued_job_lost_before_it_ran_is_launched_again(shapes, app, alice, supervisor, fake_executor):
+    run_id = started_run(shapes, app, alice)
+    fake_executor.name = "ray"  # Ray keeps a job queued; the run stays pending until it runs
+
+    def queue(spec: Any) -> str:
+        fake_executor.launched.append(spec)
+        external_id = f"fake-{spec.run_id}-{spec.attempt}"
+        fake_executor.states[external_id] = JobStatus(JobState.QUEUED)
+        return external_id
+
+    fake_executor.launch = queue
+    supervisor.tick()
+    assert run_row(app, run_id).status == "pending"
+    fake_executor.set(run_id, 1, JobState.LOST, None, "runtime env setup failed")
+    supervisor.tick()  # noticed: the run goes back to dispatch
+    supervisor.tick()
+    assert run_row(app, run_id).attempt == 2 and run_row(app, run_id).status == "pending"
+    fake_executor.set(run_id, 2, JobState.RUNNING)
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert run.status == "starting" and run.attempt_started_at is not None  # the clock starts when Ray runs it
