@@ -54,6 +54,8 @@ class Settings(BaseSettings):
                                           "written to the ledger (settlement is exact either way).")
     run_lost_after_seconds: float = Field(default=600.0, description="A running run with no event for this long "
                                           "is lost and relaunched.")
+    checkpoint_upload_seconds: float = Field(default=600.0, description="How often a worker uploads its "
+                                             "last.pt as the run's resume checkpoint (for relaunch on another node).")
     run_max_relaunches: int = Field(default=3, description="Relaunches of a lost run before it fails.")
     cancel_grace_seconds: float = Field(default=20.0, description="Time a cancelled trainer gets to stop by itself "
                                         "before its process or Ray job is killed.")

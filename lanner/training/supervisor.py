@@ -150,7 +150,8 @@ class Supervisor:
         spec = {"runId": run.id, "modelId": run.model_id, "attempt": run.attempt, "resume": run.attempt > 1,
                 "trainArgs": launch.get("trainArgs") or run.train_args or {}, "project": launch["project"],
                 "name": launch["name"], "device": "cpu" if run.gpu_type == "cpu" else "auto",
-                "checkpointUrl": self._checkpoint_url(session, run)}
+                "checkpointUrl": self._checkpoint_url(session, run),
+                "checkpointEverySeconds": self.settings.checkpoint_upload_seconds}
         home = self.settings.resolved_home
         workdir = str(home / "runs" / str(run.id) / "work")
         env = {
@@ -174,13 +175,19 @@ class Supervisor:
                           command=[python, "-m", "lanner.training.worker"], env=env, workdir=workdir)
 
     def _checkpoint_url(self, session: Session, run: Run) -> str | None:
-        """The last checkpoint the run uploaded (a relaunch on another node has no local last.pt)."""
+        """The newest checkpoint this run uploaded, its worker's ``last.pt`` first (a relaunch on another node
+        has no local copy); only this run's uploads, never weights the model had from an earlier run."""
         from lanner.storage.router import blob_path
+        from lanner.training.models import StagedUpload
 
-        model = session.get(ModelRecord, run.model_id)
-        if run.attempt <= 1 or model is None or model.weights_sha256 is None:
+        if run.attempt <= 1:
             return None
-        return self.ctx.signer.sign("GET", blob_path(model.weights_sha256, model.weights_name or "last.pt"))
+        staged = session.scalar(select(StagedUpload).where(
+            StagedUpload.run_id == run.id, StagedUpload.sha256.is_not(None))
+            .order_by((StagedUpload.filename == "last.pt").desc(), StagedUpload.uploaded_at.desc()).limit(1))
+        if staged is None or staged.sha256 is None:
+            return None
+        return self.ctx.signer.sign("GET", blob_path(staged.sha256, staged.filename))
 
     def _revoke_key(self, session: Session, run: Run) -> None:
         if run.api_key_id:

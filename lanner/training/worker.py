@@ -1,19 +1,27 @@
-"""What an executor runs for one attempt: ``python -m lanner.training.worker``, which replaces itself with the
-real ``yolo train`` (same pid, so stopping the worker stops the trainer).
+"""What an executor runs for one attempt: ``python -m lanner.training.worker``, which runs the real
+``yolo train`` as its child (same process group, so stopping the worker stops the trainer) and exits the way
+the trainer did (a trainer killed by a signal kills the worker with the same signal, so the executor sees it).
 
 Everything comes from the environment the executor built: ``LANNER_WORKER_SPEC`` (JSON, below) plus
 ``ULTRALYTICS_PLATFORM_URL`` and a run-scoped ``ULTRALYTICS_API_KEY``, so the trainer reports through the same
-protocol as any other trainer. A relaunch after a lost attempt resumes from ``weights/last.pt`` in the run's
-folder when this node still has it, otherwise from the checkpoint the run last uploaded to Lanner.
+protocol as any other trainer. While it trains, the worker uploads ``weights/last.pt`` to Lanner as the run's
+resume checkpoint whenever it changed and ``checkpointEverySeconds`` have passed (the trainer's own uploads
+come every 15 minutes). A relaunch after a lost attempt resumes from ``weights/last.pt`` in the run's folder
+when this node still has it, otherwise from that uploaded checkpoint.
 
-Spec: ``{"runId", "modelId", "attempt", "resume", "trainArgs", "project", "name", "device", "checkpointUrl"}``.
+Spec: ``{"runId", "modelId", "attempt", "resume", "trainArgs", "project", "name", "device", "checkpointUrl",
+"checkpointEverySeconds"}``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -41,13 +49,13 @@ def resolve_device(device: str | None) -> str:
         return "cpu"
 
 
-def configure_trainer(cwd: Path) -> None:
+def configure_trainer(cwd: Path, yolo: str, env: dict[str, str]) -> None:
     """Keep everything the trainer writes (runs, downloaded datasets, weights) inside the run's folder, and
-    turn off analytics. Written through the trainer's own settings manager (``YOLO_CONFIG_DIR`` is per run)."""
-    from ultralytics.utils import SETTINGS
-
-    SETTINGS.update(runs_dir=str(cwd / "runs"), datasets_dir=str(cwd / "datasets"), weights_dir=str(cwd / "weights"),
-                    sync=False)
+    turn analytics off, through the trainer's own settings command (``YOLO_CONFIG_DIR`` is per run). A child
+    process: importing the trainer here would keep a second copy of torch in memory for the whole run."""
+    subprocess.run([yolo, "settings", f"runs_dir={cwd / 'runs'}", f"datasets_dir={cwd / 'datasets'}",
+                    f"weights_dir={cwd / 'weights'}", "sync=False"], env=env, check=False,
+                   stdout=subprocess.DEVNULL)
 
 
 def save_dir(spec: dict[str, Any], cwd: Path) -> Path:
@@ -81,8 +89,8 @@ def train_arguments(spec: dict[str, Any], cwd: Path) -> list[str]:
     if spec.get("resume"):
         run_dir = save_dir(spec, cwd)
         last = run_dir / "weights" / "last.pt"
-        if not last.exists() and spec.get("checkpointUrl"):
-            fetch_checkpoint(spec["checkpointUrl"], last)
+        if not last.exists() and spec.get("checkpointUrl") and fetch_checkpoint(spec["checkpointUrl"], last):
+            print("lanner worker: no local checkpoint on this node; fetched the run's uploaded one", flush=True)
         if last.exists():
             # The trainer continues the Platform model recorded here (its resume path).
             (run_dir / "platform_model_id.txt").write_text(spec["modelId"])
@@ -91,6 +99,53 @@ def train_arguments(spec: dict[str, Any], cwd: Path) -> list[str]:
         print("lanner worker: no checkpoint to resume from; training again from the start", flush=True)
     args.update(project=spec["project"], name=spec["name"], exist_ok=True, device=device)
     return ["train", *(f"{key}={cli_value(value)}" for key, value in args.items() if value is not None)]
+
+
+def upload_resume_checkpoint(spec: dict[str, Any], last: Path) -> bool:
+    """Stage ``last.pt`` as this run's resume checkpoint: not promoted onto the model, only kept for a relaunch."""
+    import httpx
+
+    base = os.environ.get("ULTRALYTICS_PLATFORM_URL", "").rstrip("/")
+    key = os.environ.get("ULTRALYTICS_API_KEY", "")
+    if not base or not key:
+        return False
+    copy = last.with_name("last.lanner-upload.pt")  # the trainer rewrites last.pt each epoch: upload a snapshot
+    try:
+        shutil.copyfile(last, copy)
+        with httpx.Client(timeout=120) as client:
+            slot = client.post(f"{base}/api/webhooks/models/upload", headers={"Authorization": f"Bearer {key}"},
+                               json={"modelId": spec["modelId"], "runId": spec["runId"], "filename": "last.pt"})
+            slot.raise_for_status()
+            with copy.open("rb") as body:
+                client.put(slot.json()["uploadUrl"], content=body).raise_for_status()
+        return True
+    except (OSError, httpx.HTTPError, KeyError, ValueError) as exc:
+        print(f"lanner worker: resume checkpoint upload failed: {exc}", file=sys.stderr, flush=True)
+        return False
+    finally:
+        copy.unlink(missing_ok=True)
+
+
+def supervise(child: subprocess.Popen, spec: dict[str, Any], cwd: Path, every: float) -> int:
+    """Wait for the trainer, uploading its ``last.pt`` when it changed and ``every`` seconds have passed."""
+    uploaded: tuple[float, int] | None = None
+    seen: tuple[float, int] | None = None
+    uploaded_at = 0.0
+    while child.poll() is None:
+        time.sleep(min(5.0, max(0.2, every / 4)))
+        last = save_dir(spec, cwd) / "weights" / "last.pt"
+        try:
+            stat = last.stat()
+        except OSError:
+            continue
+        current, previous, seen = (stat.st_mtime, stat.st_size), seen, (stat.st_mtime, stat.st_size)
+        if current != previous:
+            continue  # changed since the last look: it may still be being written
+        if current != uploaded and time.monotonic() - uploaded_at >= every and child.poll() is None:
+            if upload_resume_checkpoint(spec, last):
+                uploaded, uploaded_at = current, time.monotonic()
+                print(f"lanner worker: uploaded the resume checkpoint ({stat.st_size} bytes)", flush=True)
+    return child.returncode
 
 
 def main() -> None:
@@ -102,13 +157,23 @@ def main() -> None:
         Path(os.path.expanduser(os.environ["LANNER_WORKER_DIR"])).mkdir(parents=True, exist_ok=True)
         os.chdir(os.path.expanduser(os.environ["LANNER_WORKER_DIR"]))
     cwd = Path.cwd()
-    configure_trainer(cwd)
-    argv = train_arguments(spec, cwd)
-    yolo = Path(sys.executable).with_name("yolo")
-    program = str(yolo) if yolo.exists() else "yolo"
-    print(f"lanner worker: run {spec['runId']} attempt {spec.get('attempt')}: yolo {' '.join(argv)}", flush=True)
+    yolo_path = Path(sys.executable).with_name("yolo")
+    program = str(yolo_path) if yolo_path.exists() else "yolo"
     env = {k: v for k, v in os.environ.items() if k != SPEC_ENV and not k.startswith("PYTEST")}
-    os.execvpe(program, [program, *argv], env)
+    configure_trainer(cwd, program, env)
+    argv = train_arguments(spec, cwd)
+    print(f"lanner worker: run {spec['runId']} attempt {spec.get('attempt')}: yolo {' '.join(argv)}", flush=True)
+    child = subprocess.Popen([program, *argv], env=env)
+    for sig in (signal.SIGTERM, signal.SIGINT):  # pass a polite stop on; the group's SIGKILL needs no help
+        signal.signal(sig, lambda number, _frame: child.send_signal(number))
+    code = supervise(child, spec, cwd, float(spec.get("checkpointEverySeconds") or 600))
+    if code < 0:  # die the way the trainer died, so the executor tells a kill from an error
+        if -code in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(-code, signal.SIG_DFL)  # the pass-on handler set above
+        os.kill(os.getpid(), -code)
+        time.sleep(5)  # a signal whose default is not to terminate: fall through to a plain failure
+        sys.exit(128 - code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

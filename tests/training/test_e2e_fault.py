@@ -1,10 +1,12 @@
-"""Fault test: the training process is killed with SIGKILL mid-run. Lanner marks the run lost, relaunches it
-with resume from its last checkpoint, and the run completes with every epoch once in its history; the charge
-covers only the time the attempts actually ran."""
+"""Fault test: the training process is killed with SIGKILL mid-run, and its local run folder is lost with it
+(as when a node dies). Lanner marks the run lost, relaunches it with resume from the checkpoint the worker
+uploaded, and the run completes with every epoch once in its history; the charge covers only the time the
+attempts actually ran."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +28,7 @@ from tests.training.orchestration import (
 )
 
 pytestmark = pytest.mark.e2e
-EPOCHS = 6
+EPOCHS = 8
 
 
 def trainer_process(workdir: Path) -> psutil.Process | None:
@@ -45,27 +47,30 @@ def at(text: str) -> datetime:
 
 
 def test_sigkilled_worker_is_relaunched_with_resume_and_billed_only_for_time_run(tmp_path):
-    server, key = server_with_credit(tmp_path)
+    server, key = server_with_credit(tmp_path, LANNER_CHECKPOINT_UPLOAD_SECONDS="1")
     try:
         platform = Platform(base_url=server.url, api_key=key, timeout=60)
-        add_dataset(tmp_path, platform)
+        add_dataset(tmp_path, platform, train=48)  # epochs of about 1.5 s: time to kill one mid-run
         target = new_model(platform, "faults", "killed")
         before = balance_micros(platform)
         started = platform.training.start(model_id=target["id"], gpu_type="cpu",
                                           train_args={**TRAIN_ARGS, "epochs": EPOCHS})
         workdir = server.home / "runs" / str(started["runId"]) / "work"
 
-        wait_for(lambda: job(platform, "faults", "killed")["progress"]["currentEpoch"] >= 2, timeout=300,
-                 what="two epochs", every=0.3)
+        first_log = server.home / "runs" / str(started["runId"]) / "attempt-1.log"
+        wait_for(lambda: job(platform, "faults", "killed")["progress"]["currentEpoch"] >= 2
+                 and "uploaded the resume checkpoint" in first_log.read_text(), timeout=300,
+                 what="two epochs and an uploaded checkpoint", every=0.3)
         process = trainer_process(workdir)
         assert process is not None
         os.kill(process.pid, signal.SIGKILL)
+        shutil.rmtree(workdir / "runs")  # the node's copy is gone: the relaunch must use the uploaded checkpoint
 
         done = wait_for(lambda: (j := job(platform, "faults", "killed"))["status"] in ("completed", "failed") and j,
                         timeout=400, what="the relaunched run to finish", every=1)
         log = (server.home / "runs" / str(started["runId"]) / "attempt-2.log")
         assert done["status"] == "completed", log.read_text()[-3000:] if log.exists() else done
-        assert "resumes from" in log.read_text()
+        assert "fetched the run's uploaded one" in log.read_text() and "resumes from" in log.read_text()
 
         model = wait_for(lambda: settled(platform, "faults", "killed"), timeout=60, what="settlement")
         epochs = [r["epoch"] for r in model["trainResults"]]
