@@ -2,9 +2,18 @@
 
 Per optimizer step on a device (a GPU, or the CPU):
 
-    t_step  = t_fixed + batch * t_image                   compute: a per-step cost (kernel launches, optimizer
+    t_step  = t_fixed + batch * (t_image + t_task)        compute: a per-step cost (kernel launches, optimizer
     t_image = 3 * GFLOPs(imgsz) / throughput                step) plus the FLOPs of forward + backward (~3x fwd)
     t_load  = batch * loader_cost(imgsz) / workers        the data loader (decode + mosaic + augment) in parallel
+
+On a GPU whose ``DeviceSpeed`` has an activation rate, and when the workload says how many bytes autograd saves per
+image, the per-image time follows memory traffic instead (a roofline whose compute roof is the datasheet peak):
+
+    t_image = max(activation_bytes / activation_rate, 3 * GFLOPs(imgsz) / peak)
+    t_task  = per-image cost of a task's loss that runs image by image on the host (segmentation's mask loss)
+
+YOLO convolutions are narrow and every one is followed by BatchNorm and SiLU, so under AMP a training step streams
+its saved activations through memory several times and the tensor cores mostly wait (see ``priors.py``).
 
 A GPU overlaps loading with compute, so a step takes max(compute, load): a fast GPU starved by a few host CPUs
 is *loader-bound* and says so. On the CPU the trainer and its loader share the same cores, so they add up.
@@ -32,6 +41,11 @@ class DeviceSpeed:
     val_speedup: float = 1.6     # forward-only runs faster per FLOP than training (no grads, fused inference)
     overlaps_loader: bool = True  # GPUs load in parallel with compute; the CPU shares its cores
     source: str = "prior"
+    # GPUs: saved-activation bytes (as trained: fp16 under AMP) a training step gets through per second (GB/s).
+    # None: the FLOP model above alone (the CPU, whose probe calibrates it, and workloads of unknown activations).
+    activation_gbs: float | None = None
+    peak_tflops: float | None = None   # compute roof of the memory-traffic model (datasheet dense FP16 tensor)
+    segment_image_s: float = 0.0  # segmentation: per-image mask-loss loop on the host, not overlapped with the GPU
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,8 @@ class Workload:
     cache: bool = False
     val_every_epoch: bool = True
     patience: int | None = None   # early stop: the run may end after this many epochs without improvement
+    activation_bytes: float = 0.0  # bytes autograd saves per training image at imgsz, as trained (AMP: fp16); 0: unknown
+    task: str = "detect"
 
 
 @dataclass(frozen=True)
@@ -97,10 +113,32 @@ def loader_workers(requested: int, host_cpus: float, batch: int, device_is_cpu: 
     return max(1, min(int(host_cpus), batch, requested)) if requested > 0 else 0
 
 
+def _memory_bound(work: Workload, speed: DeviceSpeed) -> bool:
+    return bool(speed.activation_gbs and work.activation_bytes > 0)
+
+
+def image_seconds(work: Workload, speed: DeviceSpeed) -> float:
+    """Device seconds of forward + backward for one training image, per-step overhead excluded."""
+    flops = 3.0 * work.gflops * 1e9
+    if not _memory_bound(work, speed):
+        return flops / (speed.train_tflops * 1e12)
+    roof = flops / (speed.peak_tflops * 1e12) if speed.peak_tflops else 0.0
+    return max(work.activation_bytes / (speed.activation_gbs * 1e9), roof)  # type: ignore[operator]
+
+
+def task_image_seconds(work: Workload, speed: DeviceSpeed) -> float:
+    """Host seconds per image that a task's loss adds in series with the device (0 for detection)."""
+    return speed.segment_image_s if work.task == "segment" else 0.0
+
+
 def step_times(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple[float, float]:
     """(compute seconds, loader seconds) for one training step of ``work.batch`` images."""
-    flops = 3.0 * work.gflops * 1e9
-    compute = speed.step_overhead_s + work.batch * flops / (speed.train_tflops * 1e12)
+    if _memory_bound(work, speed):
+        compute = speed.step_overhead_s + work.batch * (image_seconds(work, speed) + task_image_seconds(work, speed))
+    else:
+        flops = 3.0 * work.gflops * 1e9
+        compute = speed.step_overhead_s + work.batch * flops / (speed.train_tflops * 1e12)
+        compute += work.batch * task_image_seconds(work, speed)
     pixels = (work.imgsz / 640.0) ** 2
     per_image = loader.train_cpu_s_640 * pixels * (loader.cached_factor if work.cache else 1.0)
     parallel = max(1.0, min(float(work.workers or 1), work.host_cpus))
@@ -121,7 +159,13 @@ def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed
     train_load = work.train_images * load / work.batch
     train = max(train_compute, train_load) if speed.overlaps_loader else train_compute + train_load
     pixels = (work.imgsz / 640.0) ** 2
-    val_compute = work.val_images * work.gflops * 1e9 / (speed.train_tflops * 1e12 * speed.val_speedup)
+    if _memory_bound(work, speed):  # forward only: a third of the traffic, and faster per byte like the FLOPs
+        val_compute = work.val_images * image_seconds(work, speed) / (3.0 * speed.val_speedup)
+    else:
+        val_compute = work.val_images * work.gflops * 1e9 / (speed.train_tflops * 1e12 * speed.val_speedup)
+    # Validation runs the same loss image by image (the trainer reports val losses) and post-processes each
+    # image's masks for the mask mAP: counted at the training rate.
+    val_compute += work.val_images * task_image_seconds(work, speed)
     val_load = work.val_images * loader.val_cpu_s_640 * pixels / max(1.0, min(float(work.workers or 1),
                                                                               work.host_cpus))
     val = (max(val_compute, val_load) if speed.overlaps_loader else val_compute + val_load)

@@ -252,7 +252,12 @@ class Supervisor:
             run.worker_exited_at = now
             self._exits.pop(run.id, None)
             return
-        if state is JobState.LOST:
+        if state is JobState.EXPIRED and run.status == RunStatus.PENDING:
+            run.attempt -= 1  # it never ran: waiting is not a lost attempt
+            run.external_id = None
+            log.info("run %s: still no %s node; submitting it again", run.id, run.gpu_type)
+            return
+        if state in (JobState.LOST, JobState.EXPIRED):
             self._lost(session, run, status.message or "worker lost")
             return
         first_seen = self._exits.setdefault(run.id, now)

@@ -35,6 +35,7 @@ def ray_head():
     dashboard = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LANNER_", "RAY_"))}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["RAY_JOB_START_TIMEOUT_SECONDS"] = "15"  # queued jobs expire quickly, so the resubmission is exercised
     command = [str(VENV_BIN / "ray"), "start", "--head", f"--port={free_port()}", "--num-cpus=2",
                f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
                f"--temp-dir={temp}", "--resources", '{"lanner-gpu:h100-sxm": 1}', "--disable-usage-stats"]
@@ -79,10 +80,18 @@ def test_runs_go_through_ray_jobs_and_wait_for_a_node_with_their_gpu(tmp_path, r
         def ray_jobs() -> dict[str, str]:
             return {j.submission_id: str(j.status) for j in JobSubmissionClient(ray_head).list_jobs()}
 
-        ran = f"lanner-run-{started['runId']}-attempt-1"
-        jobs = wait_for(lambda: (found := ray_jobs())[ran].endswith("SUCCEEDED") and found, timeout=60,
-                        what="the Ray job to exit")
-        assert jobs[f"lanner-run-{waiting['runId']}-attempt-1"].endswith("PENDING")
+        ran = f"lanner-run-{started['runId']}-attempt-1-"
+
+        def statuses(prefix: str, jobs: dict[str, str]) -> list[str]:
+            return [status.rsplit(".", 1)[-1] for submission, status in jobs.items() if submission.startswith(prefix)]
+
+        wait_for(lambda: "SUCCEEDED" in statuses(ran, ray_jobs()), timeout=60, what="the Ray job to exit")
+        # Ray gives up on a queued job after RAY_JOB_START_TIMEOUT_SECONDS (15 s here); Lanner submits it again
+        # (same attempt: waiting is not a lost attempt), so a job for the B200 run is always queued.
+        queued = f"lanner-run-{waiting['runId']}-attempt-1-"
+        waited = wait_for(lambda: {"FAILED", "PENDING"} <= set(found := statuses(queued, ray_jobs())) and found,
+                          timeout=60, what="an expired and a resubmitted B200 job")
+        assert set(waited) == {"FAILED", "PENDING"}, waited
         assert job(platform, "ray", "on-b200")["status"] == "pending"  # still waiting for a B200 node
 
         platform.models.delete_training("alice", "ray", "on-b200")

@@ -317,6 +317,10 @@ def test_a_queued_job_lost_before_it_ran_is_launched_again(shapes, app, alice, s
     fake_executor.launch = queue
     supervisor.tick()
     assert run_row(app, run_id).status == "pending"
+    fake_executor.set(run_id, 1, JobState.EXPIRED, None, "Job supervisor actor failed to start within 900 s")
+    supervisor.tick()  # expired in Ray's queue: submitted again as the same attempt
+    supervisor.tick()
+    assert run_row(app, run_id).attempt == 1 and len(fake_executor.launched) == 2
     fake_executor.set(run_id, 1, JobState.LOST, None, "runtime env setup failed")
     supervisor.tick()  # noticed: the run goes back to dispatch
     supervisor.tick()

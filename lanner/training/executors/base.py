@@ -15,9 +15,10 @@ class JobState(StrEnum):
     FAILED = "failed"  # exited non-zero by itself: the training itself failed; relaunching would fail again
     LOST = "lost"  # killed by a signal, its node died, or nothing is known of it any more: relaunch
     STOPPED = "stopped"  # stopped by us
+    EXPIRED = "expired"  # waited in the executor's queue longer than it allows (Ray: 15 min): submit it again
 
 
-FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.LOST, JobState.STOPPED})
+FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.LOST, JobState.STOPPED, JobState.EXPIRED})
 
 
 @dataclass(frozen=True)

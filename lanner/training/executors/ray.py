@@ -4,12 +4,16 @@ offers for each GPU it has::
 
     ray start --address=<head>:6379 --resources='{"lanner-gpu:h100-sxm": 8}'
 
-A job for a type no node offers stays ``PENDING`` in Ray until such a node joins. Free capacity per type is
+A job for a type no node offers stays ``PENDING`` in Ray until such a node joins (Ray gives up on a queued
+job after ``RAY_JOB_START_TIMEOUT_SECONDS``, 15 min by default; Lanner then submits it again, so the run
+stays pending). Ray's ``stop_job`` cannot stop a job still waiting for resources; the supervisor stops it as
+soon as it starts. Free capacity per type is
 read from the dashboard's cluster status, so ``gpu-availability`` reflects the real cluster."""
 
 from __future__ import annotations
 
 import logging
+import secrets
 import shlex
 from typing import Any
 
@@ -73,7 +77,8 @@ class RayExecutor:
     # --- lifecycle -------------------------------------------------------------------------------
 
     def launch(self, spec: LaunchSpec) -> str:
-        submission_id = f"lanner-run-{spec.run_id}-attempt-{spec.attempt}"
+        # Unique per submission: a job that expired in Ray's queue is submitted again under a new id.
+        submission_id = f"lanner-run-{spec.run_id}-attempt-{spec.attempt}-{secrets.token_hex(3)}"
         gpus = self.num_gpus if spec.gpu_type != "cpu" else 0
         try:
             return str(self.client.submit_job(
@@ -105,6 +110,9 @@ class RayExecutor:
         # e.g. 137 for SIGKILL), a dead node or job supervisor, or no exit code at all was not the run's doing:
         # relaunch. Only the first line is Ray's own; the rest is the job's log, which may say anything.
         first_line = message.splitlines()[0] if message else ""
+        if str(getattr(info, "error_type", "") or "") == "JOB_SUPERVISOR_ACTOR_START_TIMEOUT":
+            # Nothing offered its resource within RAY_JOB_START_TIMEOUT_SECONDS: it never ran.
+            return JobStatus(JobState.EXPIRED, None, first_line)
         if code is not None and 0 < code < 128 and not _lost_words(first_line):
             return JobStatus(JobState.FAILED, code, first_line)
         return JobStatus(JobState.LOST, code, first_line or "Ray job lost")
