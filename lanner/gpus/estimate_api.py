@@ -121,4 +121,10 @@ def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSess
                               val_images=val, train_args=body.trainArgs, gpu_types=body.gpuTypes,
                               deadline_minutes=body.deadlineMinutes, budget_cents=body.budgetCents,
                               tier=principal.tier, nc=nc or None)
-    return advisor.estimate(session, get_catalogue(ctx), request)
+    body = advisor.estimate(session, get_catalogue(ctx), request)
+    from lanner.training.router import availability_now
+
+    levels = availability_now(ctx)
+    for item in body["estimates"]:  # from the executors' free capacity right now; null: nothing here has one
+        item["availability"] = levels.get(item["gpuType"])
+    return body

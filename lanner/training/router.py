@@ -47,6 +47,10 @@ def start_training(body: StartRequest, principal: CurrentPrincipal, session: DbS
 def gpu_availability(ctx: Ctx, managed: str | None = None) -> dict[str, str | None]:
     """High / Medium / Low per offered GPU type from the executor's free capacity; null where none exists.
     Public, like the hosted endpoint (``managed`` is accepted and ignored: everything here is self-managed)."""
+    return availability_now(ctx)
+
+
+def availability_now(ctx: Any) -> dict[str, str | None]:
     capacity = ctx.executor.capacity()
     out: dict[str, str | None] = {}
     for gpu in get_catalogue(ctx).offered():

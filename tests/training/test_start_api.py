@@ -90,6 +90,7 @@ def test_twenty_concurrent_starts_against_credit_for_five(shapes, app, alice, cl
     estimate = client.post("/api/training/estimate", headers=alice.headers, json={
         "model": "yolo11n.yaml", "dataset": "ul://alice/datasets/shapes", "gpuTypes": ["cpu"],
         "trainArgs": {k: v for k, v in ARGS.items() if k not in ("model", "data")}}).json()
+    assert estimate["estimates"][0]["availability"] == "High"  # from the executor's free capacity
     hold_micros = billing.cents_to_micros(math.ceil(estimate["estimates"][0]["costCents"]["high"]))
     topup = 5 * hold_micros + hold_micros // 2
     credit(app, alice, topup)
