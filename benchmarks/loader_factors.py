@@ -25,6 +25,8 @@ import cv2
 import numpy as np
 import torch
 
+# More images than the training dataset's buffer of decoded images (min(n, 8 x batch, 1000) = 128), so that the
+# uncached runs really decode: mosaic draws its three partner images from that buffer.
 IMAGES, MEAN_OBJECTS, VERTICES, BATCH, REPEATS = 384, 7.3, 24, 16, 3
 
 

@@ -3,6 +3,7 @@ from calibration points. The estimate itself is ``estimator.py``; this module ga
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 from dataclasses import dataclass, field
@@ -105,19 +106,34 @@ def host_cpus(gpu: GpuType) -> float:
 
 
 def _workload(point: CalibrationPoint) -> Workload:
+    activation_bytes, task = (0.0, "detect") if point.gpu_type == "cpu" else _activations(point.model_name,
+                                                                                         point.imgsz, True)
     return Workload(gflops=point.gflops, train_images=point.train_images, val_images=point.val_images, epochs=1,
                     batch=point.batch, workers=point.workers, host_cpus=point.host_cpus, imgsz=point.imgsz,
-                    cache=point.cache)
+                    cache=point.cache, activation_bytes=activation_bytes, task=task)
+
+
+@functools.lru_cache(maxsize=256)
+def _activations(model: Any, imgsz: int, amp: bool, nc: int | None = None) -> tuple[float, str]:
+    """(bytes autograd saves per training image as trained, task) for the GPU time model; (0, detect) when the
+    model cannot be profiled (the estimate then falls back to the FLOP model)."""
+    from lanner.gpus import memory, profile
+
+    try:
+        prof = model if isinstance(model, profile.ModelProfile) else profile.model_profile(str(model), nc=nc)
+        saved = memory.activation_bytes_per_image(prof, imgsz)
+    except Exception:  # a calibration point of a model that no longer builds here
+        return 0.0, "detect"
+    return saved * (memory.AMP_FACTOR if amp else 1.0), prof.task
 
 
 def prior_speed(catalogue: Catalogue, gpu: GpuType) -> DeviceSpeed:
     if gpu.id == "cpu":
         return priors.cpu_prior()
-    specs = {g.id: (g.fp16_tflops, g.bandwidth_gbs) for g in catalogue.all()
-             if g.fp16_tflops and g.bandwidth_gbs}
+    specs = priors.catalogue_specs(catalogue.all())
     if gpu.id not in specs or priors.REFERENCE_GPU not in specs:
-        return priors.gpu_prior(0.5, "prior (no specifications)")
-    return priors.gpu_prior(priors.relative_speeds(specs)[gpu.id], "prior")
+        return priors.gpu_prior(0.5, "prior (no specifications)", gpu.fp16_tflops)
+    return priors.gpu_prior(priors.relative_speeds(specs)[gpu.id], "prior", gpu.fp16_tflops, specs)
 
 
 def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType) -> Calibration:
@@ -178,7 +194,10 @@ def _fit_speed(prior: DeviceSpeed, points: list[CalibrationPoint], loader: Loade
         scale = statistics.median(p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points)
         speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
                             val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader,
-                            source=f"calibrated on {len(points)} measurement(s)")
+                            source=f"calibrated on {len(points)} measurement(s)",
+                            activation_gbs=speed.activation_gbs / scale if speed.activation_gbs else None,
+                            peak_tflops=speed.peak_tflops / scale if speed.peak_tflops else None,
+                            segment_image_s=speed.segment_image_s * scale)
         if abs(scale - 1) < 1e-4:
             break
     return speed
@@ -223,10 +242,13 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
                                      nc=request.nc)
         fits = mem.device_gb <= vram if gpu.id != "cpu" else mem.peak_gb <= vram
         workers = min(int(args["workers"]), int(host_cpus(gpu)), batch) if args["workers"] else 0
+        # The CPU's time model is FLOPs only (its probe calibrates it); GPUs are timed by their activations.
+        activation_bytes, _ = (0.0, model.task) if gpu.id == "cpu" else _activations(model, imgsz, amp)
         work = Workload(gflops=gflops, train_images=train_images, val_images=request.val_images,
                         epochs=args["epochs"], batch=batch, workers=workers, host_cpus=host_cpus(gpu), imgsz=imgsz,
                         cache=args["cache"], val_every_epoch=bool(args["val"]),
-                        patience=args["patience"] if args["patience"] else None)
+                        patience=args["patience"] if args["patience"] else None,
+                        activation_bytes=activation_bytes, task=model.task)
         times = estimate_time(work, calibration.speed, calibration.loader, fixed_costs(gpu),
                               spread=calibration.spread)
         cost = cost_range_cents(times.total_seconds, gpu.price_per_hour)

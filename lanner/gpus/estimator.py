@@ -79,7 +79,7 @@ class Workload:
     cache: bool = False
     val_every_epoch: bool = True
     patience: int | None = None   # early stop: the run may end after this many epochs without improvement
-    activation_bytes: float = 0.0  # bytes autograd saves per training image at imgsz, as trained (AMP: fp16); 0: unknown
+    activation_bytes: float = 0.0  # bytes autograd saves per training image, as trained (AMP: fp16); 0: unknown
     task: str = "detect"
 
 

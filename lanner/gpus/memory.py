@@ -47,7 +47,10 @@ WORKSPACE_GB = 0.50
 # Growth of the cache after the first epoch (validation at 2x batch, label counts that vary per batch): C3's
 # 3.91 -> 4.76 G is 0.26 x the batch-dependent memory (fitted); C4's 4.31 -> 5.31 G is 0.28 (held out). Capped:
 # the current trainer empties the cache around validation once it holds > 50 % of the GPU, and C7 (b146, ~6 G)
-# showed no such growth.
+# showed no such growth. Given the card's size (``vram_gb``), the growth is also bounded by what the card has free:
+# these are cached, unused blocks, and the caching allocator releases them and retries before it reports an out-
+# of-memory, so reserved memory never outgrows the card. The advisor leaves the bound off for ``fits`` and
+# ``maxBatch`` (the unbounded figure keeps a margin); benchmarks/estimator_published.py applies it to C7.
 FRAGMENTATION = 0.26
 FRAGMENTATION_CAP_GB = 1.0  # the largest jump published: C4, +1.0 G
 # Outside the caching allocator: CUDA context and kernel images. C7: nvtop 7.40 GiB vs GPU_mem 5.95 G (5.54 GiB)
@@ -87,11 +90,12 @@ def trainer_imgsz(profile: ModelProfile, imgsz: int) -> int:
 
 def training_memory(profile_or_model: ModelProfile | str | Path, *, imgsz: int, batch: int, optimizer: str = "auto",
                     amp: bool = True, nc: int | None = None, iterations: int | None = None,
-                    max_objects: int = DEFAULT_MAX_OBJECTS) -> MemoryEstimate:
+                    max_objects: int = DEFAULT_MAX_OBJECTS, vram_gb: float | None = None) -> MemoryEstimate:
     """Memory of one training run at a fixed batch (see the module docstring for the formula).
 
     ``iterations`` resolves ``optimizer="auto"`` as the trainer does: ceil(images / max(batch, 64)) * epochs.
-    ``max_objects``: labels on the most crowded (mosaic) training image.
+    ``max_objects``: labels on the most crowded (mosaic) training image. ``vram_gb``: the card, when the cache's
+    growth should be bounded by what it has free (see FRAGMENTATION).
     """
     if batch < 1:
         raise ValueError(f"batch must be >= 1, not {batch}")
@@ -99,11 +103,11 @@ def training_memory(profile_or_model: ModelProfile | str | Path, *, imgsz: int, 
     size = trainer_imgsz(profile, imgsz)
     states = OPTIMIZER_STATES[resolve_optimizer(optimizer, iterations).lower()]
     return estimate_memory(profile.params, _activation_bytes(profile, size), loss_bytes_per_image(
-        profile, size, max_objects), batch=batch, optimizer_states=states, amp=amp)
+        profile, size, max_objects), batch=batch, optimizer_states=states, amp=amp, vram_gb=vram_gb)
 
 
 def estimate_memory(params: int, activation_bytes: float, loss_bytes: float, *, batch: int, optimizer_states: int,
-                    amp: bool) -> MemoryEstimate:
+                    amp: bool, vram_gb: float | None = None) -> MemoryEstimate:
     """The formula on explicit inputs (also used to replay the published calibration points)."""
     weights = 4 * params
     act = K_ACT * activation_bytes * (AMP_FACTOR if amp else 1.0) * batch
@@ -118,6 +122,9 @@ def estimate_memory(params: int, activation_bytes: float, loss_bytes: float, *, 
         "workspace": WORKSPACE_GB,
         "fragmentation": min(FRAGMENTATION * (act + loss) / GIB, FRAGMENTATION_CAP_GB),
     }
+    if vram_gb is not None:  # cached blocks are released before the card runs out
+        need = sum(v for k, v in parts.items() if k != "fragmentation")
+        parts["fragmentation"] = max(0.0, min(parts["fragmentation"], vram_gb - CUDA_CONTEXT_GB - need))
     peak = sum(parts.values())
     return MemoryEstimate(peak_gb=peak, device_gb=peak + CUDA_CONTEXT_GB, breakdown=parts)
 

@@ -112,3 +112,20 @@ def test_seed_guidance_bands():
     assert seed_guidance(5000)["band"] == "medium"
     assert seed_guidance(50000)["band"] == "large"
     assert math.isfinite(len(seed_guidance(999)["rule"]))
+
+
+def test_gpu_time_follows_activations_when_the_device_has_an_activation_rate():
+    fast_loader = LoaderSpeed(train_cpu_s_640=1e-6, val_cpu_s_640=1e-6)
+    gpu = DeviceSpeed(train_tflops=40.0, step_overhead_s=0.03, activation_gbs=50.0, peak_tflops=300.0)
+    small = estimate_time(work(gflops=10, activation_bytes=1e8), gpu, fast_loader, NO_FIXED)
+    more_flops = estimate_time(work(gflops=40, activation_bytes=1e8), gpu, fast_loader, NO_FIXED)
+    more_bytes = estimate_time(work(gflops=10, activation_bytes=2e8), gpu, fast_loader, NO_FIXED)
+    assert more_flops.compute_step_seconds == pytest.approx(small.compute_step_seconds)  # below the compute roof
+    assert more_bytes.compute_step_seconds == pytest.approx(0.03 + 16 * 2e8 / 50e9)
+    roofed = estimate_time(work(gflops=2000, activation_bytes=1e8), gpu, fast_loader, NO_FIXED)
+    assert roofed.compute_step_seconds == pytest.approx(0.03 + 16 * 3 * 2000e9 / 300e12)
+    # unknown activations, or a device without an activation rate (the CPU): the FLOP model, unchanged
+    assert estimate_time(work(activation_bytes=0), gpu, LOADER, NO_FIXED).compute_step_seconds == pytest.approx(
+        estimate_time(work(), GPU, LOADER, NO_FIXED).compute_step_seconds)
+    assert estimate_time(work(activation_bytes=1e8, task="segment"), CPU, LOADER, NO_FIXED).epoch_seconds == \
+        estimate_time(work(), CPU, LOADER, NO_FIXED).epoch_seconds

@@ -155,3 +155,17 @@ def test_training_points_replay() -> None:
     v5l = estimate_memory(46_533_693, _yolov5("yolov5l.yaml", 640), 0, batch=24, optimizer_states=1, amp=True)
     # A1: YOLOv5l trains at batch 24 on a V100-16GB (15.77 GiB), so C2's 26 GB at batch 16 is cache, not need
     assert v5l.device_gb == pytest.approx(15.77, rel=0.10)
+
+
+def test_cache_growth_never_outgrows_the_card() -> None:
+    """C7: YOLOv5n b146 at 416 trained on an 8 GB RTX 3070; cached blocks are released before an out-of-memory."""
+    act = _yolov5("yolov5n.yaml", 416)
+    free = estimate_memory(1_769_329, act, 0, batch=146, optimizer_states=1, amp=True)
+    card = estimate_memory(1_769_329, act, 0, batch=146, optimizer_states=1, amp=True, vram_gb=7.79 * GB)
+    assert card.breakdown["fragmentation"] < free.breakdown["fragmentation"]
+    assert card.device_gb == pytest.approx(7.79 * GB)
+    epoch0 = free.peak_gb - free.breakdown["fragmentation"]
+    assert card.peak_gb - card.breakdown["fragmentation"] == pytest.approx(epoch0)
+    roomy = estimate_memory(1_769_329, act, 0, batch=16, optimizer_states=1, amp=True, vram_gb=80)
+    assert roomy.peak_gb == pytest.approx(estimate_memory(1_769_329, act, 0, batch=16, optimizer_states=1,
+                                                          amp=True).peak_gb)
