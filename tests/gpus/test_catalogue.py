@@ -24,7 +24,7 @@ from lanner.gpus.catalogue import (
     get_catalogue,
     load_catalogue,
 )
-from lanner.gpus.router import catalogue_dependency, router
+from lanner.gpus.router import catalogue_dependency
 
 REFERENCE_CSV = Path("/work/shared/reference/gpus.csv")
 PACKAGED_CSV = Path(__file__).parents[2] / "lanner" / "gpus" / "catalogue.csv"
@@ -245,9 +245,7 @@ def test_get_catalogue_reads_the_setting_and_caches_per_value():
 
 @pytest.fixture
 def gpu_client(app: Any) -> Iterator[TestClient]:
-    """The full app with this router mounted (the lead mounts it in ``create_app``; skip a double mount)."""
-    if not any(getattr(route, "path", None) == "/api/gpus" for route in app.routes):
-        app.include_router(router)
+    """The full app; ``create_app`` mounts the catalogue router."""
     with TestClient(app) as test_client:
         yield test_client
     app.dependency_overrides.clear()

@@ -64,6 +64,9 @@ def test_sigkilled_worker_is_relaunched_with_resume_and_billed_only_for_time_run
         process = trainer_process(workdir)
         assert process is not None
         os.kill(process.pid, signal.SIGKILL)
+        # kill() only queues the signal: a write in flight finishes first, so wait for the process to be gone
+        gone, alive = psutil.wait_procs([process], timeout=30)
+        assert not alive, "the SIGKILLed trainer is still alive"
         shutil.rmtree(workdir / "runs")  # the node's copy is gone: the relaunch must use the uploaded checkpoint
 
         done = wait_for(lambda: (j := job(platform, "faults", "killed"))["status"] in ("completed", "failed") and j,
