@@ -56,6 +56,9 @@ class Settings(BaseSettings):
                                           "is lost and relaunched.")
     checkpoint_upload_seconds: float = Field(default=600.0, description="How often a worker uploads its "
                                              "last.pt as the run's resume checkpoint (for relaunch on another node).")
+    checkpoint_grace_seconds: float = Field(default=600.0, description="A superseded checkpoint upload (an "
+                                            "older resume checkpoint, or any upload of a settled run) is deleted "
+                                            "this long after it was superseded, its blob once nothing refers to it.")
     run_max_relaunches: int = Field(default=3, description="Relaunches of a lost run before it fails.")
     cancel_grace_seconds: float = Field(default=20.0, description="Time a cancelled trainer gets to stop by itself "
                                         "before its process or Ray job is killed.")

@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -47,6 +48,11 @@ class BlobStore(ABC):
     def local_path(self, sha256: str) -> Path | None:
         """A filesystem path when the store has one (lets the server use sendfile)."""
 
+    @abstractmethod
+    def delete_if_idle(self, sha256: str, idle_seconds: float) -> bool:
+        """Delete a blob nobody wrote for ``idle_seconds``. Every write, a deduplicated one too, refreshes the
+        blob's write time, so a collector never removes bytes a writer is about to reference."""
+
     def iter_bytes(self, sha256: str) -> Iterator[bytes]:
         with self.open(sha256) as fh:
             while chunk := fh.read(CHUNK):
@@ -69,7 +75,7 @@ class LocalBlobStore(BlobStore):
 
     def _commit(self, tmp_path: Path, digest: str) -> None:
         final = self._path(digest)
-        if final.exists():
+        if _touch(final):
             tmp_path.unlink(missing_ok=True)
             return
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -93,7 +99,7 @@ class LocalBlobStore(BlobStore):
 
     def put_path(self, path: Path, sha256: str, *, move: bool = False) -> None:
         final = self._path(sha256)
-        if final.exists():
+        if _touch(final):
             return
         final.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=self.root / "tmp")
@@ -110,7 +116,7 @@ class LocalBlobStore(BlobStore):
     def put_bytes(self, data: bytes) -> StoredBlob:
         digest = hashlib.sha256(data).hexdigest()
         final = self._path(digest)
-        if not final.exists():
+        if not _touch(final):
             final.parent.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(dir=self.root / "tmp")
             with os.fdopen(fd, "wb") as out:
@@ -127,6 +133,25 @@ class LocalBlobStore(BlobStore):
     def local_path(self, sha256: str) -> Path | None:
         path = self._path(sha256)
         return path if path.exists() else None
+
+    def delete_if_idle(self, sha256: str, idle_seconds: float) -> bool:
+        path = self._path(sha256)
+        try:
+            if time.time() - path.stat().st_mtime < idle_seconds:
+                return False
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+def _touch(path: Path) -> bool:
+    """Refresh an existing blob's write time (a deduplicated write); False when it does not exist."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class _Incoming:

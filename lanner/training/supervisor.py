@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +42,7 @@ from lanner.training.worker import SPEC_ENV
 log = logging.getLogger("lanner.supervisor")
 EXIT_GRACE_SECONDS = 15.0
 LAUNCHING = "launching:"  # external_id while a pass launches the attempt
+COLLECT_EVERY_SECONDS = 60.0
 STALE_LAUNCH_SECONDS = 300.0  # events still in flight after a worker exits (the final upload, training_complete)
 
 
@@ -63,6 +65,7 @@ class Supervisor:
         self._thread: threading.Thread | None = None
         self._exits: dict[int, datetime] = {}  # run -> when its worker was first seen gone
         self._metered: dict[int, datetime] = {}  # run -> when its charges were last brought up to date
+        self._collected_at = float("-inf")  # monotonic time of the last checkpoint collection
         self._lock = threading.Lock()
 
     # --- loop ------------------------------------------------------------------------------------
@@ -92,6 +95,7 @@ class Supervisor:
             self.watch()
             self.meter()
             self.settle()
+            self.collect()
 
     # --- dispatch --------------------------------------------------------------------------------
 
@@ -383,6 +387,19 @@ class Supervisor:
             target = min(target, run.max_cost_micros)
         billing.refund_run_to(session, user_id=model.owner_id, run_id=run.id, target_micros=target, reason=reason,
                               model_id=run.model_id, gpu_type=run.gpu_type)
+
+    # --- collect ---------------------------------------------------------------------------------
+
+    def collect(self, force: bool = False) -> None:
+        """Delete superseded checkpoint uploads (about once a minute): a long run uploads its ``last.pt`` every
+        few minutes, and only the newest is needed for a relaunch."""
+        now = time.monotonic()
+        if not force and now - self._collected_at < COLLECT_EVERY_SECONDS:
+            return
+        self._collected_at = now
+        from lanner.storage.gc import collect_checkpoints
+
+        collect_checkpoints(self.ctx.db, self.ctx.blobs, self.settings.checkpoint_grace_seconds)
 
     # --- settle ----------------------------------------------------------------------------------
 
