@@ -49,5 +49,14 @@ def test_ul_cloud_train_watch_trains_downloads_and_bills_exactly(tmp_path):
         cost = round(model["computeCost"]["totalCost"] * 1_000_000)
         assert cost > 0
         assert before - balance_micros(platform) == cost  # the balance fell by exactly the model's computeCost
+
+        # Later, from anywhere: `ul cloud download` fetches the same weights and results by URI.
+        fetched = subprocess.run([str(VENV_BIN / "ul"), "cloud", "download", "model=ul://alice/cloud/first",
+                                  f"project={work / 'later'}", "name=again"],
+                                 cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert fetched.returncode == 0, (fetched.stdout + fetched.stderr)[-4000:]
+        again = work / "later" / "again"
+        assert (again / "weights" / "best.pt").read_bytes() == best.read_bytes()
+        assert (again / "results.csv").read_text().count("\n") >= 3  # header + two epochs
     finally:
         server.stop()
