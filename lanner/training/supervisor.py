@@ -91,8 +91,8 @@ class Supervisor:
 
     def tick(self) -> None:
         with self._lock:
+            self.watch()  # first: after a restart, workers still running are seen before any slot counts as free
             self.dispatch()
-            self.watch()
             self.meter()
             self.settle()
             self.collect()
@@ -219,12 +219,27 @@ class Supervisor:
                 status = self.executor.status(external_id)
             except Exception:
                 log.exception("could not poll run %s (%s)", run_id, external_id)
+                self._check_silence(run_id, external_id)
                 continue
             with self.ctx.db.session() as session:
                 run = session.get(Run, run_id)
                 if run is None or run.external_id != external_id:
                     continue
                 self._observe(session, run, status)
+
+    def _check_silence(self, run_id: int, external_id: str) -> None:
+        """The executor cannot say how the worker is (e.g. Ray forgot the job after a head restart): the run's
+        own events still can. A running run silent for too long is lost, or it would be metered forever."""
+        with self.ctx.db.session() as session:
+            run = session.get(Run, run_id)
+            if run is None or run.external_id != external_id:
+                return
+            if run.status in (RunStatus.STARTING, RunStatus.RUNNING):
+                now = utcnow()
+                heard = max(filter(None, [run.last_event_at, run.attempt_started_at]), default=None)
+                if _seconds(heard, now) > self.settings.run_lost_after_seconds:
+                    self._kill(run)
+                    self._lost(session, run, f"no event for {int(_seconds(heard, now))} s and no job status")
 
     def _release_stale_claim(self, run_id: int, external_id: str) -> None:
         """A pass that claimed a run and died before launching it: give the run back to dispatch."""
@@ -255,6 +270,7 @@ class Supervisor:
         if RunStatus(run.status).is_terminal():
             run.worker_exited_at = now
             self._exits.pop(run.id, None)
+            self._revoke_key(session, run)  # nothing can use it now
             return
         if state is JobState.EXPIRED and run.status == RunStatus.PENDING:
             run.attempt -= 1  # it never ran: waiting is not a lost attempt
@@ -425,7 +441,10 @@ class Supervisor:
         if model is not None:
             billing.release_hold(session, user_id=model.owner_id, run_id=run.id, model_id=run.model_id,
                                  gpu_type=run.gpu_type)
-        self._revoke_key(session, run)
+        if run.worker_exited_at is not None or run.external_id is None:
+            # A worker still alive keeps its key until it is gone, so its next event is answered with the
+            # protocol's ``cancelled: true`` (a 401 would only make the trainer stop reporting, not training).
+            self._revoke_key(session, run)
         self._metered.pop(run.id, None)
         run.settled_at = utcnow()
         if run.smoke and run.status == RunStatus.COMPLETED and model is not None:
