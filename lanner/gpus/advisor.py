@@ -28,6 +28,8 @@ from lanner.gpus.estimator import (
 )
 from lanner.gpus.models import CalibrationPoint
 
+MAX_EPOCHS = 100_000
+MAX_IMGSZ = 8192
 DEFAULT_ARGS = {"epochs": 100, "imgsz": 640, "batch": 16, "workers": 8, "fraction": 1.0, "cache": False,
                 "patience": 100, "optimizer": "auto", "amp": True, "val": True}
 PRIOR_SPREAD = (0.7, 1.45)     # before any calibration the band is wide, and says so
@@ -72,18 +74,29 @@ def normalise_args(train_args: dict[str, Any] | None) -> dict[str, Any]:
             raise Unprocessable(f"trainArgs.{key}: not an argument of yolo train")
         args[key] = value
 
-    def number(key: str, kind: type, low: float | None = None) -> Any:
+    def number(key: str, kind: type, low: float | None = None, high: float | None = None) -> Any:
         value = args[key]
+        if isinstance(value, bool):
+            raise BadRequest(f"trainArgs.{key} must be a number")
         try:
             value = kind(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise BadRequest(f"trainArgs.{key} must be a number") from None
         if low is not None and value < low:
             raise BadRequest(f"trainArgs.{key} must be at least {low}")
+        if high is not None and value > high:
+            raise BadRequest(f"trainArgs.{key} must be at most {high}")
         return value
 
-    args["epochs"] = number("epochs", int, 1)
-    args["imgsz"] = number("imgsz", int, 1)
+    # Upper bounds keep a typo (imgsz=64000) from becoming a nonsense estimate or a hold nobody meant.
+    args["epochs"] = number("epochs", int, 1, MAX_EPOCHS)
+    args["imgsz"] = number("imgsz", int, 1, MAX_IMGSZ)
+    try:
+        from lanner.gpus.memory import resolve_optimizer
+
+        resolve_optimizer(str(args["optimizer"]))
+    except ValueError as exc:
+        raise BadRequest(f"trainArgs.optimizer: {exc}") from None
     args["workers"] = number("workers", int, 0)
     args["patience"] = number("patience", int, 0)
     fraction = number("fraction", float)
@@ -215,6 +228,8 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
         model = profile.model_profile(request.model, nc=request.nc)
     except ValueError as exc:
         raise BadRequest(f"model: {exc}") from None
+    if request.gpu_types is not None and not request.gpu_types:
+        raise BadRequest("gpuTypes: give at least one GPU type, or leave it out for all of them")
     if request.gpu_types:
         unknown = [g for g in request.gpu_types if g not in catalogue]
         if unknown:

@@ -95,7 +95,10 @@ def _model_name(session: Any, principal: Any, model: str) -> str:
     parts = model.removeprefix("ul://").split("/")
     if len(parts) != 3:
         raise BadRequest("model must look like ul://owner/project/model")
-    record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1], model=parts[2])
+    try:
+        record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1], model=parts[2])
+    except NotFound as exc:
+        raise NotFound(f"model: '{model}' not found ({exc.message})") from None
     return architecture_of(record)
 
 

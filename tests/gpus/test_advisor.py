@@ -72,6 +72,12 @@ def test_deadline_and_budget(client, alice):
     ({"model": "../runs/best.pt"}, 400, "model"),
     ({"imageCount": None, "dataset": "ul://bob/datasets/secret"}, 404, "dataset"),
     ({"imageCount": None}, 400, "dataset"),
+    ({"trainArgs": {"optimizer": "foo"}}, 400, "trainArgs.optimizer"),
+    ({"trainArgs": {"imgsz": 100_000}}, 400, "trainArgs.imgsz"),
+    ({"trainArgs": {"epochs": True}}, 400, "trainArgs.epochs"),
+    ({"gpuTypes": []}, 400, "gpuTypes"),
+    ({"model": "ul://alice/nope/m"}, 404, "model"),
+    ({"model": "ul://bob/secret/m"}, 404, "model"),
 ])
 def test_bad_input_names_the_field(client, alice, change, status, field):
     body = {k: v for k, v in {**BODY, **change}.items() if v is not None}
