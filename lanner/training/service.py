@@ -300,6 +300,8 @@ def _managed_run_started(ctx: EventContext, body: MetricsEvent, fingerprint: str
     run.device = str(data.get("device") or run.device or "")
     run.start_fingerprint = fingerprint
     run.last_event_at = utcnow()
+    # When this attempt's trainer was ready: a one-epoch quick run's only epoch is timed from here.
+    run.launch = {**(run.launch or {}), "trainerStartedAt": run.last_event_at.isoformat()}
     model.started_at = model.started_at or utcnow()
     session.flush()
     return _started_response(ctx, model, run)

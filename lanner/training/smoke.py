@@ -7,6 +7,7 @@ for this model and data, not an average over other runs."""
 from __future__ import annotations
 
 import statistics
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -19,12 +20,20 @@ from lanner.projects.models import ModelRecord
 from lanner.training.models import EpochMetric, Run
 
 
-def measured_epoch_seconds(session: Session, run: Run) -> float | None:
+def measured_epoch_seconds(session: Session, run: Run) -> tuple[float, bool] | None:
+    """The median time between consecutive epochs; with a single epoch, that epoch timed from the moment the
+    trainer reported ready (second value True: it includes the first epoch's warm-up, so it overstates)."""
     stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at)
                                   .where(EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
     durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
                  if b.epoch == a.epoch + 1]
-    return statistics.median(durations) if durations else None
+    if durations:
+        return statistics.median(durations), False
+    ready = (run.launch or {}).get("trainerStartedAt")
+    if len(stamps) == 1 and stamps[0].epoch == 0 and ready:
+        seconds = (stamps[0].created_at - datetime.fromisoformat(ready)).total_seconds()
+        return (seconds, True) if seconds > 0 else None
+    return None
 
 
 def _scaled(value: dict[str, float], ratio: float, digits: int = 1) -> dict[str, float]:
@@ -35,11 +44,12 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
     from lanner.accounts.models import User
     from lanner.training.launch import resolve_base_model, resolve_dataset, run_estimate
 
-    measured = measured_epoch_seconds(session, run)
+    timing = measured_epoch_seconds(session, run)
     launch = run.launch or {}
     args = dict(launch.get("trainArgs") or {})
-    if measured is None or not args or run.gpu_type is None:
+    if timing is None or not args or run.gpu_type is None:
         return None
+    measured, first_epoch_only = timing
     user = session.get(User, model.owner_id)
     assert user is not None
     principal = Principal(user_id=user.id, username=user.username, tier=user.tier, key_id=None)
@@ -58,6 +68,12 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
     epochs = full_args["epochs"]
     total = {key: round(full["totalSeconds"][key] + (ratio - 1.0) * epochs * full["epochSeconds"][key], 1)
              for key in ("value", "low", "high")}
+    epoch_seconds = _scaled(full["epochSeconds"], ratio)
+    if first_epoch_only:
+        # One epoch also carries the warm-up (data loader start, first batches): later epochs run faster.
+        # How much is not measured here; the band is widened down by an assumed quarter to say so.
+        epoch_seconds["low"] = round(min(epoch_seconds["low"], 0.75 * epoch_seconds["value"]), 1)
+        total["low"] = round(min(total["low"], total["value"] - 0.25 * epochs * epoch_seconds["value"]), 1)
     return {
         "gpuType": gpu.id,
         "epochs": full_args["epochs"],
@@ -65,7 +81,8 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
         "measuredEpochSeconds": round(measured, 2),
         "predictedQuickEpochSeconds": round(predicted, 2),
         "correction": round(ratio, 3),
-        "epochSeconds": _scaled(full["epochSeconds"], ratio),
+        "basis": "first epoch only (includes warm-up)" if first_epoch_only else "consecutive epochs",
+        "epochSeconds": epoch_seconds,
         "totalSeconds": total,
         "costCents": cost_range_cents(Range(**total), gpu.price_per_hour).as_dict(0),
     }

@@ -351,3 +351,39 @@ def test_a_silent_run_whose_status_cannot_be_read_is_lost_not_metered_forever(sh
     assert run.status == "pending" and job in fake_executor.killed  # lost: stopped and queued to relaunch
     assert run.attempt_started_at is None and run.billed_seconds is not None
     assert run.billed_seconds < 3600  # the silent hour is not charged
+
+
+def test_a_one_epoch_quick_run_re_estimates_from_its_only_epoch(shapes, app, alice, client, supervisor,
+                                                                fake_executor):
+    from sqlalchemy import update
+
+    from lanner.training.models import EpochMetric
+
+    credit(app, alice, 10_000_000)
+    model_id = new_model(shapes, "one")
+    started = client.post("/api/training/start", headers=alice.headers, json={
+        "modelId": model_id, "gpuType": "cpu", "trainArgs": {**ARGS, "fraction": 0.5, "epochs": 1},
+        "fullRunEpochs": 40}).json()
+    assert started["smokeRun"] is True
+    supervisor.tick()
+    worker = {"Authorization": f"Bearer {fake_executor.launched[0].env['ULTRALYTICS_API_KEY']}"}
+
+    def send(event: str, data: dict[str, Any]) -> None:
+        response = client.post("/api/webhooks/training/metrics", headers=worker,
+                               json={"event": event, "modelId": model_id, "data": data})
+        assert response.status_code == 200, response.text
+
+    send("training_started", {"trainArgs": {"fraction": "0.5", "epochs": "1"}, "epochs": 1, "device": "cpu"})
+    send("epoch_end", {"epoch": 0, "metrics": {"train/box_loss": 1.0, "metrics/mAP50(B)": 0.1}, "fitness": 0.1})
+    with app.state.lanner.db.session() as session:  # the trainer was ready 4 s before its only epoch ended
+        run = session.get(Run, started["runId"])
+        ready = utcnow() - timedelta(seconds=4)
+        run.launch = {**run.launch, "trainerStartedAt": ready.isoformat()}
+        session.execute(update(EpochMetric).where(EpochMetric.run_id == run.id).values(created_at=utcnow()))
+    send("training_complete", {"results": {"metrics": {"fitness": 0.1}}, "runId": started["runId"]})
+    supervisor.tick()
+    estimate = shapes.models.retrieve("alice", "p", "one")["model"]["fullRunEstimate"]
+    assert estimate["epochs"] == 40 and estimate["measuredEpochSeconds"] == pytest.approx(4.0, abs=0.2)
+    assert estimate["basis"].startswith("first epoch only")
+    epoch = estimate["epochSeconds"]
+    assert epoch["low"] <= 0.75 * epoch["value"] + 0.1 < epoch["value"] <= epoch["high"]
