@@ -60,8 +60,14 @@ def record_run(session: Session, model: ModelRecord, run: Run) -> CalibrationPoi
         return None  # AutoBatch: the batch the trainer chose is not reported
     environment = run.environment or {}
     device = str(run.device or args.get("device") or "")
-    gpu_type = "cpu" if device in ("cpu", "") or "cuda" not in device else gpu_type_for_name(
-        str(environment.get("gpuType") or ""))
+    if run.gpu_type:  # a run Lanner launched: it knows the type it placed the run on
+        gpu_type: str | None = run.gpu_type
+    elif device in ("cpu", "") or "cuda" not in device:
+        gpu_type = "cpu"
+    else:
+        gpu_type = gpu_type_for_name(str(environment.get("gpuType") or ""))
+    if gpu_type is None:
+        return None  # a GPU the catalogue does not list: its timings would skew another type's
     info = model.model_info or {}
     imgsz = _arg(args, "imgsz", 640, int)
     gflops = float(info.get("gflops") or 0.0)

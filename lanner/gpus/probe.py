@@ -41,21 +41,40 @@ def local_devices() -> list[tuple[str, str]]:
         import torch
 
         for index in range(torch.cuda.device_count()):
-            devices.append((str(index), gpu_type_for_name(torch.cuda.get_device_name(index))))
+            gpu_type = gpu_type_for_name(torch.cuda.get_device_name(index))
+            if gpu_type is not None:  # a GPU the catalogue does not list cannot be offered or calibrated
+                devices.append((str(index), gpu_type))
     except Exception:
         pass
     return devices or [("cpu", "cpu")]
 
 
-def gpu_type_for_name(name: str) -> str:
-    """Map a CUDA device name ("NVIDIA H100 80GB HBM3") onto a catalogue id, best effort."""
-    lowered = name.lower()
-    table = [("h200", "h200-sxm"), ("h100 nvl", "h100-nvl"), ("h100 pcie", "h100-pcie"), ("h100", "h100-sxm"),
-             ("b300", "b300"), ("b200", "b200"), ("a100", "a100-80gb-sxm"), ("l40s", "l40s"), ("l40", "l40"),
-             ("l4", "l4"), ("a40", "a40"), ("4090", "rtx-4090"), ("5090", "rtx-5090"), ("3090", "rtx-3090"),
-             ("a6000", "rtx-a6000"), ("6000 ada", "rtx-6000-ada"), ("a5000", "rtx-a5000"), ("a4500", "rtx-a4500"),
-             ("4000 ada", "rtx-4000-ada"), ("2000 ada", "rtx-2000-ada"), ("pro 6000", "rtx-pro-6000")]
-    return next((gpu for key, gpu in table if key in lowered), "cpu")
+# (words that must all appear in the lowered device name, catalogue id), most specific first. NVML and CUDA
+# names differ by vendor prefix ("Tesla T4", "NVIDIA A100-SXM4-40GB"), so matching is by distinctive words.
+_NAME_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("h200", "nvl"), "h200-nvl"), (("h200",), "h200-sxm"),
+    (("h100", "nvl"), "h100-nvl"), (("h100", "pcie"), "h100-pcie"), (("h100",), "h100-sxm"),
+    (("b300",), "b300"), (("b200",), "b200"),
+    (("a100", "80gb", "pcie"), "a100-80gb-pcie"), (("a100", "80gb"), "a100-80gb-sxm"),
+    (("l40s",), "l40s"), (("l40",), "l40"), (("a40",), "a40"),
+    (("rtx pro 6000",), "rtx-pro-6000"), (("rtx pro 5000",), "rtx-pro-5000"), (("rtx pro 4500",), "rtx-pro-4500"),
+    (("rtx pro 4000",), "rtx-pro-4000"),
+    (("6000 ada",), "rtx-6000-ada"), (("4000 ada",), "rtx-4000-ada"), (("2000 ada",), "rtx-2000-ada"),
+    (("a6000",), "rtx-a6000"), (("a5000",), "rtx-a5000"), (("a4500",), "rtx-a4500"),
+    (("5090",), "rtx-5090"), (("4090",), "rtx-4090"), (("3090",), "rtx-3090"),
+    (("v100", "32gb"), "v100-sxm2-32gb"), (("t4",), "t4"), (("l4",), "l4"),
+)
+
+
+def gpu_type_for_name(name: str) -> str | None:
+    """The catalogue id of a CUDA/NVML device name, or None for a GPU the catalogue does not list (an A10, an
+    A100 40GB, a 16 GB V100...): its timings must not calibrate another type, and never the CPU."""
+    lowered = " ".join(name.lower().replace("-", " ").replace("_", " ").split())
+    words = set(lowered.split())
+    for needles, gpu_type in _NAME_RULES:
+        if all((needle in words) if " " not in needle else (needle in lowered) for needle in needles):
+            return gpu_type
+    return None
 
 
 def run_probe(*, model: str = "yolo11n.yaml", imgsz: int = 320, batch: int = 16, images: int = 64,
@@ -85,7 +104,9 @@ def run_probe(*, model: str = "yolo11n.yaml", imgsz: int = 320, batch: int = 16,
         startup = marks["start0"] - started
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    gpu_type = "cpu" if device == "cpu" else dict(local_devices()).get(device, "cpu")
+    gpu_type = "cpu" if device == "cpu" else dict(local_devices()).get(device)
+    if gpu_type is None:
+        raise ValueError(f"device {device} is not a GPU type in the catalogue: nothing to calibrate")
     return ProbeResult(device=device, gpu_type=gpu_type, model=model, imgsz=imgsz, batch=batch,
                        train_images=images, val_images=max(4, images // 4), workers=workers,
                        epoch_seconds=epoch, startup_seconds=startup)

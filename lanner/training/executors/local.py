@@ -38,7 +38,7 @@ def discover_gpus() -> dict[str, list[str]]:
             name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
             name = name.decode() if isinstance(name, bytes) else str(name)
             gpu_type = gpu_type_for_name(name)
-            if gpu_type != "cpu":
+            if gpu_type is not None:
                 found.setdefault(gpu_type, []).append(str(index))
     finally:
         try:
