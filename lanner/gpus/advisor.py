@@ -3,6 +3,7 @@ from calibration points. The estimate itself is ``estimator.py``; this module ga
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import statistics
@@ -149,16 +150,31 @@ def prior_speed(catalogue: Catalogue, gpu: GpuType) -> DeviceSpeed:
     return priors.gpu_prior(priors.relative_speeds(specs)[gpu.id], "prior", gpu.fp16_tflops, specs)
 
 
-def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType) -> Calibration:
+def _points(session: Session, gpu_type: str) -> list[CalibrationPoint]:
+    return list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu_type)
+                                .order_by(CalibrationPoint.id.desc()).limit(200)))
+
+
+def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType, family: str | None = None) -> Calibration:
     """Scale the device's throughput so that its recorded points are predicted without bias (median ratio 1),
-    and take the uncertainty band from the spread of what is left (the residuals)."""
+    and take the uncertainty band from the spread of what is left (the residuals).
+
+    The closest evidence wins: points of this GPU type and this model family, else of this GPU type, else the
+    efficiency other GPU types of the same architecture showed against their priors, else the prior."""
     prior = prior_speed(catalogue, gpu)
-    points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id)
-                                  .order_by(CalibrationPoint.id.desc()).limit(200)))
+    points = _points(session, gpu.id)
     loader = loader_prior(gpu)
+    same_family = [p for p in points if family and p.family == family]
+    if same_family:
+        points = same_family
     if not points:
-        return Calibration(prior, PRIOR_SPREAD, 0, loader)
+        borrowed = _architecture_speed(session, catalogue, gpu, prior)
+        if borrowed is None:
+            return Calibration(prior, PRIOR_SPREAD, 0, loader)
+        return Calibration(borrowed, PRIOR_SPREAD, 0, loader)
     speed = _fit_speed(prior, points, loader)
+    if same_family:
+        speed = dataclasses.replace(speed, source=f"{speed.source} of {family}")
     residuals = [p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points]
     if len(residuals) >= 3:
         ordered = sorted(residuals)
@@ -205,19 +221,54 @@ def _fit_speed(prior: DeviceSpeed, points: list[CalibrationPoint], loader: Loade
     speed = prior
     for _ in range(30):
         scale = statistics.median(p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points)
-        speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
-                            val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader,
-                            source=f"calibrated on {len(points)} measurement(s)",
-                            activation_gbs=speed.activation_gbs / scale if speed.activation_gbs else None,
-                            peak_tflops=speed.peak_tflops / scale if speed.peak_tflops else None,
-                            segment_image_s=speed.segment_image_s * scale)
+        speed = _scaled_speed(speed, scale, f"calibrated on {len(points)} measurement(s)")
         if abs(scale - 1) < 1e-4:
             break
     return speed
 
 
-def fixed_costs(gpu: GpuType) -> FixedCosts:
-    return priors.LOCAL_FIXED if gpu.id == "cpu" else priors.CLOUD_FIXED
+def _architecture_speed(session: Session, catalogue: Catalogue, gpu: GpuType,
+                        prior: DeviceSpeed) -> DeviceSpeed | None:
+    """A type never measured here learns from its siblings: how far measured cards of the same architecture ran
+    from their own priors (median over types) scales this one's prior the same way."""
+    if gpu.id == "cpu" or not gpu.architecture:
+        return None
+    scales = []
+    for other in catalogue.all():
+        if other.id in (gpu.id, "cpu") or other.architecture != gpu.architecture:
+            continue
+        points = _points(session, other.id)
+        if not points:
+            continue
+        other_prior = prior_speed(catalogue, other)
+        fitted = _fit_speed(other_prior, points, loader_prior(other))
+        scales.append(other_prior.train_tflops / fitted.train_tflops)
+    if not scales:
+        return None
+    scale = statistics.median(scales)
+    return _scaled_speed(prior, scale, f"prior scaled by {len(scales)} measured {gpu.architecture} type(s)")
+
+
+def _scaled_speed(speed: DeviceSpeed, scale: float, source: str) -> DeviceSpeed:
+    """The same device ``scale`` times slower (compute rates divided, per-step and per-image costs multiplied)."""
+    return DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
+                       val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader, source=source,
+                       activation_gbs=speed.activation_gbs / scale if speed.activation_gbs else None,
+                       peak_tflops=speed.peak_tflops / scale if speed.peak_tflops else None,
+                       segment_image_s=speed.segment_image_s * scale)
+
+
+def fixed_costs(session: Session | None, gpu: GpuType) -> FixedCosts:
+    """The prior start-up, unless runs on this GPU type measured it: then the median of what they spent before
+    their first epoch, less the dataset and model parts the prior models separately."""
+    prior = priors.LOCAL_FIXED if gpu.id == "cpu" else priors.CLOUD_FIXED
+    if session is None:
+        return prior
+    measured = [p.startup_seconds - prior.per_image_download_s * (p.train_images + p.val_images) - prior.model_build_s
+                for p in _points(session, gpu.id) if p.source != "probe" and p.startup_seconds is not None]
+    if not measured:
+        return prior
+    return dataclasses.replace(prior, provision_s=max(0.0, statistics.median(measured)))
 
 
 def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[str, Any]:
@@ -242,7 +293,7 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
     gflops = model.gflops(imgsz)
     estimates, options = [], []
     for gpu in gpus:
-        calibration = calibrate(session, catalogue, gpu)
+        calibration = calibrate(session, catalogue, gpu, model.family)
         vram = gpu.vram_gb if gpu.id != "cpu" else _host_ram_gb()
         amp = bool(args["amp"]) and gpu.id != "cpu"
         if args["batch"] == -1 or (isinstance(args["batch"], float) and args["batch"] < 1):
@@ -264,7 +315,7 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
                         cache=args["cache"], val_every_epoch=bool(args["val"]),
                         patience=args["patience"] if args["patience"] else None,
                         activation_bytes=activation_bytes, task=model.task)
-        times = estimate_time(work, calibration.speed, calibration.loader, fixed_costs(gpu),
+        times = estimate_time(work, calibration.speed, calibration.loader, fixed_costs(session, gpu),
                               spread=calibration.spread)
         cost = cost_range_cents(times.total_seconds, gpu.price_per_hour)
         allowed = gpu.allowed_for(request.tier)
