@@ -258,6 +258,31 @@ def _scaled_speed(speed: DeviceSpeed, scale: float, source: str) -> DeviceSpeed:
                        segment_image_s=speed.segment_image_s * scale)
 
 
+MEMORY_CORRECTION_BOUNDS = (0.67, 1.5)  # a reading outside is more likely a shared card than our model's error
+
+
+def memory_correction(session: Session, gpu: GpuType) -> float:
+    """Measured over predicted device memory (median) of the runs on this GPU type that reported it, bounded:
+    the memory model's constants come from published profiles, a real card here has the last word."""
+    from lanner.gpus import memory, profile
+
+    ratios = []
+    for point in _points(session, gpu.id)[:20]:
+        if not point.peak_memory_gb:
+            continue
+        try:
+            predicted = memory.training_memory(profile.model_profile(point.model_name), imgsz=point.imgsz,
+                                               batch=point.batch, amp=True, vram_gb=gpu.vram_gb).device_gb
+        except Exception:  # a model that no longer builds here
+            continue
+        if predicted > 0:
+            ratios.append(point.peak_memory_gb / predicted)
+    if not ratios:
+        return 1.0
+    low, high = MEMORY_CORRECTION_BOUNDS
+    return min(high, max(low, statistics.median(ratios)))
+
+
 def fixed_costs(session: Session | None, gpu: GpuType) -> FixedCosts:
     """The prior start-up, unless runs on this GPU type measured it: then the median of what they spent before
     their first epoch, less the dataset and model parts the prior models separately."""
@@ -306,6 +331,8 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
                                      nc=request.nc)
         max_batch = memory.max_batch(vram, model, imgsz=imgsz, optimizer=str(args["optimizer"]), amp=amp,
                                      nc=request.nc)
+        memory_scale = memory_correction(session, gpu) if gpu.id != "cpu" else 1.0
+        mem = dataclasses.replace(mem, peak_gb=mem.peak_gb * memory_scale, device_gb=mem.device_gb * memory_scale)
         fits = mem.device_gb <= vram if gpu.id != "cpu" else mem.peak_gb <= vram
         workers = min(int(args["workers"]), int(host_cpus(gpu)), batch) if args["workers"] else 0
         # The CPU's time model is FLOPs only (its probe calibrates it); GPUs are timed by their activations.

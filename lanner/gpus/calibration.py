@@ -38,9 +38,33 @@ def _image_counts(session: Session, run: Run) -> dict[str, int]:
     return counts
 
 
-def record_run(session: Session, model: ModelRecord, run: Run) -> CalibrationPoint | None:
-    """Turn a completed run into a calibration point; None when it lacks what a point needs (2+ epochs, sizes)."""
-    if session.scalar(select(CalibrationPoint.id).where(CalibrationPoint.run_id == run.id)):
+def peak_gpu_memory_gb(session: Session, run: Run, gpu_type: str) -> float | None:
+    """The highest GPU memory the trainer's system metrics showed (percent of the card, as nvidia-smi counts
+    it), in GB of this GPU type; None on the CPU or without GPU readings."""
+    if gpu_type == "cpu":
+        return None
+    from lanner.gpus.catalogue import default_catalogue
+    from lanner.training.models import SystemMetric
+
+    catalogue = default_catalogue()
+    if gpu_type not in catalogue:
+        return None
+    peak = 0.0
+    for data in session.scalars(select(SystemMetric.data).where(SystemMetric.run_id == run.id)):
+        gpus = (data or {}).get("gpus") or ((data or {}).get("metrics") or {}).get("gpus") or {}
+        for reading in gpus.values() if isinstance(gpus, dict) else []:
+            try:
+                peak = max(peak, float(reading.get("memory") or 0.0))
+            except (AttributeError, TypeError, ValueError):
+                continue
+    return round(peak / 100.0 * catalogue.get(gpu_type).vram_gb, 2) if peak > 0 else None
+
+
+def record_run(session: Session, model: ModelRecord, run: Run, *, refresh: bool = True) -> CalibrationPoint | None:
+    """Turn a run into its calibration point (one per run: a later call with more epochs replaces it); None when
+    it lacks what a point needs (2+ epochs, sizes). ``refresh=False`` keeps an existing point."""
+    existing = session.scalar(select(CalibrationPoint).where(CalibrationPoint.run_id == run.id))
+    if existing is not None and not refresh:
         return None
     stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at).where(
         EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
@@ -86,7 +110,11 @@ def record_run(session: Session, model: ModelRecord, run: Run) -> CalibrationPoi
         batch=_arg(args, "batch", 16, int), train_images=max(1, round(counts["train"] * fraction)),
         val_images=counts.get("val", 0), workers=_arg(args, "workers", 8, int),
         host_cpus=float(environment.get("cpuCount") or 1), cache=str(args.get("cache")) in ("True", "ram", "disk"),
-        epoch_seconds=epoch_seconds, startup_seconds=max(0.0, startup), peak_memory_gb=None, run_id=run.id)
+        epoch_seconds=epoch_seconds, startup_seconds=max(0.0, startup),
+        peak_memory_gb=peak_gpu_memory_gb(session, run, gpu_type), run_id=run.id)
+    if existing is not None:  # replaced only by a complete point: a failed refresh keeps the old one
+        session.delete(existing)
+        session.flush()
     session.add(point)
     session.flush()
     return point

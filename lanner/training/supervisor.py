@@ -416,6 +416,25 @@ class Supervisor:
         from lanner.storage.gc import collect_checkpoints
 
         collect_checkpoints(self.ctx.db, self.ctx.blobs, self.settings.checkpoint_grace_seconds)
+        self.learn_from_running()
+
+    def learn_from_running(self) -> None:
+        """A run still training already teaches the GPU advisor: its calibration point is refreshed with the
+        epochs so far (the completed run's point replaces it at the end)."""
+        from lanner.gpus.calibration import record_run
+
+        with self.ctx.db.session() as session:
+            running = list(session.scalars(select(Run).where(
+                Run.executor.is_not(None), Run.status == RunStatus.RUNNING.value)))
+            for run in running:
+                model = session.get(ModelRecord, run.model_id)
+                if model is None:
+                    continue
+                try:
+                    with session.begin_nested():
+                        record_run(session, model, run, refresh=True)
+                except Exception:  # best effort: calibration never stops supervision
+                    log.exception("could not refresh the calibration point of running run %s", run.id)
 
     # --- settle ----------------------------------------------------------------------------------
 

@@ -97,14 +97,15 @@ def test_estimate_from_a_dataset_uses_its_counts(client, alice, sdk, tmp_path):
     assert body["images"] == {"train": 10, "val": 5}
 
 
-def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int = 320, batch: int = 8):
+def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int = 320, batch: int = 8,
+              gpu_type: str | None = None, gpu_memory_pct: list[float] | None = None):
     """A run as the protocol stores it, with epoch timestamps set to a known cadence."""
     from sqlalchemy import select, update
 
     from lanner.gpus.calibration import record_run
     from lanner.gpus.profile import model_profile
     from lanner.projects.models import ModelRecord, Project
-    from lanner.training.models import ConsoleChunk, EpochMetric, Run
+    from lanner.training.models import ConsoleChunk, EpochMetric, Run, SystemMetric
 
     with app.state.lanner.db.session() as session:
         project = Project(owner_id=alice.user_id, slug=f"p{epoch_seconds}", name="p", tags=[], metadata_={})
@@ -114,7 +115,8 @@ def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int =
                             model_info={"gflops": model_profile("yolo11n.yaml").gflops(imgsz)})
         session.add(model)
         session.flush()
-        run = Run(model_id=model.id, status="completed", epochs=epochs, device="cpu",
+        run = Run(model_id=model.id, status="completed", epochs=epochs, device="cuda:0" if gpu_type else "cpu",
+                  gpu_type=gpu_type,
                   train_args={"model": "yolo11n.yaml", "imgsz": str(imgsz), "batch": str(batch), "workers": "2",
                               "epochs": str(epochs)}, environment={"cpuCount": 2})
         session.add(run)
@@ -124,6 +126,8 @@ def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int =
             "val: Scanning /x/labels/val... 16 images, 0 backgrounds, 0 corrupt: 100%\n"), line_count=2))
         for epoch in range(epochs):
             session.add(EpochMetric(model_id=model.id, run_id=run.id, epoch=epoch, metrics={}))
+        for pct in gpu_memory_pct or []:  # as the trainer's system_metrics events carry them
+            session.add(SystemMetric(run_id=run.id, data={"cpu": 50.0, "gpus": {"0": {"usage": 90, "memory": pct}}}))
         session.flush()
         start = run.created_at
         for epoch in range(epochs):
@@ -133,7 +137,7 @@ def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int =
         run = session.scalar(select(Run).where(Run.id == run.id))
         point = record_run(session, model, run)
         assert point is not None and point.epoch_seconds == pytest.approx(epoch_seconds)
-        assert point.train_images == 64 and point.val_images == 16 and point.gpu_type == "cpu"
+        assert point.train_images == 64 and point.val_images == 16 and point.gpu_type == (gpu_type or "cpu")
         return point
 
 
@@ -151,3 +155,24 @@ def test_finished_runs_calibrate_the_estimate(client, alice, app):
     _fake_run(app, alice, epoch_seconds=44.0)
     accuracy = post(client, alice, body).json()["accuracy"]
     assert accuracy["runs"] == 3 and accuracy["medianAbsErrorPct"] < 10
+
+
+def test_measured_peak_memory_corrects_the_memory_model_within_bounds(client, alice, app):
+    from lanner.gpus.advisor import MEMORY_CORRECTION_BOUNDS
+
+    body = {"model": "yolo11n.yaml", "imageCount": {"train": 64, "val": 16}, "gpuTypes": ["l40s", "a40"],
+            "trainArgs": {"epochs": 4, "imgsz": 320, "batch": 8, "workers": 2}}
+    before = {e["gpuType"]: e for e in post(client, alice, body).json()["estimates"]}
+    predicted = before["l40s"]["memoryGb"]
+    vram = before["l40s"]["vramGb"]
+    # The card showed 10 % more than predicted at its busiest (readings are percent of the card).
+    pct = 100 * 1.10 * predicted / vram
+    point = _fake_run(app, alice, epoch_seconds=5.0, gpu_type="l40s", gpu_memory_pct=[pct / 2, pct, pct / 3])
+    assert point.peak_memory_gb == pytest.approx(1.10 * predicted, abs=0.02)
+    after = {e["gpuType"]: e for e in post(client, alice, body).json()["estimates"]}
+    assert after["l40s"]["memoryGb"] == pytest.approx(1.10 * predicted, rel=0.03)
+    assert after["a40"]["memoryGb"] == before["a40"]["memoryGb"]  # another type keeps its own model
+    _fake_run(app, alice, epoch_seconds=5.5, gpu_type="l40s", gpu_memory_pct=[99.0])
+    _fake_run(app, alice, epoch_seconds=6.0, gpu_type="l40s", gpu_memory_pct=[99.0])
+    shared = {e["gpuType"]: e for e in post(client, alice, body).json()["estimates"]}
+    assert shared["l40s"]["memoryGb"] == pytest.approx(MEMORY_CORRECTION_BOUNDS[1] * predicted, rel=0.03)

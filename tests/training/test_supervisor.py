@@ -387,3 +387,51 @@ def test_a_one_epoch_quick_run_re_estimates_from_its_only_epoch(shapes, app, ali
     assert estimate["basis"].startswith("first epoch only")
     epoch = estimate["epochSeconds"]
     assert epoch["low"] <= 0.75 * epoch["value"] + 0.1 < epoch["value"] <= epoch["high"]
+
+
+def test_a_running_run_feeds_calibration_and_keeps_one_point(shapes, app, alice, client, supervisor,
+                                                            fake_executor):
+    from sqlalchemy import update
+
+    from lanner.gpus.models import CalibrationPoint
+    from lanner.training.models import EpochMetric
+
+    credit(app, alice, 10_000_000)
+    model_id = new_model(shapes, "learning")
+    run_id = client.post("/api/training/start", headers=alice.headers, json={
+        "modelId": model_id, "gpuType": "cpu", "trainArgs": {**ARGS, "epochs": 10}}).json()["runId"]
+    supervisor.tick()
+    worker = {"Authorization": f"Bearer {fake_executor.launched[0].env['ULTRALYTICS_API_KEY']}"}
+
+    def send(event: str, data: dict[str, Any]) -> None:
+        response = client.post("/api/webhooks/training/metrics", headers=worker,
+                               json={"event": event, "modelId": model_id, "data": data})
+        assert response.status_code == 200, response.text
+
+    def epochs_every(seconds: float, count: int) -> None:
+        for epoch in range(count):
+            send("epoch_end", {"epoch": epoch, "metrics": {"train/box_loss": 1.0}, "fitness": 0.1})
+        with app.state.lanner.db.session() as session:
+            first = session.scalar(select(EpochMetric.created_at).where(EpochMetric.run_id == run_id,
+                                                                        EpochMetric.epoch == 0))
+            for epoch in range(1, count):
+                session.execute(update(EpochMetric).where(EpochMetric.run_id == run_id, EpochMetric.epoch == epoch)
+                                .values(created_at=first + timedelta(seconds=seconds * epoch)))
+
+    def points() -> list[CalibrationPoint]:
+        with app.state.lanner.db.session() as session:
+            return list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.run_id == run_id)))
+
+    send("training_started", {"trainArgs": {"epochs": "10", "imgsz": "64", "batch": "4", "model": "yolo11n.yaml"},
+                              "epochs": 10, "device": "cpu"})
+    send("console_output", {"chunkId": 1, "lineCount": 2, "content": (
+        "train: Scanning /x/labels/train... 16 images, 0 backgrounds, 0 corrupt: 100%\n"
+        "val: Scanning /x/labels/val... 8 images, 0 backgrounds, 0 corrupt: 100%\n")})
+    epochs_every(6.0, 3)
+    supervisor.collect(force=True)
+    [point] = points()
+    assert point.epoch_seconds == pytest.approx(6.0) and point.train_images == 16 and point.gpu_type == "cpu"
+    epochs_every(8.0, 5)  # later epochs, slower: the same run's point is replaced, not duplicated
+    supervisor.collect(force=True)
+    [point] = points()
+    assert point.epoch_seconds == pytest.approx(8.0)
