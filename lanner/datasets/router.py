@@ -490,16 +490,33 @@ def _export_response(ctx: AppContext, sha256: str, filename: str) -> str:
     return ctx.signer.sign("GET", blob_path(sha256, filename))
 
 
+def _captured_version(session: Any, principal: Any, record: Any) -> Any:
+    """A worker of a run that captured a version of this dataset trains on that version, at its first launch
+    and at every relaunch, whatever happened to the live dataset since: the trainer asks for ``ul://`` data
+    without a version, so the run's key decides."""
+    if principal.run_id is None:
+        return None
+    from lanner.datasets.models import DatasetVersion
+    from lanner.training.models import Run
+
+    run = session.get(Run, principal.run_id)
+    if run is None or not run.dataset_version_id:
+        return None
+    version = session.get(DatasetVersion, int(run.dataset_version_id))
+    return version if version is not None and version.dataset_id == record.id else None
+
+
 @router.get("/api/datasets/{owner}/{dataset}/export")
 def export(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
            v: int | None = None,
            format: str = Query(default="ndjson", description="Lanner: ndjson, yolo (zip) or coco (JSON)"),
            ) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset)
-    if record.status == "processing":
+    captured = _captured_version(session, principal, record) if v is None else None
+    if record.status == "processing" and captured is None:
         raise Conflict("the dataset is still processing an import; try again when it is ready")
-    if v is not None:
-        version = service.get_version(session, record, v)
+    if v is not None or captured is not None:
+        version = captured or service.get_version(session, record, v or 0)
         sha, name, _ = exports.build_export(ctx, session, record, kind=format, manifest_id=version.manifest_id,
                                             class_names=list(version.class_names), task=version.task,
                                             revision=-version.version, owner=owner.lower())
