@@ -222,12 +222,16 @@ def gpus_list(tier: Annotated[str | None, typer.Option(help="Mark what this tier
     from lanner.gpus.catalogue import catalogue_from_settings
 
     catalogue = catalogue_from_settings(get_settings().gpu_catalogue)
-    table = Table("GPU type", "name", "VRAM GB", "FP16 TFLOPS", "$/h", "tier", "offered")
+    def number(value: float | None) -> str:
+        return f"{value:g}" if value else "-"
+
+    table = Table("GPU type", "name", "architecture", "VRAM GB", "GB/s", "FP32 TFLOPS", "FP16 TFLOPS", "$/h",
+                  "tier", "offered")
     for gpu in catalogue.all():
         allowed = "" if tier is None else (" ✓" if gpu.allowed_for(tier) else " ✗")
-        table.add_row(gpu.id, gpu.display_name, f"{gpu.vram_gb:g}" if gpu.vram_gb else "host RAM",
-                      f"{gpu.fp16_tflops:g}" if gpu.fp16_tflops else "-", f"{gpu.price_per_hour:.2f}",
-                      gpu.min_tier + allowed, "yes" if gpu.offered else "no")
+        table.add_row(gpu.id, gpu.display_name, gpu.architecture, f"{gpu.vram_gb:g}" if gpu.vram_gb else "host RAM",
+                      number(gpu.bandwidth_gbs), number(gpu.fp32_tflops), number(gpu.fp16_tflops),
+                      f"{gpu.price_per_hour:.2f}", gpu.min_tier + allowed, "yes" if gpu.offered else "no")
     Console().print(table)
 
 
@@ -288,6 +292,8 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
     try:
         with ctx.db.session() as session:
             principal = Principal(user_id="", username="", tier="enterprise", key_id=None)
+            if owner is None and data is not None and data.startswith("ul://"):
+                owner = data.removeprefix("ul://").split("/")[0]  # the dataset's owner: their tier and access
             if owner:
                 user = accounts_service.require_user(session, username=owner)
                 principal = Principal(user_id=user.id, username=user.username, tier=user.tier, key_id=None)
@@ -317,7 +323,7 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
         return f"{fmt.format(r['value'] / unit)} ({fmt.format(r['low'] / unit)}-{fmt.format(r['high'] / unit)})"
 
     table = Table("GPU type", "$/h", "batch", "mem GB", "fits", "epoch s", "total min", "cost $", "notes")
-    for e in result["estimates"]:
+    for e in sorted(result["estimates"], key=lambda e: (not e["fits"], e["costCents"]["value"])):
         notes = ", ".join(n for n, on in (("loader-bound", e["loaderBound"]), (f"needs {e['minTier']}",
                                                                                 not e["allowed"])) if on)
         table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", str(e["batch"]), f"{e['memoryGb']:.1f}",

@@ -1,0 +1,84 @@
+"""``lanner gpus list``, ``lanner estimate`` and ``lanner gpus probe`` against a real database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+
+@pytest.fixture
+def lanner_cli(app: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
+    from lanner.cli import app as cli_app
+    from lanner.config import get_settings
+
+    settings = app.state.lanner.settings
+    monkeypatch.setenv("LANNER_HOME", str(settings.home))
+    monkeypatch.setenv("LANNER_DATABASE_URL", settings.resolved_database_url)
+    monkeypatch.setenv("COLUMNS", "250")  # Rich would otherwise fold the tables to 80 columns
+    get_settings.cache_clear()
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(cli_app, list(args))
+
+    yield invoke
+    get_settings.cache_clear()
+
+
+def test_gpus_list_shows_the_catalogue_with_its_specifications(lanner_cli: Callable[..., Any]) -> None:
+    result = lanner_cli("gpus", "list", "--tier", "free")
+    assert result.exit_code == 0, result.output
+    header = result.output.splitlines()[1]
+    for column in ("architecture", "VRAM GB", "GB/s", "FP32 TFLOPS", "FP16 TFLOPS", "$/h", "tier"):
+        assert column in header
+    h200 = next(line for line in result.output.splitlines() if "h200-sxm" in line)
+    assert "Hopper" in h200 and "141" in h200 and "4800" in h200 and "✗" in h200  # free may not use it
+
+
+def test_estimate_reads_the_dataset_as_its_owner_and_sorts_by_cost(lanner_cli: Callable[..., Any], sdk: Any,
+                                                                   client: Any, alice: Any, tmp_path: Any) -> None:
+    from tests.datasets.helpers import package, upload_dataset
+    from tests.synthetic import make_detection_dataset
+
+    archive = package(make_detection_dataset(tmp_path / "d", train=10, val=5).parent, tmp_path / "zip")
+    upload_dataset(sdk(alice), client, "alice", "shapes", archive)
+    result = lanner_cli("estimate", "--model", "yolo11n.yaml", "--data", "ul://alice/datasets/shapes",
+                        "--epochs", "20", "--imgsz", "320", "--batch", "8", "--deadline", "2h", "--budget", "5")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("cheapest") and lines[1].startswith("fastest") and lines[2].startswith("balanced")
+    assert any("needs pro" in line for line in lines if "h200-sxm" in line)  # alice is on the free tier
+    rows = [line for line in lines if line.startswith("│ ") and "GPU type" not in line]
+    costs = [float(line.split("│")[8].split()[0]) for line in rows if " yes " in line]
+    assert len(costs) > 10 and costs == sorted(costs)
+
+
+def test_estimate_errors_are_one_clear_line(lanner_cli: Callable[..., Any]) -> None:
+    result = lanner_cli("estimate", "--model", "yolo11n.yaml", "--data", "ul://nobody/datasets/x")
+    assert result.exit_code == 1 and "user 'nobody' not found" in result.output
+    result = lanner_cli("estimate", "--model", "yolo11n.yaml", "--train-images", "100", "--imgsz", "0")
+    assert result.exit_code == 1 and "trainArgs.imgsz" in result.output
+
+
+def test_gpus_probe_measures_this_machine_and_stores_a_calibration_point(lanner_cli: Callable[..., Any],
+                                                                        app: Any) -> None:
+    from sqlalchemy import select
+
+    from lanner.gpus.models import CalibrationPoint
+
+    result = lanner_cli("gpus", "probe", "--model", "yolo11n.yaml", "--imgsz", "64", "--batch", "4",
+                        "--images", "8")
+    assert result.exit_code == 0, result.output
+    assert any(line.startswith("cpu\t") and line.endswith("img/s") for line in result.stdout.splitlines())
+    with app.state.lanner.db.session() as session:
+        [point] = session.scalars(select(CalibrationPoint)).all()
+    assert point.source == "probe" and point.gpu_type == "cpu" and point.imgsz == 64 and point.batch == 4
+    assert point.train_images == 8 and point.epoch_seconds > 0
+
+
+def test_the_estimate_endpoint_is_in_the_openapi_document(client: Any) -> None:
+    operation = client.get("/openapi.json").json()["paths"]["/api/training/estimate"]["post"]
+    assert "Lanner" in operation["summary"] and "recommendation" in operation["description"]
+    assert operation["requestBody"]["content"]["application/json"]["schema"]
