@@ -63,6 +63,7 @@ class Request:
     tier: str = "free"
     nc: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    source_image_size: tuple[int, int] | None = None  # (width, height) of a typical source image
 
 
 def normalise_args(train_args: dict[str, Any] | None) -> dict[str, Any]:
@@ -341,7 +342,9 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
                         epochs=args["epochs"], batch=batch, workers=workers, host_cpus=host_cpus(gpu), imgsz=imgsz,
                         cache=args["cache"], val_every_epoch=bool(args["val"]),
                         patience=args["patience"] if args["patience"] else None,
-                        activation_bytes=activation_bytes, task=model.task)
+                        activation_bytes=activation_bytes, task=model.task,
+                        source_pixels=(request.source_image_size[0] * request.source_image_size[1]
+                                       if request.source_image_size else None))
         times = estimate_time(work, calibration.speed, calibration.loader, fixed_costs(session, gpu),
                               spread=calibration.spread)
         cost = cost_range_cents(times.total_seconds, gpu.price_per_hour)
@@ -364,7 +367,8 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
     body: dict[str, Any] = {
         "model": {"name": model.name, "family": model.family, "task": model.task, "params": model.params,
                   "gflops": round(gflops, 2), "imgsz": imgsz},
-        "images": {"train": train_images, "val": request.val_images},
+        "images": {"train": train_images, "val": request.val_images,
+                   **({"sourceSize": list(request.source_image_size)} if request.source_image_size else {})},
         "estimates": estimates, "recommendation": recommendation, "accuracy": accuracy(session, catalogue),
     }
     if deadline is None and request.budget_cents is None:

@@ -118,12 +118,14 @@ def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSess
     else:
         assert body.imageCount is not None
         train, val = body.imageCount.train, body.imageCount.val
-    if body.imageSize is not None and (len(body.imageSize) != 2 or min(body.imageSize) <= 0):
-        raise BadRequest("imageSize must be [width, height] with positive values")
+    if body.imageSize is not None and (len(body.imageSize) != 2 or min(body.imageSize) <= 0
+                                       or max(body.imageSize) > 100_000):
+        raise BadRequest("imageSize must be [width, height] with positive values (at most 100000)")
     request = advisor.Request(model=_model_name(session, principal, body.model), train_images=train,
                               val_images=val, train_args=body.trainArgs, gpu_types=body.gpuTypes,
                               deadline_minutes=body.deadlineMinutes, budget_cents=body.budgetCents,
-                              tier=principal.tier, nc=nc or None)
+                              tier=principal.tier, nc=nc or None,
+                              source_image_size=(body.imageSize[0], body.imageSize[1]) if body.imageSize else None)
     body = advisor.estimate(session, get_catalogue(ctx), request)
     from lanner.training.router import availability_now
 

@@ -81,6 +81,27 @@ class Workload:
     patience: int | None = None   # early stop: the run may end after this many epochs without improvement
     activation_bytes: float = 0.0  # bytes autograd saves per training image, as trained (AMP: fp16); 0: unknown
     task: str = "detect"
+    source_pixels: float | None = None  # width x height of a typical source image; None: like the priors'
+
+
+# The loader priors were measured on COCO-like 640x480 JPEGs (priors.py, benchmarks/loader_factors.py).
+REFERENCE_SOURCE_PIXELS = 640 * 480
+
+
+def loader_image_factor(work: Workload, loader: LoaderSpeed, cached: bool) -> float:
+    """The loader's cost per image relative to a 640x480 source at imgsz 640.
+
+    The part a cache removes (``1 - cached_factor``: the JPEG decode) grows with the source's pixels and not
+    with imgsz; the rest (resize, mosaic, augmentation) works at imgsz. Without a known source size the whole
+    cost scales with imgsz, as the priors were fitted. Resizing a large source is counted as decode (an
+    assumption: both touch every source pixel once)."""
+    pixels = (work.imgsz / 640.0) ** 2
+    if cached:
+        return loader.cached_factor * pixels
+    if work.source_pixels is None:
+        return pixels
+    decode = 1.0 - loader.cached_factor
+    return (1.0 - decode) * pixels + decode * work.source_pixels / REFERENCE_SOURCE_PIXELS
 
 
 @dataclass(frozen=True)
@@ -139,8 +160,7 @@ def step_times(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple
         flops = 3.0 * work.gflops * 1e9
         compute = speed.step_overhead_s + work.batch * flops / (speed.train_tflops * 1e12)
         compute += work.batch * task_image_seconds(work, speed)
-    pixels = (work.imgsz / 640.0) ** 2
-    per_image = loader.train_cpu_s_640 * pixels * (loader.cached_factor if work.cache else 1.0)
+    per_image = loader.train_cpu_s_640 * loader_image_factor(work, loader, work.cache)
     parallel = max(1.0, min(float(work.workers or 1), work.host_cpus))
     load = work.batch * per_image / parallel
     return compute, load
@@ -158,7 +178,6 @@ def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed
     train_compute = steps * speed.step_overhead_s + work.train_images * (compute - speed.step_overhead_s) / work.batch
     train_load = work.train_images * load / work.batch
     train = max(train_compute, train_load) if speed.overlaps_loader else train_compute + train_load
-    pixels = (work.imgsz / 640.0) ** 2
     if _memory_bound(work, speed):  # forward only: a third of the traffic, and faster per byte like the FLOPs
         val_compute = work.val_images * image_seconds(work, speed) / (3.0 * speed.val_speedup)
     else:
@@ -166,7 +185,8 @@ def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed
     # Validation runs the same loss image by image (the trainer reports val losses) and post-processes each
     # image's masks for the mask mAP: counted at the training rate.
     val_compute += work.val_images * task_image_seconds(work, speed)
-    val_load = work.val_images * loader.val_cpu_s_640 * pixels / max(1.0, min(float(work.workers or 1),
+    val_load = work.val_images * loader.val_cpu_s_640 * loader_image_factor(work, loader, False) / max(
+        1.0, min(float(work.workers or 1),
                                                                               work.host_cpus))
     val = (max(val_compute, val_load) if speed.overlaps_loader else val_compute + val_load)
     val += math.ceil(work.val_images / max(1, work.batch * 2)) * speed.step_overhead_s if work.val_images else 0.0

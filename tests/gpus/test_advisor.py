@@ -176,3 +176,22 @@ def test_measured_peak_memory_corrects_the_memory_model_within_bounds(client, al
     _fake_run(app, alice, epoch_seconds=6.0, gpu_type="l40s", gpu_memory_pct=[99.0])
     shared = {e["gpuType"]: e for e in post(client, alice, body).json()["estimates"]}
     assert shared["l40s"]["memoryGb"] == pytest.approx(MEMORY_CORRECTION_BOUNDS[1] * predicted, rel=0.03)
+
+
+def test_large_source_images_slow_a_loader_bound_run(client, alice):
+    body = {"model": "yolo11n.yaml", "imageCount": {"train": 5000, "val": 500}, "gpuTypes": ["h100-sxm"],
+            "trainArgs": {"epochs": 10, "imgsz": 640, "batch": 32, "workers": 2}}
+
+    def epoch(**extra):
+        response = post(client, alice, {**body, **extra})
+        assert response.status_code == 200, response.text
+        return response.json()["estimates"][0]
+
+    default, coco = epoch(), epoch(imageSize=[640, 480])
+    photo = epoch(imageSize=[4000, 3000])  # 12 MP camera images: the JPEG decode is ~40x a COCO image's
+    assert default["loaderBound"] and photo["loaderBound"]
+    assert coco["epochSeconds"] == default["epochSeconds"]  # the priors' own source size changes nothing
+    assert photo["epochSeconds"]["value"] > 3 * coco["epochSeconds"]["value"]
+    cached = epoch(imageSize=[4000, 3000], trainArgs={**body["trainArgs"], "cache": "ram"})
+    assert cached["epochSeconds"]["value"] < photo["epochSeconds"]["value"] / 2  # decoded once, then reused
+    assert post(client, alice, {**body, "imageSize": [4000, 0]}).status_code == 400
