@@ -20,11 +20,13 @@ import sys
 import time
 
 from common import ROOT, cpu_model, write_section
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
 
-from lanner.gpus import priors
-from lanner.gpus.estimator import DeviceSpeed, Workload, estimate_time
-from lanner.gpus.probe import run_probe
-from lanner.gpus.profile import model_profile
+from lanner.gpus import advisor
+from lanner.gpus.catalogue import default_catalogue
+from lanner.gpus.models import CalibrationPoint
+from lanner.gpus.probe import record_probe, run_probe
 
 PROBE = ("yolo11n.yaml", 320, 16, 64)
 CONFIGS = [  # model, imgsz, batch, train images
@@ -36,22 +38,14 @@ CONFIGS = [  # model, imgsz, batch, train images
 SECTION = "## Estimator accuracy on CPU (issue 5)"
 
 
-def workload(model: str, imgsz: int, batch: int, images: int, workers: int) -> Workload:
-    return Workload(gflops=model_profile(model, nc=2).gflops(imgsz), train_images=images,
-                    val_images=max(4, images // 4), epochs=1, batch=batch, workers=workers,
-                    host_cpus=float(os.cpu_count() or 1), imgsz=imgsz)
-
-
-def calibrated_speed(probe_seconds: float, workers: int) -> DeviceSpeed:
-    """Scale the CPU prior so that the probe is predicted exactly (what advisor.calibrate does with one point)."""
-    speed = priors.cpu_prior()
-    work = workload(*PROBE, workers)
-    for _ in range(5):
-        predicted = estimate_time(work, speed, priors.LOADER_640, priors.LOCAL_FIXED).epoch_seconds.value
-        scale = probe_seconds / predicted
-        speed = DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
-                            val_speedup=speed.val_speedup, overlaps_loader=False, source="probe")
-    return speed
+def predict(session: Session, model: str, imgsz: int, batch: int, images: int, workers: int) -> float:
+    """The production estimate (``advisor.estimate``, as ``POST /api/training/estimate`` answers it) of one
+    epoch on the ``cpu`` type, calibrated by the probe stored in ``session``."""
+    request = advisor.Request(model=model, train_images=images, val_images=max(4, images // 4),
+                              train_args={"epochs": 2, "imgsz": imgsz, "batch": batch, "workers": workers},
+                              gpu_types=["cpu"], tier="enterprise", nc=2)
+    [estimate] = advisor.estimate(session, default_catalogue(), request)["estimates"]
+    return float(estimate["epochSeconds"]["value"])
 
 
 def write_doc(rows: list[tuple], probe: float, median: float, worst: float, command: str) -> None:
@@ -76,14 +70,15 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="three configurations only (a smoke run)")
     args = parser.parse_args()
     workers = min(2, os.cpu_count() or 1)
+    engine = create_engine("sqlite://")  # a throwaway database: the probe is its only calibration point
+    CalibrationPoint.metadata.create_all(engine, tables=[CalibrationPoint.__table__])
+    session = Session(engine)
     probe = run_probe(model=PROBE[0], imgsz=PROBE[1], batch=PROBE[2], images=PROBE[3], workers=workers)
-    speed = calibrated_speed(probe.epoch_seconds, workers)
-    print(f"probe: {probe.epoch_seconds:.2f} s/epoch -> {speed.train_tflops * 1000:.1f} GFLOP/s, "
-          f"{speed.step_overhead_s * 1000:.0f} ms/step")
+    record_probe(session, probe)
+    print(f"probe: {probe.epoch_seconds:.2f} s/epoch; re-predicted {predict(session, *PROBE, workers):.2f} s")
     rows = []
     for model, imgsz, batch, images in CONFIGS[:3] if args.quick else CONFIGS:
-        predicted = estimate_time(workload(model, imgsz, batch, images, workers), speed, priors.LOADER_640,
-                                  priors.LOCAL_FIXED).epoch_seconds.value
+        predicted = predict(session, model, imgsz, batch, images, workers)
         measured = run_probe(model=model, imgsz=imgsz, batch=batch, images=images, workers=workers).epoch_seconds
         error = (predicted - measured) / measured
         rows.append((model, imgsz, batch, images, predicted, measured, error))
