@@ -228,6 +228,20 @@ def _fit_speed(prior: DeviceSpeed, points: list[CalibrationPoint], loader: Loade
     return speed
 
 
+def _measured_scale(session: Session, catalogue: Catalogue, gpu: GpuType) -> float | None:
+    """How many times slower than its prior a measured type ran; remembered during one estimate (which asks it
+    once per sibling of every unmeasured type, and a refit walks all of the type's points)."""
+    memo = session.info.setdefault("lanner.measured_scales", {})
+    if gpu.id not in memo:
+        points = _points(session, gpu.id)
+        if not points:
+            memo[gpu.id] = None
+        else:
+            prior = prior_speed(catalogue, gpu)
+            memo[gpu.id] = prior.train_tflops / _fit_speed(prior, points, loader_prior(gpu)).train_tflops
+    return memo[gpu.id]
+
+
 def _architecture_speed(session: Session, catalogue: Catalogue, gpu: GpuType,
                         prior: DeviceSpeed) -> DeviceSpeed | None:
     """A type never measured here learns from its siblings: how far measured cards of the same architecture ran
@@ -238,12 +252,9 @@ def _architecture_speed(session: Session, catalogue: Catalogue, gpu: GpuType,
     for other in catalogue.all():
         if other.id in (gpu.id, "cpu") or other.architecture != gpu.architecture:
             continue
-        points = _points(session, other.id)
-        if not points:
-            continue
-        other_prior = prior_speed(catalogue, other)
-        fitted = _fit_speed(other_prior, points, loader_prior(other))
-        scales.append(other_prior.train_tflops / fitted.train_tflops)
+        scale = _measured_scale(session, catalogue, other)
+        if scale is not None:
+            scales.append(scale)
     if not scales:
         return None
     scale = statistics.median(scales)
@@ -301,6 +312,7 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
     from lanner.gpus import memory, profile
 
     args = normalise_args(request.train_args)
+    session.info.pop("lanner.measured_scales", None)  # remembered within this estimate only, never stale
     try:
         model = profile.model_profile(request.model, nc=request.nc)
     except ValueError as exc:
