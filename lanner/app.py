@@ -1,4 +1,5 @@
-"""Application factory: one ``create_app()`` used by ``lanner serve``, tests and benchmarks."""
+"""The composition root: ``create_app()`` builds the request context and the training runtime, mounts every
+router and ties the runtime's threads to the app's lifespan. Used by ``lanner serve``, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -9,9 +10,23 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from lanner import __version__, handlers
+from lanner.accounts.router import router as accounts_router
+from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
 from lanner.context import AppContext
+from lanner.datasets.router import router as datasets_router
+from lanner.gpus.catalogue import get_catalogue
+from lanner.gpus.estimate_api import router as estimate_router
+from lanner.gpus.router import router as gpus_router
 from lanner.migrate import upgrade_database
+from lanner.projects.router import router as projects_router
+from lanner.storage.router import router as storage_router
+from lanner.training.router import router as training_router
+from lanner.training.runtime import TrainingRuntime
+from lanner.web.router import router as web_router
+
+ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
+           gpus_router, storage_router, web_router)
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -19,19 +34,14 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     ctx = AppContext.from_settings(settings)
     if migrate:
         upgrade_database(ctx.db.url)
-    from lanner.gpus.catalogue import get_catalogue
-
     get_catalogue(ctx)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at the first request
+    training = TrainingRuntime(ctx)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        ctx.ingest.start()
-        if settings.supervisor_interval_seconds > 0:
-            ctx.supervisor.start()
+        training.start()
         yield
-        if ctx._supervisor is not None:
-            ctx.supervisor.stop()
-        ctx.ingest.stop()
+        training.stop()
         ctx.shutdown_jobs()
         ctx.db.dispose()
 
@@ -42,20 +52,9 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         lifespan=lifespan,
     )
     app.state.lanner = ctx
+    app.state.training = training
     handlers.install(app)
-
-    from lanner.accounts.router import router as accounts_router
-    from lanner.billing.router import router as billing_router
-    from lanner.datasets.router import router as datasets_router
-    from lanner.gpus.estimate_api import router as estimate_router
-    from lanner.gpus.router import router as gpus_router
-    from lanner.projects.router import router as projects_router
-    from lanner.storage.router import router as storage_router
-    from lanner.training.router import router as training_router
-    from lanner.web.router import router as web_router
-
-    for router in (accounts_router, billing_router, projects_router, training_router, estimate_router,
-                   datasets_router, gpus_router, storage_router, web_router):
+    for router in ROUTERS:
         app.include_router(router)
 
     @app.get("/api/health", tags=["meta"])
@@ -64,3 +63,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
 
     logging.getLogger("lanner").setLevel(logging.INFO)
     return app
+
+
+def create_served_app() -> FastAPI:
+    """The factory ``lanner serve`` hands to uvicorn: serve has migrated once already, before any worker."""
+    return create_app(migrate=False)

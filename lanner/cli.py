@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -39,7 +39,7 @@ def _context():
     return ctx
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     err.print(f"[red]error:[/red] {message}", soft_wrap=True)  # one line: scripts and tests grep it
     raise typer.Exit(code=1)
 
@@ -63,7 +63,7 @@ def serve(host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0
     settings.resolved_home.mkdir(parents=True, exist_ok=True)
     upgrade_database(settings.resolved_database_url)
     err.print(f"Lanner on http://{host}:{port} (data in {settings.resolved_home})")
-    uvicorn.run("lanner.app:create_app", factory=True, host=host, port=port, workers=workers,
+    uvicorn.run("lanner.app:create_served_app", factory=True, host=host, port=port, workers=workers,
                 log_level="warning", access_log=False)
 
 
@@ -151,7 +151,7 @@ def runs_cancel(target: Annotated[str, typer.Argument(help="OWNER/PROJECT/MODEL"
     try:
         with ctx.db.session() as session:
             owner = accounts_service.require_user(session, username=parts[0])
-            principal = Principal(user_id=owner.id, username=owner.username, tier=owner.tier, key_id=None)
+            principal = Principal.of(owner)
             model = projects_service.get_model(session, principal, owner=parts[0], project=parts[1],
                                                model=parts[2], write=True)
             run = training_service.cancel_training(session, model)
@@ -186,7 +186,7 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
     try:
         with ctx.db.session() as session:
             user = accounts_service.require_user(session, username=owner)
-            principal = Principal(user_id=user.id, username=user.username, tier=user.tier, key_id=None)
+            principal = Principal.of(user)
             try:
                 dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name),
                                                        write=True)
@@ -254,6 +254,13 @@ def gpus_probe(model: Annotated[str, typer.Option(help="Model YAML or weights to
         typer.echo(f"{gpu_type}\t{result.epoch_seconds:.2f} s/epoch\t{images / result.epoch_seconds:.1f} img/s")
 
 
+def _uri_owner(uri: str | None) -> str | None:
+    """The owner (a username) of a ul://owner/... URI; None for anything else."""
+    if not uri or not uri.startswith("ul://"):
+        return None
+    return uri.removeprefix("ul://").split("/")[0] or None
+
+
 def _duration(text: str) -> float:
     """'90', '90m', '2h', '1.5h' -> minutes."""
     units = {"m": 1.0, "h": 60.0, "d": 1440.0}
@@ -274,29 +281,39 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
              batch: Annotated[int, typer.Option(help="Batch size; -1 = AutoBatch.")] = 16,
              deadline: Annotated[str | None, typer.Option(help="Finish within, e.g. 2h or 90m.")] = None,
              budget: Annotated[float | None, typer.Option(help="Spend at most this many USD.")] = None,
-             owner: Annotated[str | None, typer.Option(help="Estimate as this user (tier, datasets).")] = None,
+             owner: Annotated[str | None, typer.Option(help="Estimate as this user (tier, private datasets); "
+                                                         "default: the owner named in --data or --model, else "
+                                                         "no tier limit.")] = None,
              ) -> None:
     """Time, memory and cost on every GPU type, sorted by cost, the recommendation on top."""
     from rich.table import Table
 
     from lanner.accounts import service as accounts_service
     from lanner.accounts.service import Principal
-    from lanner.errors import LannerError
+    from lanner.errors import LannerError, NotFound
     from lanner.gpus import advisor
     from lanner.gpus.catalogue import catalogue_from_settings
     from lanner.gpus.estimate_api import _dataset_counts, _model_name
 
     if (data is None) == (train_images is None):
         _fail("give either --data ul://owner/datasets/slug or --train-images N")
+    # Without --owner the estimate runs as the owner its URIs name, so their private datasets and models are
+    # readable and their tier marks which GPU types they may use.
+    source = "--owner"
+    if owner is None:
+        source, owner = next(((option, _uri_owner(uri)) for option, uri in (("--data", data), ("--model", model))
+                              if _uri_owner(uri)), (source, None))
     ctx = _context()
     try:
         with ctx.db.session() as session:
-            principal = Principal(user_id="", username="", tier="enterprise", key_id=None)
-            if owner is None and data is not None and data.startswith("ul://"):
-                owner = data.removeprefix("ul://").split("/")[0]  # the dataset's owner: their tier and access
+            principal = Principal.operator()
             if owner:
-                user = accounts_service.require_user(session, username=owner)
-                principal = Principal(user_id=user.id, username=user.username, tier=user.tier, key_id=None)
+                try:
+                    user = accounts_service.require_user(session, username=owner)
+                except NotFound:
+                    given = {"--owner": owner, "--data": data, "--model": model}[source]
+                    _fail(f"{source} {given}: user '{owner}' not found")
+                principal = Principal.of(user)
             nc = None
             if data is not None:
                 train, val, nc = _dataset_counts(session, principal, data)

@@ -1,4 +1,6 @@
-"""Everything a request needs that lives for the life of the app: settings, database, blobs, signer."""
+"""What every request may depend on for the life of the app: settings, database, blob store, signer, the API
+key cache and the background job queue. It knows no domain: engines built on top of it (training's runtime)
+are composed by ``lanner.app.create_app``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from lanner.config import Settings
 from lanner.db import Database
 from lanner.storage.blobs import BlobStore, LocalBlobStore
 from lanner.storage.signing import URLSigner
-from lanner.training.ingest import IngestWriter
 
 
 @dataclass
@@ -20,28 +21,8 @@ class AppContext:
     db: Database
     blobs: BlobStore
     signer: URLSigner
-    ingest: IngestWriter
     key_cache: dict[str, tuple[float, object]] = field(default_factory=dict)
     _jobs: ThreadPoolExecutor | None = None
-    _executor: Any = None
-    _supervisor: Any = None
-
-    @property
-    def executor(self) -> Any:
-        """Where runs execute (``LANNER_EXECUTOR``), built on first use."""
-        if self._executor is None:
-            from lanner.training.executors import make_executor
-
-            self._executor = make_executor(self.settings)
-        return self._executor
-
-    @property
-    def supervisor(self) -> Any:
-        if self._supervisor is None:
-            from lanner.training.supervisor import Supervisor
-
-            self._supervisor = Supervisor(self, self.executor)
-        return self._supervisor
 
     def submit_job(self, fn: Callable[..., Any], *args: Any) -> Future:
         """Background work (dataset imports) on one worker thread: imports run one at a time, in order."""
@@ -58,11 +39,9 @@ class AppContext:
     def from_settings(cls, settings: Settings) -> AppContext:
         home = settings.resolved_home
         home.mkdir(parents=True, exist_ok=True)
-        db = Database(settings.resolved_database_url)
         return cls(
             settings=settings,
-            db=db,
-            ingest=IngestWriter(db, settings.public_url),
+            db=Database(settings.resolved_database_url),
             blobs=LocalBlobStore(settings.blob_root),
             signer=URLSigner(settings.resolved_secret_key, settings.public_url, settings.signed_url_ttl_seconds),
         )

@@ -23,3 +23,18 @@ def test_every_cli_command_is_documented():
         subcommands = getattr(command, "commands", None)
         for full in ([f"lanner {name} {sub}" for sub in subcommands] if subcommands else [f"lanner {name}"]):
             assert full in README, f"`{full}` missing from README.md"
+
+
+def test_lanner_extensions_are_in_the_openapi_document(tmp_path: Path) -> None:
+    """Clients generate code from /openapi.json: an endpoint missing there is missing for them."""
+    from lanner.app import create_app
+
+    app = create_app(Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'lanner.db'}",
+                              secret_key="test-secret"), migrate=False)
+    paths = app.openapi()["paths"]
+    estimate = paths["/api/training/estimate"]["post"]
+    assert "Lanner" in estimate["summary"] and "recommendation" in estimate["description"]
+    schema = estimate["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    fields = app.openapi()["components"]["schemas"][schema]["properties"]
+    assert {"model", "dataset", "imageCount", "imageSize", "trainArgs", "gpuTypes"} <= set(fields)
+    assert "Lanner" in paths["/api/gpus"]["get"]["summary"]

@@ -8,10 +8,12 @@ from fastapi import APIRouter, Response
 from sqlalchemy import func, select
 
 from lanner.accounts import service
+from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.models import User
 from lanner.accounts.schemas import ApiKeyCreate, LoginRequest
+from lanner.accounts.sessions import clear_session_cookie, set_session_cookie
 from lanner.billing import service as billing_service
-from lanner.deps import SESSION_COOKIE, Ctx, CurrentPrincipal, DbSession
+from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
 from lanner.projects.models import ModelRecord, Project
 from lanner.projects.schemas import iso
@@ -71,15 +73,12 @@ def profile(principal: CurrentPrincipal, session: DbSession, username: str | Non
 
 @router.post("/api/auth/login")
 def login(body: LoginRequest, response: Response, session: DbSession, ctx: Ctx) -> dict[str, Any]:
-    from lanner.web.sessions import SESSION_SECONDS, make_cookie
-
     user = service.authenticate_password(session, username=body.username, password=body.password)
-    response.set_cookie(SESSION_COOKIE, make_cookie(ctx, user.id), max_age=SESSION_SECONDS, httponly=True,
-                        samesite="lax", secure=ctx.settings.public_url.startswith("https"))
+    set_session_cookie(response, ctx.signer, user.id)
     return {"username": user.username}
 
 
 @router.post("/api/auth/logout")
 def logout(response: Response) -> dict[str, Any]:
-    response.delete_cookie(SESSION_COOKIE)
+    clear_session_cookie(response)
     return {"success": True}

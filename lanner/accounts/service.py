@@ -30,6 +30,16 @@ class Principal:
     key_id: str | None
     run_id: int | None = None  # set for a run-scoped worker key
 
+    @classmethod
+    def of(cls, user: User, *, key_id: str | None = None, run_id: int | None = None) -> Principal:
+        """The one way to act as ``user`` (a key's owner, a cookie's user, the CLI acting for someone)."""
+        return cls(user_id=user.id, username=user.username, tier=user.tier, key_id=key_id, run_id=run_id)
+
+    @classmethod
+    def operator(cls) -> Principal:
+        """The server's operator at the command line: no user, no tier limit, no private data."""
+        return cls(user_id="", username="", tier="enterprise", key_id=None)
+
 
 def get_user_by_username(session: Session, *, username: str) -> User | None:
     return session.scalar(select(User).where(User.username == username.lower()))

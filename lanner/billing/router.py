@@ -8,10 +8,11 @@ from typing import Any
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
+from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.models import User
 from lanner.billing import service
 from lanner.billing.models import LedgerTransaction
-from lanner.deps import CurrentPrincipal, DbSession
+from lanner.deps import DbSession
 from lanner.errors import BadRequest
 from lanner.projects.models import ModelRecord, Project
 from lanner.projects.schemas import iso

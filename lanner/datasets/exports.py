@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -22,7 +23,6 @@ from lanner.context import AppContext
 from lanner.datasets.models import Dataset, DatasetExport, DatasetItem, ImageBlob
 from lanner.db import utcnow
 from lanner.errors import BadRequest
-from lanner.storage.signing import blob_path
 
 KINDS = {"ndjson": "dataset.ndjson", "yolo": "dataset.zip", "coco": "annotations.json"}
 IMAGE_URL_TTL = timedelta(days=7)
@@ -77,7 +77,7 @@ def write_ndjson(ctx: AppContext, session: Session, dataset: Dataset, manifest_i
                     continue  # unlabelled, not a background image: training must not learn "nothing here"
                 rows = [_round(r) for r in (yolo_row(task, x) for x in row.labels) if r is not None]
                 annotations = {ANNOTATION_KEY.get(task, "boxes"): rows} if rows else {}
-            url = ctx.signer.sign("GET", blob_path(row.sha256, row.name), ttl_seconds=ttl)
+            url = ctx.signer.download_url(row.sha256, row.name, ttl_seconds=ttl)
             fh.write(json.dumps({"type": "image", "file": row.name, "url": url, "width": row.width,
                                  "height": row.height, "split": row.split, "annotations": annotations}) + "\n")
 
@@ -88,7 +88,6 @@ def write_yolo_zip(ctx: AppContext, session: Session, dataset: Dataset, manifest
         splits: set[str] = set()
         for row in _rows(session, manifest_id):
             splits.add(row.split)
-            source = ctx.blobs.local_path(row.sha256)
             if task == "classify":
                 if row.class_id is None:
                     continue
@@ -101,10 +100,8 @@ def write_yolo_zip(ctx: AppContext, session: Session, dataset: Dataset, manifest
                              if r is not None]
                     archive.writestr(f"labels/{row.split}/{stem}.txt", "\n".join(lines) + ("\n" if lines else ""),
                                      zipfile.ZIP_DEFLATED)
-            if source is not None:
-                archive.write(source, name)
-            else:
-                archive.writestr(name, b"".join(ctx.blobs.iter_bytes(row.sha256)))
+            with ctx.blobs.open(row.sha256) as source, archive.open(name, "w") as target:
+                shutil.copyfileobj(source, target, 1 << 20)
         if task != "classify":
             lines = [f"{s}: images/{s}" for s in ("train", "val", "test") if s in splits]
             names = "\n".join(f"  {i}: {json.dumps(n)}" for i, n in enumerate(class_names))
@@ -156,7 +153,9 @@ def build_export(ctx: AppContext, session: Session, dataset: Dataset, *, kind: s
     if cached is not None and (cached.expires_at is None or cached.expires_at > now + IMAGE_URL_TTL / 2) \
             and ctx.blobs.exists(cached.sha256):
         return cached.sha256, KINDS[kind], True
-    fd, name = tempfile.mkstemp(dir=ctx.settings.blob_root / "tmp", suffix=f".{kind}")
+    work = ctx.settings.resolved_home / "tmp"
+    work.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=work, suffix=f".{kind}")
     os.close(fd)
     path = Path(name)
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 from datetime import timedelta
@@ -14,6 +13,7 @@ from fastapi import APIRouter, Body, Query
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.service import Principal
 from lanner.context import AppContext
 from lanner.datasets import exports, service
@@ -39,12 +39,11 @@ from lanner.datasets.schemas import (
     image_item,
 )
 from lanner.db import utcnow
-from lanner.deps import Ctx, CurrentPrincipal, DbSession
+from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, NotFound, NotImplementedOnSelfHosted
 from lanner.projects.schemas import REGION, iso
 from lanner.slugs import renamed_slug
 from lanner.storage.models import UploadSession
-from lanner.storage.signing import blob_path, upload_path
 
 router = APIRouter(tags=["datasets"])
 log = logging.getLogger("lanner.datasets")
@@ -151,8 +150,7 @@ def signed_url(body: SignedUrlRequest, principal: CurrentPrincipal, session: DbS
     session.add(upload)
     session.flush()
     ttl = 12 * 3600
-    return {"sessionId": upload.id, "uploadUrl": ctx.signer.sign("PUT", upload_path(f"sessions/{upload.id}/{filename}"),
-                                                                 ttl_seconds=ttl),
+    return {"sessionId": upload.id, "uploadUrl": ctx.signer.upload_url(f"sessions/{upload.id}/{filename}", ttl),
             "expiresAt": iso(utcnow().replace(microsecond=0) + timedelta(seconds=ttl)),
             "headers": {"Content-Type": "application/octet-stream"}}
 
@@ -202,12 +200,7 @@ def _run_ingest(ctx: AppContext, dataset_id: str, sha256: str, filename: str) ->
         work.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix="upload-", dir=work))
         source = staging / filename
-        blob = ctx.blobs.local_path(sha256)
-        assert blob is not None
-        try:
-            os.link(blob, source)
-        except OSError:
-            shutil.copyfile(blob, source)
+        ctx.blobs.copy_to(sha256, source)
         ingest_service.ingest_path(ctx, dataset_id, source)
     except Exception as exc:  # an import must end in ready or failed, never stay processing
         log.warning("import into dataset %s failed: %s", dataset_id, exc, exc_info=not isinstance(exc, ImportRefused))
@@ -408,9 +401,9 @@ def image_urls(body: ImageIdsRequest, principal: CurrentPrincipal, session: DbSe
         dataset = service.get_dataset_by_id(session, principal, dataset_id)
         for row in session.execute(_image_rows(session, dataset.manifest_id).where(DatasetItem.key.in_(keys))):
             image_id = f"{dataset_id}-{row.key}"
-            urls[image_id] = ctx.signer.sign("GET", blob_path(row.sha256, row.name))
+            urls[image_id] = ctx.signer.download_url(row.sha256, row.name)
             if row.thumb_sha256:
-                thumbnails[image_id] = ctx.signer.sign("GET", blob_path(row.thumb_sha256, "thumb.jpg"))
+                thumbnails[image_id] = ctx.signer.download_url(row.thumb_sha256, "thumb.jpg")
     return {"urls": urls, "thumbnails": thumbnails, "depths": {}}
 
 
@@ -487,7 +480,7 @@ def clone(owner: str, dataset: str, body: CloneRequest, principal: CurrentPrinci
 
 
 def _export_response(ctx: AppContext, sha256: str, filename: str) -> str:
-    return ctx.signer.sign("GET", blob_path(sha256, filename))
+    return ctx.signer.download_url(sha256, filename)
 
 
 def _captured_version(session: Any, principal: Any, record: Any) -> Any:

@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from lanner.context import AppContext
 from lanner.datasets.models import Dataset, DatasetVersion
 from lanner.projects.schemas import REGION, iso
-from lanner.storage.signing import blob_path
 
 SDK_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 
@@ -89,9 +88,9 @@ def image_item(ctx: AppContext, dataset_id: str, row: Any, *, thumbnails: bool =
         "error": (row.issues.strip(",").replace(",", ", ") or None) if row.issues else None,
     }
     if thumbnails and row.thumb_sha256:
-        item["thumbnailUrl"] = ctx.signer.sign("GET", blob_path(row.thumb_sha256, "thumb.jpg"))
+        item["thumbnailUrl"] = ctx.signer.download_url(row.thumb_sha256, "thumb.jpg")
     if urls:
-        item["imageUrl"] = ctx.signer.sign("GET", blob_path(row.sha256, row.name))
+        item["imageUrl"] = ctx.signer.download_url(row.sha256, row.name)
     if labels:
         item["labels"] = list(row.labels or [])
     return item

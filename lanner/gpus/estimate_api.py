@@ -9,10 +9,12 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from lanner.deps import Ctx, CurrentPrincipal, DbSession
+from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, NotFound
 from lanner.gpus import advisor
 from lanner.gpus.catalogue import get_catalogue
+from lanner.training.dependencies import Runtime
 
 router = APIRouter(tags=["gpus"])
 
@@ -102,12 +104,22 @@ def _model_name(session: Any, principal: Any, model: str) -> str:
     return architecture_of(record)
 
 
+def _check_whole_numbers(train_args: dict[str, Any]) -> None:
+    """The trainer refuses imgsz=640.5 and epochs=2.5 (its check_cfg / check_imgsz); an estimate that quietly
+    truncated them would describe a run that can never start."""
+    for key in ("epochs", "imgsz"):
+        value = train_args.get(key)
+        if isinstance(value, float) and not value.is_integer():
+            raise BadRequest(f"trainArgs.{key} must be a whole number, not {value:g}")
+
+
 @router.post("/api/training/estimate", summary="Estimate time, memory and cost on every GPU type (Lanner)",
              description="Before launch: per GPU type the batch used (AutoBatch resolved), whether it fits, peak "
                          "memory, the largest batch that fits, epoch and total time and cost as value/low/high "
                          "ranges from the calibration residuals, whether the run is loader-bound, and a cheapest / "
                          "fastest / balanced recommendation under an optional deadline and budget.")
-def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx) -> dict[str, Any]:
+def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
+             runtime: Runtime) -> dict[str, Any]:
     if (body.dataset is None) == (body.imageCount is None):
         raise BadRequest("give either dataset (ul://owner/datasets/slug) or imageCount {train, val}")
     nc = None
@@ -118,6 +130,7 @@ def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSess
     else:
         assert body.imageCount is not None
         train, val = body.imageCount.train, body.imageCount.val
+    _check_whole_numbers(body.trainArgs)
     if body.imageSize is not None and (len(body.imageSize) != 2 or min(body.imageSize) <= 0
                                        or max(body.imageSize) > 100_000):
         raise BadRequest("imageSize must be [width, height] with positive values (at most 100000)")
@@ -129,7 +142,7 @@ def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSess
     body = advisor.estimate(session, get_catalogue(ctx), request)
     from lanner.training.router import availability_now
 
-    levels = availability_now(ctx)
+    levels = availability_now(runtime)
     for item in body["estimates"]:  # from the executors' free capacity right now; null: nothing here has one
         item["availability"] = levels.get(item["gpuType"])
     return body

@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from lanner.deps import Ctx, CurrentPrincipal
+from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.deps import Ctx
 from lanner.gpus.catalogue import Catalogue, get_catalogue
 from lanner.gpus.schemas import GpuList
 

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Body, Query
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.models import User
-from lanner.deps import Ctx, CurrentPrincipal, DbSession
+from lanner.deps import Ctx, DbSession
 from lanner.projects import service
 from lanner.projects.models import ModelRecord, Project
 from lanner.projects.schemas import (
@@ -22,7 +23,6 @@ from lanner.projects.schemas import (
     numeric_metrics,
     project_item,
 )
-from lanner.storage.signing import blob_path
 from lanner.training import service as training_service
 from lanner.training.models import ConsoleChunk, EpochMetric
 
@@ -166,7 +166,7 @@ def model_files(owner: str, project: str, model: str, principal: CurrentPrincipa
     if record.weights_sha256 is None:
         return {"files": []}
     name = record.weights_name or "best.pt"
-    url = ctx.signer.sign("GET", blob_path(record.weights_sha256, name))
+    url = ctx.signer.download_url(record.weights_sha256, name)
     return {"files": [{"name": name, "size": float(record.weights_size or 0), "downloadUrl": url}]}
 
 

@@ -46,7 +46,12 @@ class BlobStore(ABC):
 
     @abstractmethod
     def local_path(self, sha256: str) -> Path | None:
-        """A filesystem path when the store has one (lets the server use sendfile)."""
+        """A filesystem path when the store has one. Only the blob route uses it (sendfile); everyone else
+        reads through ``open``/``iter_bytes`` or ``copy_to``, so a store without paths works everywhere."""
+
+    @abstractmethod
+    def copy_to(self, sha256: str, dest: Path) -> None:
+        """Make ``dest`` a private copy of the blob (a hard link where the store can, which costs nothing)."""
 
     @abstractmethod
     def delete_if_idle(self, sha256: str, idle_seconds: float) -> bool:
@@ -133,6 +138,13 @@ class LocalBlobStore(BlobStore):
     def local_path(self, sha256: str) -> Path | None:
         path = self._path(sha256)
         return path if path.exists() else None
+
+    def copy_to(self, sha256: str, dest: Path) -> None:
+        source = self._path(sha256)
+        try:
+            os.link(source, dest)
+        except OSError:  # another filesystem, or links not allowed
+            shutil.copyfile(source, dest)
 
     def delete_if_idle(self, sha256: str, idle_seconds: float) -> bool:
         path = self._path(sha256)

@@ -1,4 +1,6 @@
-"""HMAC-signed, expiring URLs served by Lanner itself (stand-in for cloud storage signed URLs)."""
+"""One HMAC signer for everything Lanner hands out and later trusts: signed blob/upload URLs (a stand-in for
+cloud storage signed URLs) and signed values such as the web session cookie. Each use has its own purpose
+string inside the MAC, so a signature made for one can never be replayed as another."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ class URLSigner:
         self.public_url = public_url.rstrip("/")
         self.ttl_seconds = ttl_seconds
 
+    def _mac(self, purpose: str, message: str) -> str:
+        return hmac.new(self._key, f"{purpose}\n{message}".encode(), hashlib.sha256).hexdigest()
+
     def _signature(self, method: str, path: str, expires: int) -> str:
-        message = f"{method.upper()}\n{path}\n{expires}".encode()
-        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+        # Purpose = the HTTP method: URLs signed before the purpose prefix existed keep verifying.
+        return self._mac(method.upper(), f"{path}\n{expires}")
 
     def sign(self, method: str, path: str, ttl_seconds: int | None = None) -> str:
         """Return an absolute URL for ``path`` (already URL-safe) usable with ``method`` until it expires."""
@@ -31,6 +36,31 @@ class URLSigner:
             return False
         expected = self._signature(method, path, int(expires))
         return hmac.compare_digest(expected, signature)
+
+    def download_url(self, sha256: str, filename: str, ttl_seconds: int | None = None) -> str:
+        """The one way to hand out a blob: a signed GET on Lanner's blob route, named ``filename``."""
+        return self.sign("GET", blob_path(sha256, filename), ttl_seconds)
+
+    def upload_url(self, key: str, ttl_seconds: int | None = None) -> str:
+        """A signed PUT for the upload slot ``key`` (see ``lanner.storage.router.put_upload``)."""
+        return self.sign("PUT", upload_path(key), ttl_seconds)
+
+    def sign_value(self, purpose: str, value: str, ttl_seconds: int) -> str:
+        """``value.expires.mac``: a tamper-proof, expiring token (``value`` must not contain dots)."""
+        if "." in value:
+            raise ValueError("a signed value may not contain '.'")
+        payload = f"{value}.{int(time.time()) + ttl_seconds}"
+        return f"{payload}.{self._mac(purpose, payload)}"
+
+    def unsign_value(self, purpose: str, token: str | None) -> str | None:
+        """The value of a token made by ``sign_value`` for ``purpose``; None when forged, altered or expired."""
+        if not token or token.count(".") != 2:
+            return None
+        value, expires, mac = token.split(".")
+        payload = f"{value}.{expires}"
+        if not expires.isdigit() or int(expires) < time.time():
+            return None
+        return value if hmac.compare_digest(mac, self._mac(purpose, payload)) else None
 
 
 def blob_path(sha256: str, filename: str) -> str:

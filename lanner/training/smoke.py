@@ -52,7 +52,7 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
     measured, first_epoch_only = timing
     user = session.get(User, model.owner_id)
     assert user is not None
-    principal = Principal(user_id=user.id, username=user.username, tier=user.tier, key_id=None)
+    principal = Principal.of(user)
     catalogue = get_catalogue(ctx)
     gpu = catalogue.get(run.gpu_type)
     dataset = resolve_dataset(session, principal, args.get("data"))

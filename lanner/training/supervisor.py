@@ -26,7 +26,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
@@ -44,6 +44,7 @@ EXIT_GRACE_SECONDS = 15.0
 LAUNCHING = "launching:"  # external_id while a pass launches the attempt
 COLLECT_EVERY_SECONDS = 60.0
 STALE_LAUNCH_SECONDS = 300.0  # events still in flight after a worker exits (the final upload, training_complete)
+KILL_AFTER_GRACE_SECONDS = 60.0  # a finished run's worker still running this long after its stop is killed
 
 
 def cost_micros(price_micros_per_hour: int, seconds: float) -> int:
@@ -64,6 +65,7 @@ class Supervisor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._exits: dict[int, datetime] = {}  # run -> when its worker was first seen gone
+        self._unreadable: dict[int, datetime] = {}  # run -> first of the status polls failing since
         self._metered: dict[int, datetime] = {}  # run -> when its charges were last brought up to date
         self._collected_at = float("-inf")  # monotonic time of the last checkpoint collection
         self._lock = threading.Lock()
@@ -106,7 +108,7 @@ class Supervisor:
                 .order_by(Run.id)))
         if not pending:
             return
-        capacity = self.executor.capacity() if self.executor.name == "local" else None
+        capacity = self._capacity() if self.executor.name == "local" else None
         for run_id in pending:
             with self.ctx.db.session() as session:
                 run = session.get(Run, run_id)
@@ -140,6 +142,20 @@ class Supervisor:
             if capacity is not None:
                 room = capacity[gpu_type]
                 capacity[gpu_type] = type(room)(total=room.total, free=room.free - 1)
+
+    def _capacity(self) -> dict[str, Any]:
+        """Free slots per GPU type: the executor's count, never more than the database allows. The executor
+        knows only workers it launched or has polled since this server started; the database also knows
+        workers launched before a restart, ones whose status cannot be read, and other servers' claims."""
+        capacity = dict(self.executor.capacity())
+        with self.ctx.db.session() as session:
+            busy = dict(session.execute(select(Run.gpu_type, func.count()).where(
+                Run.executor == self.executor.name, Run.external_id.is_not(None),
+                Run.worker_exited_at.is_(None)).group_by(Run.gpu_type)).all())
+        for gpu_type, room in capacity.items():
+            free = min(room.free, room.total - int(busy.get(gpu_type, 0)))
+            capacity[gpu_type] = type(room)(total=room.total, free=max(0, free))
+        return capacity
 
     def _prepare(self, session: Session, run: Run) -> LaunchSpec:
         """A fresh run-scoped key per attempt (the previous one is revoked) and the worker's whole environment."""
@@ -181,7 +197,6 @@ class Supervisor:
     def _checkpoint_url(self, session: Session, run: Run) -> str | None:
         """The newest checkpoint this run uploaded, its worker's ``last.pt`` first (a relaunch on another node
         has no local copy); only this run's uploads, never weights the model had from an earlier run."""
-        from lanner.storage.router import blob_path
         from lanner.training.models import StagedUpload
 
         if run.attempt <= 1:
@@ -191,7 +206,7 @@ class Supervisor:
             .order_by((StagedUpload.filename == "last.pt").desc(), StagedUpload.uploaded_at.desc()).limit(1))
         if staged is None or staged.sha256 is None:
             return None
-        return self.ctx.signer.sign("GET", blob_path(staged.sha256, staged.filename))
+        return self.ctx.signer.download_url(staged.sha256, staged.filename)
 
     def _revoke_key(self, session: Session, run: Run) -> None:
         if run.api_key_id:
@@ -219,27 +234,44 @@ class Supervisor:
                 status = self.executor.status(external_id)
             except Exception:
                 log.exception("could not poll run %s (%s)", run_id, external_id)
-                self._check_silence(run_id, external_id)
+                since = self._unreadable.setdefault(run_id, utcnow())
+                self._check_silence(run_id, external_id, since)
                 continue
+            self._unreadable.pop(run_id, None)
             with self.ctx.db.session() as session:
                 run = session.get(Run, run_id)
                 if run is None or run.external_id != external_id:
                     continue
                 self._observe(session, run, status)
 
-    def _check_silence(self, run_id: int, external_id: str) -> None:
+    def _check_silence(self, run_id: int, external_id: str, unreadable_since: datetime) -> None:
         """The executor cannot say how the worker is (e.g. Ray forgot the job after a head restart): the run's
-        own events still can. A running run silent for too long is lost, or it would be metered forever."""
+        own events still can. A running run silent for too long is lost, or it would be metered forever; a
+        queued one unreadable that long is submitted again; a finished one's worker, unreadable past its grace,
+        is stopped blind and its key revoked, or the key would stay valid for ever."""
         with self.ctx.db.session() as session:
             run = session.get(Run, run_id)
             if run is None or run.external_id != external_id:
                 return
+            now = utcnow()
             if run.status in (RunStatus.STARTING, RunStatus.RUNNING):
-                now = utcnow()
                 heard = max(filter(None, [run.last_event_at, run.attempt_started_at]), default=None)
                 if _seconds(heard, now) > self.settings.run_lost_after_seconds:
                     self._kill(run)
                     self._lost(session, run, f"no event for {int(_seconds(heard, now))} s and no job status")
+                    self._unreadable.pop(run_id, None)
+            elif run.status == RunStatus.PENDING:
+                if _seconds(unreadable_since, now) > self.settings.run_lost_after_seconds:
+                    self._kill(run)
+                    self._lost(session, run, "its queued job's status could not be read")
+                    self._unreadable.pop(run_id, None)
+            elif RunStatus(run.status).is_terminal():
+                grace = max(self._grace(run), KILL_AFTER_GRACE_SECONDS)
+                if _seconds(max(unreadable_since, run.completed_at or unreadable_since), now) > grace:
+                    self._kill(run)
+                    run.worker_exited_at = now
+                    self._revoke_key(session, run)
+                    self._unreadable.pop(run_id, None)
 
     def _release_stale_claim(self, run_id: int, external_id: str) -> None:
         """A pass that claimed a run and died before launching it: give the run back to dispatch."""
@@ -256,8 +288,13 @@ class Supervisor:
             if state is JobState.RUNNING and run.status == RunStatus.PENDING:
                 self._begin_attempt(session, run)  # Ray placed it: the clock starts now
             if RunStatus(run.status).is_terminal():
-                grace = self.settings.cancel_grace_seconds if run.status == RunStatus.CANCELLED else 120.0
-                if _seconds(run.completed_at, now) > grace:
+                # The worker keeps its key meanwhile: its next event is answered ``cancelled: true``.
+                overdue = _seconds(run.completed_at, now) - self._grace(run)
+                if overdue > KILL_AFTER_GRACE_SECONDS:
+                    log.warning("run %s: its worker ignored the stop; killing it", run.id)
+                    self._kill(run)
+                    self._revoke_key(session, run)  # it was told and signalled: nothing it sends counts now
+                elif overdue > 0:
                     log.info("run %s is %s but its worker still runs: stopping it", run.id, run.status)
                     self.executor.stop(run.external_id or "")
             elif run.status in (RunStatus.STARTING, RunStatus.RUNNING):
@@ -290,6 +327,10 @@ class Supervisor:
             message = "the trainer exited without reporting a result"
         self._fail_run(session, run, f"{message}{': ' + tail if tail else ''}", code="worker_exited")
         run.worker_exited_at = now
+
+    def _grace(self, run: Run) -> float:
+        """How long a finished run's worker may still run: a cancelled one stops itself on its next event."""
+        return self.settings.cancel_grace_seconds if run.status == RunStatus.CANCELLED else 120.0
 
     def _kill(self, run: Run) -> None:
         try:
@@ -347,6 +388,7 @@ class Supervisor:
             if run is not None:
                 self._fail_run(session, run, message, code=code)
                 run.worker_exited_at = utcnow()
+                self._revoke_key(session, run)  # no worker: even a run already settled (cancelled) keeps none
 
     # --- meter -----------------------------------------------------------------------------------
 
@@ -449,6 +491,17 @@ class Supervisor:
                 if run is None or run.settled_at is not None:
                     continue
                 self._settle(session, run)
+        self._revoke_finished_keys()
+
+    def _revoke_finished_keys(self) -> None:
+        """A settled run whose worker is gone keeps no valid key, whichever path (or server, before a restart)
+        ended it: settlement leaves a live worker's key alone, and this catches it once the worker is gone."""
+        with self.ctx.db.session() as session:
+            stale = list(session.scalars(select(Run).join(ApiKey, ApiKey.id == Run.api_key_id).where(
+                Run.executor.is_not(None), Run.settled_at.is_not(None), ApiKey.revoked_at.is_(None),
+                or_(Run.worker_exited_at.is_not(None), Run.external_id.is_(None)))))
+            for run in stale:
+                self._revoke_key(session, run)
 
     def _settle(self, session: Session, run: Run) -> None:
         if run.attempt_started_at is not None:

@@ -10,9 +10,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from sqlalchemy import select
 
-from lanner.deps import SESSION_COOKIE, Ctx, DbSession
+from lanner.accounts.dependencies import OptionalPrincipal
+from lanner.deps import DbSession
 from lanner.projects.models import ModelRecord, Project
-from lanner.web.sessions import principal_from_cookie
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 router = APIRouter(include_in_schema=False)
@@ -24,8 +24,7 @@ def login_page(request: Request) -> Any:
 
 
 @router.get("/", response_class=HTMLResponse)
-def home(request: Request, session: DbSession, ctx: Ctx) -> Any:
-    principal = principal_from_cookie(session, ctx, request.cookies.get(SESSION_COOKIE))
+def home(request: Request, session: DbSession, principal: OptionalPrincipal) -> Any:
     if principal is None:
         return RedirectResponse("/login", status_code=303)
     projects = list(session.scalars(select(Project).where(Project.owner_id == principal.user_id)

@@ -75,13 +75,13 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
 @pytest.fixture
 def fake_executor(app: Any) -> FakeExecutor:
     executor = FakeExecutor()
-    app.state.lanner._executor = executor
+    app.state.training.use_executor(executor)
     return executor
 
 
 @pytest.fixture
 def supervisor(app: Any, fake_executor: FakeExecutor) -> Any:
-    return app.state.lanner.supervisor
+    return app.state.training.supervisor
 
 
 @pytest.fixture

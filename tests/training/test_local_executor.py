@@ -33,9 +33,10 @@ def test_exit_codes_map_to_states_and_logs_are_kept(tmp_path):
     failed = executor.launch(spec(tmp_path, "import sys; sys.exit(3)", run_id=2))
     killed = executor.launch(spec(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", run_id=3))
     assert wait_state(executor, ok, JobState.SUCCEEDED) is JobState.SUCCEEDED
-    assert executor.status(failed).exit_code == 3 and wait_state(executor, failed, JobState.FAILED)
-    status = executor.status(killed)
-    assert status.state is JobState.LOST and "signal 9" in status.message
+    assert wait_state(executor, failed, JobState.FAILED) and executor.status(failed).exit_code == 3
+    # Each worker is waited for: on a busy machine any of them may still be starting when the first is done.
+    assert wait_state(executor, killed, JobState.LOST) is JobState.LOST
+    assert "signal 9" in executor.status(killed).message
     assert "hello from the worker" in executor.log_tail(ok)
 
 
