@@ -27,6 +27,13 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def iso(value: datetime | None) -> str | None:
+    """The wire's timestamp format: ISO 8601 in UTC with a ``Z``, as the hosted platform writes it."""
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
 def new_id() -> str:
     """Opaque 20-character ids, like the hosted platform's document ids."""
     return secrets.token_hex(10)

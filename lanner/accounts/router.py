@@ -13,10 +13,10 @@ from lanner.accounts.models import User
 from lanner.accounts.schemas import ApiKeyCreate, LoginRequest
 from lanner.accounts.sessions import clear_session_cookie, set_session_cookie
 from lanner.billing import service as billing_service
+from lanner.db import iso
 from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
 from lanner.projects.models import ModelRecord, Project
-from lanner.projects.schemas import iso
 
 router = APIRouter(tags=["account"])
 

@@ -12,10 +12,10 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.models import User
 from lanner.billing import service
 from lanner.billing.models import LedgerTransaction
+from lanner.db import iso
 from lanner.deps import DbSession
 from lanner.errors import BadRequest
 from lanner.projects.models import ModelRecord, Project
-from lanner.projects.schemas import iso
 
 router = APIRouter(tags=["billing"])
 

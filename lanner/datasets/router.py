@@ -38,10 +38,10 @@ from lanner.datasets.schemas import (
     dataset_item,
     image_item,
 )
-from lanner.db import utcnow
+from lanner.db import iso, utcnow
 from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, NotFound, NotImplementedOnSelfHosted
-from lanner.projects.schemas import REGION, iso
+from lanner.projects.schemas import REGION
 from lanner.slugs import renamed_slug
 from lanner.storage.models import UploadSession
 

@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lanner.context import AppContext
 from lanner.datasets.models import Dataset, DatasetVersion
-from lanner.projects.schemas import REGION, iso
+from lanner.db import iso
+from lanner.projects.schemas import REGION
 
 SDK_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 

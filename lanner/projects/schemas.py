@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lanner.db import iso
 from lanner.projects.models import ModelRecord, Project
 
 REGION = "us"
-
-
-def iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.isoformat().replace("+00:00", "Z")
 
 
 def numeric_metrics(metrics: dict[str, Any] | None) -> dict[str, float]:

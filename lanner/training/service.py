@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
-from lanner.db import utcnow
+from lanner.db import iso, utcnow
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
@@ -429,7 +429,7 @@ def _learn_from(session: Session, model: ModelRecord, run: Run) -> None:
 def _training_failed(ctx: EventContext, model_id: str, ref: RunRef, data: dict[str, Any]) -> None:
     parsed: TrainingFailedData = parse(TrainingFailedData, data, "training_failed")
     model, run = _orm_model(ctx.session, model_id), _orm_run(ctx.session, ref)
-    error = {"message": parsed.error or "training failed", "timestamp": utcnow().isoformat().replace("+00:00", "Z")}
+    error = {"message": parsed.error or "training failed", "timestamp": iso(utcnow())}
     if parsed.code:
         error["code"] = parsed.code
     if run.status in ACTIVE:
@@ -499,7 +499,8 @@ def _as_float(value: Any) -> float | None:
 
 def job_view(session: Session, model: ModelRecord) -> dict[str, Any] | None:
     """``models.training`` job: status, progress and timing of the model's latest run."""
-    from lanner.projects.schemas import iso, numeric_metrics
+    from lanner.db import iso
+    from lanner.projects.schemas import numeric_metrics
 
     run = latest_run(session, model.id)
     if run is None:
@@ -578,7 +579,7 @@ def compute_cost_view(session: Session, model: ModelRecord) -> dict[str, Any]:
 
 def run_history(session: Session, run: Run) -> list[dict[str, Any]]:
     """Every status change of the run, with its reason (Lanner extension): lost attempts and relaunches show."""
-    from lanner.projects.schemas import iso
+    from lanner.db import iso
     from lanner.training.models import RunEvent
 
     events = session.scalars(select(RunEvent).where(RunEvent.run_id == run.id).order_by(RunEvent.id))

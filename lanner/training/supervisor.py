@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import ApiKey, User
 from lanner.billing import service as billing
-from lanner.db import utcnow
+from lanner.db import iso, utcnow
 from lanner.projects.models import ModelRecord
 from lanner.training.executors import Executor, JobState, LaunchSpec
 from lanner.training.models import Run
@@ -375,7 +375,7 @@ class Supervisor:
             self._fail_run(session, run, f"lost {run.attempt} times; last: {reason}", code="lost")
 
     def _fail_run(self, session: Session, run: Run, message: str, *, code: str) -> None:
-        error = {"message": message[:2000], "code": code, "timestamp": utcnow().isoformat().replace("+00:00", "Z")}
+        error = {"message": message[:2000], "code": code, "timestamp": iso(utcnow())}
         if try_transition(session, run, RunStatus.FAILED, reason=code):
             run.error = error
             session.execute(update(ModelRecord).where(ModelRecord.id == run.model_id)
