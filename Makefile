@@ -25,6 +25,7 @@ system-test-deps:
 
 lint: $(STAMP)
 	$(BIN)/ruff check lanner tests benchmarks
+	$(BIN)/lint-imports
 
 test: $(STAMP) system-test-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from sqlalchemy.orm import Session
 
+from lanner.accounts import service as accounts_service
+from lanner.accounts.security import hash_password
+from lanner.accounts.service import Principal
+from lanner.billing import service as billing_service
 from lanner.config import get_settings
+from lanner.context import AppContext
+from lanner.errors import LannerError
+from lanner.migrate import upgrade_database
 
 app = typer.Typer(help="Lanner: self-hosted computer-vision platform.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -30,10 +42,7 @@ app.add_typer(gpus_app, name="gpus")
 err = Console(stderr=True)
 
 
-def _context():
-    from lanner.context import AppContext
-    from lanner.migrate import upgrade_database
-
+def _context() -> AppContext:
     ctx = AppContext.from_settings(get_settings())
     upgrade_database(ctx.db.url)
     return ctx
@@ -44,22 +53,34 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(code=1)
 
 
+@contextmanager
+def _session() -> Iterator[tuple[AppContext, Session]]:
+    """Every command's frame: settings, a migrated database and one transaction, committed when the command's
+    block ends; a refused action (``LannerError``) is one red line and exit code 1, with nothing written."""
+    ctx = _context()
+    try:
+        with ctx.db.session() as session:
+            yield ctx, session
+    except LannerError as exc:
+        _fail(exc.message)
+
+
+def _principal(session: Session, username: str) -> Principal:
+    """Act as user ``username`` (their tier and access), as their own API key would."""
+    return Principal.of(accounts_service.require_user(session, username=username))
+
+
 @app.command()
 def serve(host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
           workers: Annotated[int, typer.Option(help="Uvicorn worker processes.")] = 1) -> None:
     """Start the HTTP server (migrating the database first)."""
-    import os
+    import uvicorn  # start-up cost: only serve needs the server
 
-    import uvicorn
-
-    from lanner.migrate import upgrade_database
-
+    # Signed links must name the address we listen on. Uvicorn's workers build their app from the environment
+    # (they may be other processes), so the default goes there, before anything reads the settings.
+    os.environ.setdefault("LANNER_PUBLIC_URL", f"http://{host}:{port}")
     settings = get_settings()
-    if "LANNER_PUBLIC_URL" not in os.environ:
-        os.environ["LANNER_PUBLIC_URL"] = f"http://{host}:{port}"
-        get_settings.cache_clear()
-        settings = get_settings()
     settings.resolved_home.mkdir(parents=True, exist_ok=True)
     upgrade_database(settings.resolved_database_url)
     err.print(f"Lanner on http://{host}:{port} (data in {settings.resolved_home})")
@@ -73,91 +94,57 @@ def users_create(name: str,
                  tier: Annotated[str, typer.Option(help="free, pro or enterprise.")] = "free",
                  credits: Annotated[float, typer.Option(help="Starting credits in USD.")] = 0.0) -> None:
     """Create a user; prints its username."""
-    from lanner.accounts import service
-    from lanner.billing.service import dollars_to_micros
-    from lanner.errors import LannerError
-
-    ctx = _context()
-    try:
-        with ctx.db.session() as session:
-            user = service.create_user(session, username=name, password=password, tier=tier,
-                                       credits_micros=dollars_to_micros(credits) if credits else 0)
-            typer.echo(user.username)
-    except LannerError as exc:
-        _fail(exc.message)
+    with _session() as (_, session):
+        user = accounts_service.create_user(session, username=name, password=password, tier=tier)
+        if credits:
+            billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(credits),
+                                   description="Initial credits")
+        username = user.username
+    typer.echo(username)
 
 
 @keys_app.command("create")
 def keys_create(name: str, label: Annotated[str, typer.Option(help="Name shown in the key list.")] = "cli") -> None:
     """Create an API key for user NAME; prints the key (shown only once)."""
-    from lanner.accounts import service
-    from lanner.errors import LannerError
-
-    ctx = _context()
-    try:
-        with ctx.db.session() as session:
-            user = service.require_user(session, username=name)
-            _, plaintext = service.create_api_key(session, user=user, name=label)
-        typer.echo(plaintext)
-    except LannerError as exc:
-        _fail(exc.message)
+    with _session() as (_, session):
+        user = accounts_service.require_user(session, username=name)
+        _, plaintext = accounts_service.create_api_key(session, user=user, name=label)
+    typer.echo(plaintext)
 
 
 @keys_app.command("revoke")
 def keys_revoke(name: str, key_id: str) -> None:
     """Revoke API key KEY_ID of user NAME."""
-    from lanner.accounts import service
-    from lanner.errors import LannerError
-
-    ctx = _context()
-    try:
-        with ctx.db.session() as session:
-            user = service.require_user(session, username=name)
-            service.revoke_api_key(session, user_id=user.id, key_id=key_id)
-    except LannerError as exc:
-        _fail(exc.message)
+    with _session() as (_, session):
+        user = accounts_service.require_user(session, username=name)
+        accounts_service.revoke_api_key(session, user_id=user.id, key_id=key_id)
 
 
 @credits_app.command("add")
 def credits_add(name: str, usd: float) -> None:
     """Top up user NAME by USD dollars; prints the new balance in cents."""
-    from lanner.accounts import service
-    from lanner.billing import service as billing
-    from lanner.errors import LannerError
-
-    ctx = _context()
-    try:
-        with ctx.db.session() as session:
-            user = service.require_user(session, username=name)
-            billing.top_up(session, user_id=user.id, micros=billing.dollars_to_micros(usd))
-            typer.echo(billing.micros_to_cents(billing.balance_micros(session, user_id=user.id)))
-    except LannerError as exc:
-        _fail(exc.message)
+    with _session() as (_, session):
+        user = accounts_service.require_user(session, username=name)
+        billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(usd))
+        cents = billing_service.micros_to_cents(billing_service.balance_micros(session, user_id=user.id))
+    typer.echo(cents)
 
 
 @runs_app.command("cancel")
 def runs_cancel(target: Annotated[str, typer.Argument(help="OWNER/PROJECT/MODEL")]) -> None:
     """Cancel the active run of a model; the trainer stops at its next report."""
-    from lanner.accounts import service as accounts_service
-    from lanner.accounts.service import Principal
-    from lanner.errors import LannerError
+    # start-up cost: each command imports only its own domain
     from lanner.projects import service as projects_service
     from lanner.training import service as training_service
 
     parts = target.strip("/").split("/")
     if len(parts) != 3 or not all(parts):
         _fail("expected OWNER/PROJECT/MODEL")
-    ctx = _context()
-    try:
-        with ctx.db.session() as session:
-            owner = accounts_service.require_user(session, username=parts[0])
-            principal = Principal.of(owner)
-            model = projects_service.get_model(session, principal, owner=parts[0], project=parts[1],
-                                               model=parts[2], write=True)
-            run = training_service.cancel_training(session, model)
-            typer.echo(run.id)
-    except LannerError as exc:
-        _fail(exc.message)
+    with _session() as (_, session):
+        model = projects_service.get_model(session, _principal(session, parts[0]), owner=parts[0],
+                                           project=parts[1], model=parts[2], write=True)
+        run_id = training_service.cancel_training(session, model).id
+    typer.echo(run_id)
 
 
 @datasets_app.command("import")
@@ -167,35 +154,29 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
                     name: Annotated[str, typer.Option(help="Dataset name; created if it does not exist.")],
                     public: Annotated[bool, typer.Option(help="Make a new dataset public.")] = False) -> None:
     """Import a local dataset in one step (a Rich progress bar on stderr); prints the dataset's ul:// URI."""
-    from pathlib import Path
-
+    # start-up cost: each command imports only its own domain (the importers bring PIL and NumPy)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from lanner.accounts import service as accounts_service
-    from lanner.accounts.service import Principal
     from lanner.datasets import service as datasets_service
     from lanner.datasets.ingest import ingest_path
     from lanner.datasets.records import ImportRefused
-    from lanner.errors import LannerError, NotFound
+    from lanner.errors import NotFound
     from lanner.slugs import slugify
 
     source = Path(path).expanduser()
     if not source.exists():
         _fail(f"{source} does not exist")
-    ctx = _context()
+    with _session() as (ctx, session):
+        principal = _principal(session, owner)
+        try:
+            dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name), write=True)
+        except NotFound:
+            dataset = datasets_service.create_dataset(session, principal, name=name,
+                                                      visibility="public" if public else "private")
+        if dataset.status == "processing":
+            _fail("this dataset is already processing an import")
+        dataset_id, slug = dataset.id, dataset.slug
     try:
-        with ctx.db.session() as session:
-            user = accounts_service.require_user(session, username=owner)
-            principal = Principal.of(user)
-            try:
-                dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name),
-                                                       write=True)
-            except NotFound:
-                dataset = datasets_service.create_dataset(session, principal, name=name,
-                                                          visibility="public" if public else "private")
-            if dataset.status == "processing":
-                _fail("this dataset is already processing an import")
-            dataset_id, slug = dataset.id, dataset.slug
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err) as bar:
             task = bar.add_task("unpacking", total=None)
@@ -217,11 +198,13 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
 @gpus_app.command("list")
 def gpus_list(tier: Annotated[str | None, typer.Option(help="Mark what this tier may use.")] = None) -> None:
     """Show the GPU catalogue: VRAM, compute, price and the lowest tier that may use each type."""
+    # start-up cost: each command imports only its own domain
     from rich.table import Table
 
     from lanner.gpus.catalogue import catalogue_from_settings
 
     catalogue = catalogue_from_settings(get_settings().gpu_catalogue)
+
     def number(value: float | None) -> str:
         return f"{value:g}" if value else "-"
 
@@ -241,7 +224,11 @@ def gpus_probe(model: Annotated[str, typer.Option(help="Model YAML or weights to
                batch: Annotated[int, typer.Option(help="Batch size.")] = 16,
                images: Annotated[int, typer.Option(help="Synthetic training images per epoch.")] = 64) -> None:
     """Measure real training steps on this machine's devices and store them as calibration points."""
-    from lanner.gpus.probe import local_devices, record_probe, run_probe
+    from lanner.gpus.probe import (  # start-up cost: torch, ultralytics, record_probe, run_probe
+        local_devices,
+        record_probe,
+        run_probe,
+    )
 
     if imgsz <= 0 or batch <= 0 or images <= 0:
         _fail("imgsz, batch and images must be positive")
@@ -355,28 +342,22 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Apply all Alembic migrations."""
-    from lanner.migrate import upgrade_database
-
     upgrade_database(get_settings().resolved_database_url)
 
 
 @app.command()
 def demo(username: str = "demo") -> None:
     """Ensure a demo user exists, give it a fresh password and API key, and print both."""
-    from lanner.accounts import service
-    from lanner.accounts.security import hash_password
-    from lanner.billing.service import dollars_to_micros
-
-    ctx = _context()
     password = secrets.token_urlsafe(9)
-    with ctx.db.session() as session:
-        user = service.get_user_by_username(session, username=username)
+    with _session() as (_, session):
+        user = accounts_service.get_user_by_username(session, username=username)
         if user is None:
-            user = service.create_user(session, username=username, password=password, tier="pro",
-                                       credits_micros=dollars_to_micros(50))
+            user = accounts_service.create_user(session, username=username, password=password, tier="pro")
+            billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(50),
+                                   description="Initial credits")
         else:
             user.password_hash = hash_password(password)
-        _, key = service.create_api_key(session, user=user, name="demo")
+        _, key = accounts_service.create_api_key(session, user=user, name="demo")
     public = get_settings().public_url
     typer.echo(f"Demo workspace ready at {public}\n  login:    {username}\n  password: {password}\n"
                f"  API key:  {key}\n  export ULTRALYTICS_PLATFORM_URL={public} ULTRALYTICS_API_KEY={key}")

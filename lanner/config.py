@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
@@ -86,15 +87,21 @@ class Settings(BaseSettings):
     def blob_root(self) -> Path:
         return self.resolved_home / "blobs"
 
-    @property
-    def resolved_secret_key(self) -> bytes:
+    def load_secret_key(self) -> bytes:
+        """``LANNER_SECRET_KEY``, else the key kept in ``LANNER_HOME/secret.key``, made once on first start (by
+        ``AppContext.from_settings``, the only caller): every process of one server signs with the same key."""
         if self.secret_key:
             return self.secret_key.encode()
         path = self.resolved_home / "secret.key"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(secrets.token_hex(32))
-            path.chmod(0o600)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # two workers starting: one wins
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(fd, "w") as out:
+                    out.write(secrets.token_hex(32))
         return path.read_text().strip().encode()
 
 

@@ -43,5 +43,5 @@ class AppContext:
             settings=settings,
             db=Database(settings.resolved_database_url),
             blobs=LocalBlobStore(settings.blob_root),
-            signer=URLSigner(settings.resolved_secret_key, settings.public_url, settings.signed_url_ttl_seconds),
+            signer=URLSigner(settings.load_secret_key(), settings.public_url, settings.signed_url_ttl_seconds),
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from lanner.errors import BadRequest, Conflict
+
 
 def slugify(text: str) -> str:
     """Same rule as ``ultralytics.utils.callbacks.platform.slugify`` so both sides agree on names."""
@@ -25,8 +27,6 @@ def unique_slug(base: str, taken: Iterable[str]) -> str:
 def renamed_slug(name: str, current: str, *, taken: Callable[[str], bool], what: str, where: str = "") -> str:
     """The slug a rename to ``name`` gives; refuses a name without letters or digits, or a slug already taken.
     Renaming changes the URL, as on the hosted platform."""
-    from lanner.errors import BadRequest, Conflict
-
     slug = slugify(name)
     if not slug:
         raise BadRequest(f"{what} name must contain at least one letter or digit")

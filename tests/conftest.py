@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,25 @@ from lanner.migrate import upgrade_database
 from tests.pg import PostgresCluster
 
 TEST_URL = "http://testserver"
+REPOSITORY = Path(__file__).resolve().parent.parent
 _db_counter = itertools.count()
+
+
+def _repository_changes() -> set[str]:
+    """Untracked and modified paths, ignored ones included (weights/, runs/ and .lanner/ are ignored)."""
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all", "--", "weights",
+                             "runs", ".lanner", "datasets"], cwd=REPOSITORY, capture_output=True, text=True)
+    return set(status.stdout.splitlines())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tests_never_write_into_the_repository() -> Iterator[None]:
+    """The trainer's default runs, weights and datasets folders are under the git root: a test that forgets to
+    point them at a temporary folder writes there (a 5 MB best.pt was once committed that way)."""
+    before = _repository_changes()
+    yield
+    written = _repository_changes() - before
+    assert not written, f"tests wrote into the repository: {sorted(written)[:10]}"
 
 
 @pytest.fixture(scope="session")
@@ -70,12 +89,14 @@ class Account:
 @pytest.fixture
 def make_account(app: Any) -> Callable[..., Account]:
     from lanner.accounts import service
+    from lanner.billing import service as billing_service
 
     def make(username: str = "alice", *, tier: str = "free", password: str | None = None,
              credits_micros: int = 0) -> Account:
         with app.state.lanner.db.session() as session:
-            user = service.create_user(session, username=username, tier=tier, password=password,
-                                       credits_micros=credits_micros)
+            user = service.create_user(session, username=username, tier=tier, password=password)
+            if credits_micros:
+                billing_service.top_up(session, user_id=user.id, micros=credits_micros, description="Initial credits")
             _, key = service.create_api_key(session, user=user)
             return Account(user.username, user.id, key, {"Authorization": f"Bearer {key}"})
 

@@ -87,3 +87,11 @@ def trainer_env(workdir: Path, platform_url: str, api_key: str) -> dict[str, str
 def yolo(workdir: Path, env: dict[str, str], *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run([str(VENV_BIN / "yolo"), *args], cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+def yolo_workspace(workdir: Path, env: dict[str, str]) -> None:
+    """Point everything the trainer writes at ``workdir``: its defaults for runs, datasets and weights are under
+    the git root (the venv lives in the repository), so a test would otherwise write into the repository."""
+    result = yolo(workdir, env, "settings", f"runs_dir={workdir / 'runs'}", f"datasets_dir={workdir / 'datasets'}",
+                  f"weights_dir={workdir / 'weights'}", "sync=False")
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -10,7 +10,7 @@ import pytest
 from ultralytics_platform import Platform
 
 from tests.datasets.helpers import package, upload_dataset
-from tests.servers import lanner_cli, start_server, trainer_env, yolo
+from tests.servers import lanner_cli, start_server, trainer_env, yolo, yolo_workspace
 from tests.synthetic import make_detection_dataset
 
 pytestmark = pytest.mark.e2e
@@ -40,8 +40,7 @@ def test_train_on_an_edited_clone_leaves_the_original_unchanged(tmp_path):
         work = tmp_path / "work"
         work.mkdir()
         env = trainer_env(work, server.url, key)
-        assert yolo(work, env, "settings", f"runs_dir={work / 'runs'}", f"datasets_dir={work / 'datasets'}",
-                    "sync=False").returncode == 0
+        yolo_workspace(work, env)
         result = yolo(work, env, "train", "model=yolo11n.yaml", "data=ul://alice/datasets/shapes-clone", "epochs=2",
                       "imgsz=160", "batch=8", "workers=0", "plots=False", "project=alice/on-datasets")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

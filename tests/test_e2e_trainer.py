@@ -12,7 +12,7 @@ import torch
 from ultralytics_platform import Platform
 
 from tests.sdk_types import assert_sdk_type
-from tests.servers import VENV_BIN, lanner_cli, start_server, trainer_env, yolo
+from tests.servers import VENV_BIN, lanner_cli, start_server, trainer_env, yolo, yolo_workspace
 from tests.synthetic import make_detection_dataset
 
 pytestmark = pytest.mark.e2e
@@ -33,8 +33,7 @@ def world(tmp_path_factory):
     work = root / "work"
     work.mkdir()
     env = trainer_env(work, server.url, key)
-    settings = yolo(work, env, "settings", f"runs_dir={work / 'runs'}", "sync=False")
-    assert settings.returncode == 0, settings.stderr
+    yolo_workspace(work, env)
     try:
         yield {"server": server, "key": key, "data": data, "work": work, "env": env,
                "sdk": Platform(base_url=server.url, api_key=key, timeout=60)}

@@ -11,7 +11,6 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.models import ApiKey, User
 from lanner.accounts.security import hash_password, key_digest, looks_like_api_key, new_api_key, verify_password
-from lanner.billing import service as billing_service
 from lanner.db import utcnow
 from lanner.errors import BadRequest, Conflict, NotFound, Unauthorized
 
@@ -53,7 +52,7 @@ def require_user(session: Session, *, username: str) -> User:
 
 
 def create_user(session: Session, *, username: str, password: str | None = None, tier: str = "free",
-                full_name: str = "", credits_micros: int = 0, is_admin: bool = False) -> User:
+                full_name: str = "", is_admin: bool = False) -> User:
     username = username.strip().lower()
     if not USERNAME_RE.match(username) or username in RESERVED:
         raise BadRequest(
@@ -69,8 +68,6 @@ def create_user(session: Session, *, username: str, password: str | None = None,
                 password_hash=hash_password(password) if password else None)
     session.add(user)
     session.flush()
-    if credits_micros:
-        billing_service.top_up(session, user_id=user.id, micros=credits_micros, description="Initial credits")
     return user
 
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from ultralytics_platform import Platform
 
-from tests.servers import VENV_BIN, trainer_env, yolo
+from tests.servers import VENV_BIN, trainer_env, yolo_workspace
 from tests.synthetic import make_detection_dataset
 from tests.training.orchestration import balance_micros, server_with_credit, settled, wait_for
 
@@ -22,8 +22,7 @@ def test_ul_cloud_train_watch_trains_downloads_and_bills_exactly(tmp_path):
         work = tmp_path / "work"
         work.mkdir()
         env = trainer_env(work, server.url, key)
-        assert yolo(work, env, "settings", f"runs_dir={work / 'runs'}", f"datasets_dir={work / 'datasets'}",
-                    "sync=False").returncode == 0
+        yolo_workspace(work, env)
         scratch = work / "yolo11n-scratch.pt"
         built = subprocess.run([str(VENV_BIN / "python"), "-c",
                                 f"from ultralytics import YOLO; YOLO('yolo11n.yaml').save({str(scratch)!r})"],
