@@ -15,41 +15,43 @@ class LannerError(Exception):
         self.extra = extra or {}
 
 
+# One class per HTTP status the API answers with; ``code`` is the machine-readable part of the body.
 class BadRequest(LannerError):
-    status_code = 400
-    code = "bad_request"
+    """400: the request names something impossible (a bad value, a missing choice); the message says which."""
+    status_code, code = 400, "bad_request"
 
 
 class Unauthorized(LannerError):
-    status_code = 401
-    code = "unauthorized"
+    status_code, code = 401, "unauthorized"
 
 
 class PaymentRequired(LannerError):
-    status_code = 402
-    code = "insufficient_credits"
+    """402: the account's credit cannot cover the hold a run needs before it starts (the hosted platform's
+    status for it, which the SDK shows as is)."""
+    status_code, code = 402, "insufficient_credits"
 
 
 class Forbidden(LannerError):
-    status_code = 403
-    code = "forbidden"
+    """403: the caller is known but may not do this (a read-only share, a worker's run-scoped key)."""
+    status_code, code = 403, "forbidden"
 
 
 class NotFound(LannerError):
-    status_code = 404
-    code = "not_found"
+    """404: absent, or not the caller's to see: other users' private things are answered the same way, so a
+    404 never confirms that something exists."""
+    status_code, code = 404, "not_found"
 
 
 class Conflict(LannerError):
-    status_code = 409
-    code = "conflict"
+    status_code, code = 409, "conflict"
 
 
 class Unprocessable(LannerError):
-    status_code = 422
-    code = "invalid"
+    """422: well-formed but not acceptable as a whole (a training event that contradicts the run, an upload
+    too large for its slot)."""
+    status_code, code = 422, "invalid"
 
 
 class NotImplementedOnSelfHosted(LannerError):
-    status_code = 501
-    code = "not_implemented"
+    """501: a hosted-platform feature a self-hosted server does not offer (README lists them)."""
+    status_code, code = 501, "not_implemented"
