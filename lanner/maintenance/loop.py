@@ -1,0 +1,65 @@
+"""The maintenance thread: work nobody asks for but everybody relies on.
+
+Every ``LANNER_MAINTENANCE_INTERVAL_SECONDS`` it forgets superseded training checkpoints and deletes the blobs
+nothing refers to any more (``gc.collect_checkpoints``), and permanently deletes datasets whose days in the
+trash are over (the trash's ``daysRemaining`` is a promise). Each job runs in its own transaction and a
+failure is logged and retried on the next pass, so one broken job never stops the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from lanner.context import AppContext
+from lanner.datasets.trash import purge_expired
+from lanner.maintenance.gc import Collected, collect_checkpoints
+
+log = logging.getLogger("lanner.maintenance")
+
+
+@dataclass(frozen=True)
+class Pass:
+    checkpoints: Collected | None
+    purged_datasets: int | None
+
+
+class Maintenance:
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> Pass:
+        checkpoints = purged = None
+        try:
+            checkpoints = collect_checkpoints(self.ctx.db, self.ctx.blobs, self.ctx.settings.checkpoint_grace_seconds)
+        except Exception:
+            log.exception("checkpoint collection failed; the next pass retries")
+        try:
+            with self.ctx.db.session() as session:
+                purged = purge_expired(session)
+            if purged:
+                log.info("purged %d datasets whose time in the trash was over", purged)
+        except Exception:
+            log.exception("trash purge failed; the next pass retries")
+        return Pass(checkpoints=checkpoints, purged_datasets=purged)
+
+    def start(self) -> None:
+        interval = self.ctx.settings.maintenance_interval_seconds
+        if interval <= 0 or self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, args=(interval,), name="lanner-maintenance", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            self.run_once()
