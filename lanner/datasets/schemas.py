@@ -10,6 +10,7 @@ from lanner.context import AppContext
 from lanner.datasets.models import Dataset, DatasetVersion
 from lanner.db import iso
 from lanner.projects.schemas import REGION
+from lanner.resources import OwnedResourceCreate
 
 SDK_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 
@@ -101,17 +102,10 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class DatasetCreate(_Body):
+class DatasetCreate(OwnedResourceCreate):
     dataset: str | None = Field(default=None, max_length=128)
-    name: str = Field(min_length=1, max_length=200)
-    owner: str | None = None
-    description: str = Field(default="", max_length=5000)
-    visibility: str = "private"
     task: str | None = None
     classNames: list[str] | None = None
-    tags: list[str] | None = None
-    license: str | None = None
-    metadata: dict[str, Any] | None = None
 
 
 class IngestRequest(_Body):
