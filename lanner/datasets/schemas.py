@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lanner.context import AppContext
 from lanner.datasets.models import Dataset, DatasetVersion
 from lanner.db import iso
 from lanner.projects.schemas import REGION
 from lanner.resources import OwnedResourceCreate
+from lanner.storage.signing import URLSigner
 
 SDK_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 
@@ -74,7 +74,7 @@ def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: i
     return _drop_none(body)
 
 
-def image_item(ctx: AppContext, dataset_id: str, row: Any, *, thumbnails: bool = True, urls: bool = False,
+def image_item(signer: URLSigner, dataset_id: str, row: Any, *, thumbnails: bool = True, urls: bool = False,
                labels: bool = False) -> dict[str, Any]:
     """``row`` carries key, name, split, sha256, labels, label_count, issues, width, height, size, thumb."""
     item: dict[str, Any] = {
@@ -90,9 +90,9 @@ def image_item(ctx: AppContext, dataset_id: str, row: Any, *, thumbnails: bool =
         "error": (row.issues.strip(",").replace(",", ", ") or None) if row.issues else None,
     }
     if thumbnails and row.thumb_sha256:
-        item["thumbnailUrl"] = ctx.signer.download_url(row.thumb_sha256, "thumb.jpg")
+        item["thumbnailUrl"] = signer.download_url(row.thumb_sha256, "thumb.jpg")
     if urls:
-        item["imageUrl"] = ctx.signer.download_url(row.sha256, row.name)
+        item["imageUrl"] = signer.download_url(row.sha256, row.name)
     if labels:
         item["labels"] = list(row.labels or [])
     return item
@@ -110,20 +110,6 @@ class DatasetCreate(OwnedResourceCreate):
 
 class IngestRequest(_Body):
     sessionId: str = Field(min_length=1)
-
-
-class SignedUrlRequest(_Body):
-    assetType: str
-    assetId: str | None = None
-    filename: str = Field(min_length=1, max_length=255)
-    contentType: str | None = None
-    totalBytes: int | None = Field(default=None, ge=0)
-
-
-class UploadCompleteRequest(_Body):
-    sessionId: str = Field(min_length=1)
-    checksum: str | None = None
-    md5: str | None = None
 
 
 class CloneRequest(_Body):

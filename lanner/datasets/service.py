@@ -1,11 +1,13 @@
-"""Datasets: access, copy-on-write manifests, items (images with labels), clone, versions and trash."""
+"""Datasets: access, create/update, copy-on-write manifests and items (images with labels).
+
+Everything else a dataset does builds on this module: class and split edits (``edits``), clones and versions
+(``versions``), the trash (``trash``), image listing (``listing``), imports (``ingest``, ``jobs``) and exports.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
-from collections.abc import Iterable
-from datetime import timedelta
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import case, delete, func, insert, literal, or_, select
@@ -14,14 +16,15 @@ from sqlalchemy.orm import Session
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
+from lanner.datasets import state
 from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob, Manifest
 from lanner.datasets.records import SPLITS, TASKS, Label
-from lanner.db import utcnow
-from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
+from lanner.datasets.schemas import dataset_item
+from lanner.db import iso, utcnow
+from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, NotImplementedOnSelfHosted
+from lanner.resources import apply_changes, check_visibility
 from lanner.slugs import slugify
 
-TRASH_DAYS = 30
-VISIBILITIES = ("public", "private")
 _ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list",
                       "class_mask", "issues", "updated_at")
 
@@ -73,14 +76,25 @@ def list_datasets(session: Session, principal: Principal, *, owner: str, limit: 
     return list(session.scalars(query))
 
 
+def list_versions(session: Session, dataset: Dataset) -> list[DatasetVersion]:
+    return list(session.scalars(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)
+                                .order_by(DatasetVersion.version)))
+
+
+def dataset_view(session: Session, dataset: Dataset, *, owner: str, versions: bool = False) -> dict[str, Any]:
+    """The dataset as ``datasets.list`` and ``datasets.retrieve`` show it: with its counts and size."""
+    return dataset_item(dataset, owner=owner, stats=counts(session, dataset.manifest_id),
+                        size=total_bytes(session, dataset.manifest_id),
+                        versions=list_versions(session, dataset) if versions else None)
+
+
 def create_dataset(session: Session, principal: Principal, *, name: str, slug: str | None = None,
                    owner: str | None = None, description: str = "", visibility: str = "private",
                    task: str | None = None, class_names: list[str] | None = None, tags: list[str] | None = None,
                    license: str | None = None, metadata: dict[str, Any] | None = None) -> Dataset:
     if owner and owner.lower() != principal.username:
         raise NotFound(f"workspace '{owner}' not found")
-    if visibility not in VISIBILITIES:
-        raise BadRequest(f"visibility must be one of {', '.join(VISIBILITIES)}")
+    check_visibility(visibility)
     if task is not None and task not in TASKS:
         raise BadRequest(f"task must be one of {', '.join(TASKS)}")
     slug = slugify(slug or name)
@@ -93,17 +107,54 @@ def create_dataset(session: Session, principal: Principal, *, name: str, slug: s
     session.flush()
     dataset = Dataset(owner_id=principal.user_id, slug=slug, name=name or slug, description=description or "",
                       visibility=visibility, task=task or "detect", class_names=list(class_names or []),
-                      tags=list(tags or []), license=license, metadata_=metadata or {}, manifest_id=manifest.id,
-                      status="ready")
-    session.add(dataset)
-    session.flush()
+                      tags=list(tags or []), license=license, metadata_=metadata or {}, manifest_id=manifest.id)
+    state.created(session, dataset)
     return dataset
+
+
+def update_dataset(session: Session, principal: Principal, dataset: Dataset, changes: Mapping[str, Any]) -> None:
+    """``datasets.update``: the owned-resource fields, and ``classNames`` to rename or add classes."""
+    apply_changes(session, dataset, changes, what="dataset", where=f"{principal.username}/")
+    names = changes.get("classNames")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise BadRequest("classNames must be a list of non-empty strings")
+        if len(names) < len(dataset.class_names or []):
+            raise BadRequest("classNames may rename or add classes; use classes/delete to remove classes")
+        dataset.class_names = names
+        touch(dataset)
+    dataset.updated_at = utcnow()
 
 
 def touch(dataset: Dataset) -> None:
     """Every content change bumps the revision: exports and health reports are keyed by it."""
     dataset.revision = (dataset.revision or 0) + 1
     dataset.updated_at = utcnow()
+
+
+def explore(session: Session, *, q: str | None, type: str | None, task: str | None, limit: int,
+            offset: int) -> dict[str, Any]:
+    """``explore.search`` over public datasets (Lanner has no public projects to show)."""
+    datasets: list[Dataset] = []
+    if type in (None, "datasets", "dataset"):
+        query = select(Dataset).where(Dataset.visibility == "public", Dataset.deleted_at.is_(None))
+        if q:
+            pattern = f"%{q.lower()}%"
+            query = query.where(or_(func.lower(Dataset.name).like(pattern), Dataset.slug.like(pattern),
+                                    func.lower(Dataset.description).like(pattern)))
+        if task:
+            query = query.where(Dataset.task == task)
+        datasets = list(session.scalars(query.order_by(Dataset.updated_at.desc()).offset(offset).limit(limit + 1)))
+    items = []
+    for d in datasets[:limit]:
+        stats = counts(session, d.manifest_id)
+        items.append({"id": d.id, "dataset": d.slug, "name": d.name, "description": d.description or "",
+                      "owner": owner_name(session, d), "visibility": d.visibility,
+                      "imageCount": stats["images"], "classCount": len(d.class_names or []),
+                      "classNames": list(d.class_names or []), "task": d.task, "tags": list(d.tags or []),
+                      "splits": {k: stats[k] for k in ("train", "val", "test", "labeled")}, "starCount": 0,
+                      "sampleImages": [], "updatedAt": iso(d.updated_at)})
+    return {"projects": [], "datasets": items, "hasMore": len(datasets) > limit}
 
 
 # --- copy-on-write manifests ---------------------------------------------------------------------
@@ -130,7 +181,7 @@ def copy_manifest(session: Session, manifest_id: int) -> int:
 
 def writable_manifest(session: Session, dataset: Dataset) -> int:
     """The dataset's manifest, copied first if a clone or a version shares it (copy-on-write)."""
-    if dataset.status == "processing":
+    if dataset.status == state.PROCESSING:
         raise Conflict("the dataset is processing an import; edit it when the import has finished")
     if manifest_is_shared(session, dataset.manifest_id, dataset_id=dataset.id):
         dataset.manifest_id = copy_manifest(session, dataset.manifest_id)
@@ -163,23 +214,25 @@ def class_mask(ids: Iterable[int]) -> int:
     return sum(1 << i for i in set(ids) if 0 <= i < MASK_CLASSES)
 
 
-def image_id(dataset: Dataset, item: DatasetItem) -> str:
-    return f"{dataset.id}-{item.key}"
+def labels_to_records(labels: list[dict] | None) -> list[Label] | None:
+    return None if labels is None else [Label.from_json(x) for x in labels]
 
 
 def split_image_id(value: str) -> tuple[str, str]:
+    """An image id is ``<dataset id>-<item key>``: the key survives copy-on-write, so ids stay stable."""
     dataset_id, sep, key = value.rpartition("-")
     if not sep or not dataset_id or not key:
         raise NotFound(f"image '{value}' not found")
     return dataset_id, key
 
 
-def get_item(session: Session, dataset: Dataset, key: str) -> DatasetItem:
-    item = session.scalar(select(DatasetItem).where(DatasetItem.manifest_id == dataset.manifest_id,
-                                                    DatasetItem.key == key))
-    if item is None:
-        raise NotFound("image not found")
-    return item
+def group_image_ids(ids: Iterable[str]) -> dict[str, list[str]]:
+    """Image ids grouped by dataset id: bulk endpoints check access once per dataset."""
+    grouped: dict[str, list[str]] = {}
+    for value in ids:
+        dataset_id, key = split_image_id(value)
+        grouped.setdefault(dataset_id, []).append(key)
+    return grouped
 
 
 def resolve_image(session: Session, principal: Principal, value: str, *, write: bool = False,
@@ -188,7 +241,11 @@ def resolve_image(session: Session, principal: Principal, value: str, *, write: 
     dataset = get_dataset_by_id(session, principal, dataset_id, write=write)
     if write:
         writable_manifest(session, dataset)
-    return dataset, get_item(session, dataset, key)
+    item = session.scalar(select(DatasetItem).where(DatasetItem.manifest_id == dataset.manifest_id,
+                                                    DatasetItem.key == key))
+    if item is None:
+        raise NotFound("image not found")
+    return dataset, item
 
 
 def validate_labels(dataset: Dataset, labels: Any) -> list[dict]:
@@ -262,6 +319,43 @@ def move_items(session: Session, dataset: Dataset, keys: Iterable[str], split: s
     return modified, skipped
 
 
+def delete_image(session: Session, principal: Principal, image_id: str) -> int:
+    """``images.delete``: 404 for an image the caller cannot see; returns how many were deleted (1)."""
+    dataset, item = resolve_image(session, principal, image_id, write=True)
+    return len(delete_items(session, dataset, [item.key]))
+
+
+def delete_images(session: Session, principal: Principal, image_ids: Iterable[str]) -> list[str]:
+    """``images.bulk_delete``: the ids of the images deleted (ids not found are left out)."""
+    deleted: list[str] = []
+    for dataset_id, keys in group_image_ids(image_ids).items():
+        dataset = get_dataset_by_id(session, principal, dataset_id, write=True)
+        deleted += [f"{dataset_id}-{k}" for k in delete_items(session, dataset, keys)]
+    return deleted
+
+
+def move_images(session: Session, principal: Principal, image_ids: Iterable[str], split: str) -> tuple[int, int]:
+    """``images.bulk_update``: (modified, skipped) over every dataset the ids name."""
+    modified = skipped = 0
+    for dataset_id, keys in group_image_ids(image_ids).items():
+        dataset = get_dataset_by_id(session, principal, dataset_id, write=True)
+        m, s = move_items(session, dataset, keys, split)
+        modified, skipped = modified + m, skipped + s
+    return modified, skipped
+
+
+def update_image(session: Session, principal: Principal, image_id: str, changes: Mapping[str, Any]) -> list[dict]:
+    """``images.update``: replace an image's labels; returns them as stored."""
+    dataset, item = resolve_image(session, principal, image_id, write=True)
+    if "labels" not in changes:
+        if "metadata" in changes:
+            raise NotImplementedOnSelfHosted("custom image metadata is not stored by Lanner yet")
+        raise BadRequest("send {labels: [...]} to replace an image's labels")
+    labels = validate_labels(dataset, changes["labels"])
+    set_labels(session, dataset, item, labels)
+    return labels
+
+
 def counts(session: Session, manifest_id: int) -> dict[str, int]:
     labeled = case((or_(DatasetItem.label_count > 0, DatasetItem.class_id.is_not(None),
                         DatasetItem.labels.is_not(None)), 1), else_=0)
@@ -280,318 +374,3 @@ def counts(session: Session, manifest_id: int) -> dict[str, int]:
 def total_bytes(session: Session, manifest_id: int) -> int:
     return int(session.scalar(select(func.coalesce(func.sum(ImageBlob.size), 0)).join(
         DatasetItem, DatasetItem.sha256 == ImageBlob.sha256).where(DatasetItem.manifest_id == manifest_id)) or 0)
-
-
-# --- classes -------------------------------------------------------------------------------------
-
-def _remap_items(session: Session, dataset: Dataset, mapping: dict[int, int | None]) -> int:
-    """Rewrite class ids of every label (``None`` drops the label); returns labels dropped."""
-    manifest = writable_manifest(session, dataset)
-    dropped = 0
-    for item in session.scalars(select(DatasetItem).where(DatasetItem.manifest_id == manifest)):
-        changed = False
-        if item.labels:
-            new_labels = []
-            for label in item.labels:
-                target = mapping.get(int(label["classId"]), int(label["classId"]))
-                if target is None:
-                    dropped += 1
-                    changed = True
-                    continue
-                if target != label["classId"]:
-                    label = {**label, "classId": target}
-                    changed = True
-                new_labels.append(label)
-            item.labels = new_labels
-        if item.class_id is not None and item.class_id in mapping:
-            item.class_id = mapping[item.class_id]
-            changed = True
-        if changed:
-            for field, value in label_fields(item.labels, item.class_id).items():
-                setattr(item, field, value)
-            item.updated_at = utcnow()
-    touch(dataset)
-    return dropped
-
-
-def _check_class_ids(dataset: Dataset, ids: Iterable[int]) -> list[int]:
-    ids = sorted(set(ids))
-    n = len(dataset.class_names or [])
-    bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < n]
-    if bad or not ids:
-        raise BadRequest(f"class ids {bad or ids} are not among the dataset's {n} classes")
-    return ids
-
-
-def merge_classes(session: Session, dataset: Dataset, sources: list[int], target: int) -> list[int]:
-    _check_class_ids(dataset, [*sources, target])
-    sources = sorted(set(sources) - {target})
-    if not sources:
-        raise BadRequest("nothing to merge: give source classes other than the target")
-    return _drop_classes(session, dataset, sources, merge_into=target)[0]
-
-
-def delete_classes(session: Session, dataset: Dataset, ids: list[int]) -> tuple[list[int], int]:
-    ids = _check_class_ids(dataset, ids)
-    return _drop_classes(session, dataset, ids, merge_into=None)
-
-
-def _drop_classes(session: Session, dataset: Dataset, ids: list[int], merge_into: int | None
-                  ) -> tuple[list[int], int]:
-    """Remove classes ``ids`` from the class list and renumber the rest densely (YOLO needs 0..N-1)."""
-    names = list(dataset.class_names or [])
-    kept = [i for i in range(len(names)) if i not in ids]
-    renumber = {old: new for new, old in enumerate(kept)}
-    mapping: dict[int, int | None] = {}
-    for old in range(len(names)):
-        if old in ids:
-            mapping[old] = renumber[merge_into] if merge_into is not None else None
-        else:
-            mapping[old] = renumber[old]
-    dropped = _remap_items(session, dataset, mapping)
-    dataset.class_names = [names[i] for i in kept]
-    return ids, dropped
-
-
-# --- splits --------------------------------------------------------------------------------------
-
-def redistribute(session: Session, dataset: Dataset, ratios: dict[str, float], seed: int = 0) -> tuple[dict, int]:
-    """Reassign splits by ratio, seeded and stratified by each image's rarest class (so rare classes reach val)."""
-    import random
-
-    total = sum(ratios.values())
-    if total <= 0 or any(v < 0 for v in ratios.values()):
-        raise BadRequest("split ratios must be non-negative and not all zero")
-    shares = {s: ratios.get(s, 0.0) / total for s in SPLITS}
-    manifest = writable_manifest(session, dataset)
-    items = list(session.scalars(select(DatasetItem).where(DatasetItem.manifest_id == manifest)
-                                 .order_by(DatasetItem.key)))
-    frequency: dict[int, int] = {}
-    for item in items:
-        for cid in _classes_of(item):
-            frequency[cid] = frequency.get(cid, 0) + 1
-    strata: dict[int, list[DatasetItem]] = {}
-    for item in items:
-        ids = _classes_of(item)
-        stratum = min(ids, key=lambda c: (frequency[c], c)) if ids else -1
-        strata.setdefault(stratum, []).append(item)
-    rng = random.Random(seed)
-    assignment: dict[int, str] = {}
-    for stratum in sorted(strata):
-        group = strata[stratum]
-        rng.shuffle(group)
-        n = len(group)
-        n_val = round(n * shares["val"])
-        n_test = round(n * shares["test"])
-        if shares["val"] > 0 and n_val == 0 and n >= 2:
-            n_val = 1
-        n_train = max(0, n - n_val - n_test)
-        for i, item in enumerate(group):
-            assignment[item.id] = "train" if i < n_train else "val" if i < n_train + n_val else "test"
-    # Names must stay unique per split: move in two passes through a temporary split name.
-    modified = 0
-    for item in items:
-        if assignment[item.id] != item.split:
-            item.split = f"~{item.id}"
-            modified += 1
-    session.flush()
-    for item in items:
-        if item.split.startswith("~"):
-            item.split, item.updated_at = assignment[item.id], utcnow()
-    session.flush()
-    clashes = session.execute(select(DatasetItem.split, DatasetItem.name, func.count()).where(
-        DatasetItem.manifest_id == manifest).group_by(DatasetItem.split, DatasetItem.name).having(func.count() > 1))
-    if clashes.first():
-        raise Conflict("two images with the same name would land in one split")
-    if modified:
-        touch(dataset)
-    result = {s: sum(1 for v in assignment.values() if v == s) for s in SPLITS}
-    return result, modified
-
-
-def _classes_of(item: DatasetItem) -> list[int]:
-    return [int(c) for c in item.class_list.strip(",").split(",") if c]
-
-
-# --- clone, versions, trash ----------------------------------------------------------------------
-
-def clone_dataset(session: Session, principal: Principal, source: Dataset, *, name: str | None = None,
-                  slug: str | None = None, description: str | None = None, visibility: str = "private") -> Dataset:
-    """O(1): the clone shares the source's manifest until either side writes (copy-on-write)."""
-    base = slugify(slug or name or f"{source.slug}-clone")
-    taken = set(session.scalars(select(Dataset.slug).where(Dataset.owner_id == principal.user_id,
-                                                           Dataset.slug.like(f"{base}%"))))
-    if slug and base in taken:
-        raise Conflict(f"dataset '{principal.username}/{base}' already exists")
-    from lanner.slugs import unique_slug
-
-    base = unique_slug(base, taken)
-    clone = Dataset(owner_id=principal.user_id, slug=base, name=name or base,
-                    description=source.description if description is None else description,
-                    visibility=visibility if visibility in VISIBILITIES else "private", task=source.task,
-                    class_names=list(source.class_names or []), kpt_shape=source.kpt_shape, format=source.format,
-                    tags=list(source.tags or []), license=source.license, metadata_=dict(source.metadata_ or {}),
-                    cloned_from_id=source.id, manifest_id=source.manifest_id, status="ready", revision=0)
-    session.add(clone)
-    session.flush()
-    return clone
-
-
-def content_hash(session: Session, manifest_id: int, class_names: list[str]) -> str:
-    digest = hashlib.sha256(repr(class_names).encode())
-    rows = session.execute(select(DatasetItem.split, DatasetItem.name, DatasetItem.sha256, DatasetItem.labels,
-                                  DatasetItem.class_id).where(DatasetItem.manifest_id == manifest_id)
-                           .order_by(DatasetItem.split, DatasetItem.name))
-    for row in rows:
-        digest.update(repr(tuple(row)).encode())
-    return digest.hexdigest()
-
-
-def create_version(session: Session, dataset: Dataset, description: str = "") -> tuple[DatasetVersion, bool]:
-    """Freeze the current manifest (O(1): the dataset copies on its next write). Unchanged content reuses the
-    latest version instead of making an identical one."""
-    latest = session.scalar(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)
-                            .order_by(DatasetVersion.version.desc()).limit(1))
-    if latest is not None and latest.source_revision == dataset.revision:
-        return latest, True
-    stats = counts(session, dataset.manifest_id)
-    version = DatasetVersion(
-        dataset_id=dataset.id, version=(latest.version + 1) if latest else 1, description=description or "",
-        manifest_id=dataset.manifest_id, class_names=list(dataset.class_names or []), task=dataset.task,
-        stats={**stats, "bytes": total_bytes(session, dataset.manifest_id)},
-        content_hash=content_hash(session, dataset.manifest_id, list(dataset.class_names or [])),
-        source_revision=dataset.revision,
-    )
-    session.add(version)
-    session.flush()
-    return version, False
-
-
-def get_version(session: Session, dataset: Dataset, number: int) -> DatasetVersion:
-    version = session.scalar(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id,
-                                                          DatasetVersion.version == number))
-    if version is None:
-        raise NotFound(f"dataset version {number} not found")
-    return version
-
-
-def list_versions(session: Session, dataset: Dataset) -> list[DatasetVersion]:
-    return list(session.scalars(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)
-                                .order_by(DatasetVersion.version)))
-
-
-def restore_version(session: Session, dataset: Dataset, number: int) -> DatasetVersion:
-    version = get_version(session, dataset, number)
-    old = dataset.manifest_id
-    dataset.manifest_id = version.manifest_id  # shared with the version: the next write copies it
-    dataset.class_names = list(version.class_names)
-    dataset.task = version.task
-    touch(dataset)
-    session.flush()
-    drop_manifest_if_orphan(session, old)
-    return version
-
-
-def compare_manifests(session: Session, base: int, head: int) -> list[dict[str, Any]]:
-    """Added, removed, modified (labels changed) and moved (split changed) images between two manifests."""
-    def load(manifest_id: int) -> dict[str, tuple]:
-        rows = session.execute(select(DatasetItem.key, DatasetItem.name, DatasetItem.split, DatasetItem.sha256,
-                                      DatasetItem.labels, DatasetItem.label_count, DatasetItem.class_id)
-                               .where(DatasetItem.manifest_id == manifest_id))
-        return {r.key: tuple(r) for r in rows}
-
-    old, new = load(base), load(head)
-    changes = []
-    for key in sorted(old.keys() | new.keys()):
-        a, b = old.get(key), new.get(key)
-        ref = b or a
-        assert ref is not None
-        entry: dict[str, Any] = {"hash": ref[3], "name": ref[1], "ext": ref[1].rsplit(".", 1)[-1].lower()}
-        if a is None:
-            change, fields, added, removed = "added", [], b[5], 0  # type: ignore[index]
-        elif b is None:
-            change, fields, added, removed = "removed", [], 0, a[5]
-        else:
-            fields = []
-            if (a[4] or []) != (b[4] or []) or a[6] != b[6]:
-                fields.append("labels")
-            if a[1] != b[1]:
-                fields.append("name")
-            if a[3] != b[3]:
-                fields.append("size")
-            if not fields and a[2] == b[2]:
-                continue
-            change = "modified" if fields else "moved"
-            added, removed = _label_delta(a[4] or [], b[4] or [])
-        entry.update(change=change, fields=fields, labelsAdded=added, labelsRemoved=removed)
-        if a is not None:
-            entry["base"] = {"split": a[2], "labelCount": a[5]}
-        if b is not None:
-            entry["head"] = {"split": b[2], "labelCount": b[5]}
-        changes.append(entry)
-    return changes
-
-
-def _label_delta(old: list[dict], new: list[dict]) -> tuple[int, int]:
-    def key(label: dict) -> str:
-        return repr(sorted(label.items()))
-
-    before, after = [key(x) for x in old], [key(x) for x in new]
-    remaining = list(before)
-    added = 0
-    for k in after:
-        if k in remaining:
-            remaining.remove(k)
-        else:
-            added += 1
-    return added, len(remaining)
-
-
-def trash_dataset(session: Session, dataset: Dataset) -> None:
-    dataset.deleted_at = utcnow()
-    # The slug stays taken while in trash, so a restore never collides.
-
-
-def restore_dataset(session: Session, dataset: Dataset) -> None:
-    if dataset.deleted_at is None:
-        raise Conflict("dataset is not in the trash")
-    dataset.deleted_at = None
-
-
-def purge_dataset(session: Session, dataset: Dataset) -> None:
-    manifests = {dataset.manifest_id, *session.scalars(select(DatasetVersion.manifest_id).where(
-        DatasetVersion.dataset_id == dataset.id))}
-    session.delete(dataset)
-    session.flush()
-    for manifest_id in manifests:
-        drop_manifest_if_orphan(session, manifest_id)
-
-
-def trashed(session: Session, principal: Principal) -> list[Dataset]:
-    return list(session.scalars(select(Dataset).where(Dataset.owner_id == principal.user_id,
-                                                      Dataset.deleted_at.is_not(None))
-                                .order_by(Dataset.deleted_at.desc())))
-
-
-def purge_expired(session: Session) -> int:
-    cutoff = utcnow() - timedelta(days=TRASH_DAYS)
-    expired = list(session.scalars(select(Dataset).where(Dataset.deleted_at.is_not(None),
-                                                         Dataset.deleted_at < cutoff)))
-    for dataset in expired:
-        purge_dataset(session, dataset)
-    return len(expired)
-
-
-def search_public(session: Session, *, q: str | None, task: str | None, limit: int, offset: int) -> list[Dataset]:
-    query = select(Dataset).where(Dataset.visibility == "public", Dataset.deleted_at.is_(None))
-    if q:
-        pattern = f"%{q.lower()}%"
-        query = query.where(or_(func.lower(Dataset.name).like(pattern), Dataset.slug.like(pattern),
-                                func.lower(Dataset.description).like(pattern)))
-    if task:
-        query = query.where(Dataset.task == task)
-    return list(session.scalars(query.order_by(Dataset.updated_at.desc()).offset(offset).limit(limit)))
-
-
-def labels_to_records(labels: list[dict] | None) -> list[Label] | None:
-    return None if labels is None else [Label.from_json(x) for x in labels]
