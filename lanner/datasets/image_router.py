@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
-from lanner.datasets import listing, service
+from lanner.datasets import items, listing, service
 from lanner.datasets.schemas import BulkSplitRequest, ImageIdsRequest
 from lanner.deps import Ctx, DbSession
 
@@ -49,27 +49,27 @@ def retrieve_image(image_id: str, principal: CurrentPrincipal, session: DbSessio
 @router.delete("/api/images/bulk")
 def delete_images_bulk(principal: CurrentPrincipal, session: DbSession,
                        body: ImageIdsRequest = Body(...)) -> dict[str, Any]:
-    deleted = service.delete_images(session, principal, body.imageIds)
+    deleted = items.delete_images(session, principal, body.imageIds)
     return {"success": True, "deletedCount": len(deleted), "deletedImageIds": deleted}
 
 
 @router.patch("/api/images/bulk")
 def update_images_bulk(body: BulkSplitRequest, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
-    modified, skipped = service.move_images(session, principal, body.imageIds, body.split)
+    modified, skipped = items.move_images(session, principal, body.imageIds, body.split)
     return {"success": True, "modifiedCount": modified, "skippedCount": skipped, "targetSplit": body.split}
 
 
 @router.patch("/api/images/{image_id}")
 def update_image(image_id: str, principal: CurrentPrincipal, session: DbSession,
                  body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    labels = service.update_image(session, principal, image_id, body)
+    labels = items.update_image(session, principal, image_id, body)
     return {"success": True, "labels": labels, "labelCount": len(labels)}
 
 
 @router.delete("/api/images/{image_id}")
 def delete_image(image_id: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
     return {"success": True, "deletedImageId": image_id,
-            "deletedCount": service.delete_image(session, principal, image_id)}
+            "deletedCount": items.delete_image(session, principal, image_id)}
 
 
 @router.post("/api/images/urls")

@@ -10,7 +10,7 @@ from sqlalchemy import Select, func, or_, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
-from lanner.datasets import service
+from lanner.datasets import items, service
 from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob
 from lanner.datasets.records import SPLITS
 from lanner.datasets.schemas import image_item
@@ -101,7 +101,7 @@ def list_images(session: Session, dataset: Dataset, *, signer: URLSigner, limit:
 def selected_images(session: Session, dataset: Dataset, image_ids: list[str], *, signer: URLSigner,
                     thumbnails: bool, urls: bool, labels: bool) -> dict[str, Any]:
     """``datasets.selected_images``: the images of this dataset among ``image_ids``, by name."""
-    keys = [service.split_image_id(i)[1] for i in image_ids if i.startswith(dataset.id + "-")]
+    keys = [items.split_image_id(i)[1] for i in image_ids if i.startswith(dataset.id + "-")]
     rows = session.execute(_image_rows(dataset.manifest_id).where(DatasetItem.key.in_(keys))
                            .order_by(DatasetItem.name)).all()
     images = [image_item(signer, dataset.id, r, thumbnails=thumbnails, urls=urls, labels=labels) for r in rows]
@@ -111,7 +111,7 @@ def selected_images(session: Session, dataset: Dataset, image_ids: list[str], *,
 
 def image_detail(session: Session, principal: Principal, image_id: str) -> dict[str, Any]:
     """``images.retrieve``: one image's properties, labels and its dataset's class names."""
-    dataset, item = service.resolve_image(session, principal, image_id)
+    dataset, item = items.resolve_image(session, principal, image_id)
     blob = session.get(ImageBlob, item.sha256)
     assert blob is not None
     retained = session.scalar(select(func.count()).select_from(DatasetItem).where(
@@ -134,7 +134,7 @@ def image_urls(session: Session, principal: Principal, image_ids: list[str], *, 
                ) -> dict[str, Any]:
     """``images.urls``: signed links to the images (and their thumbnails) the caller may read."""
     urls, thumbnails = {}, {}
-    for dataset_id, keys in service.group_image_ids(image_ids).items():
+    for dataset_id, keys in items.group_image_ids(image_ids).items():
         dataset = service.get_dataset_by_id(session, principal, dataset_id)
         for row in session.execute(_image_rows(dataset.manifest_id).where(DatasetItem.key.in_(keys))):
             image_id = f"{dataset_id}-{row.key}"

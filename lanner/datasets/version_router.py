@@ -38,7 +38,7 @@ def export(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSes
 def create_version(owner: str, dataset: str, body: CreateExportRequest, principal: CurrentPrincipal,
                    session: DbSession, ctx: Ctx) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
-    version, reused = versions.create_version(session, record, body.description)
+    version, reused = service.create_version(session, record, body.description)
     response: dict[str, Any] = {"version": version.version, "reused": reused}
     if body.download:
         response["downloadUrl"] = exports.export_version(session, record, version, blobs=ctx.blobs,

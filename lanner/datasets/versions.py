@@ -1,12 +1,12 @@
 """Clones and versions: both share a manifest (O(1)) until someone writes to it (copy-on-write).
 
-A version freezes the current manifest with its class names and counts; restoring one points the dataset back at
-it; comparing two lists what changed image by image. A training run may pin a version (``captured_version``).
+A version freezes the current manifest with its class names and counts (``service.create_version``, which
+training calls too); restoring one points the dataset back at it; comparing two lists what changed image by
+image. A training run may pin a version (``captured_version``).
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from sqlalchemy import select
@@ -57,36 +57,6 @@ def clone_dataset(session: Session, principal: Principal, source: Dataset, *, na
                     cloned_from_id=source.id, manifest_id=source.manifest_id, revision=0)
     state.created(session, clone, reason=f"cloned from {source.id}")
     return clone
-
-
-def content_hash(session: Session, manifest_id: int, class_names: list[str]) -> str:
-    digest = hashlib.sha256(repr(class_names).encode())
-    rows = session.execute(select(DatasetItem.split, DatasetItem.name, DatasetItem.sha256, DatasetItem.labels,
-                                  DatasetItem.class_id).where(DatasetItem.manifest_id == manifest_id)
-                           .order_by(DatasetItem.split, DatasetItem.name))
-    for row in rows:
-        digest.update(repr(tuple(row)).encode())
-    return digest.hexdigest()
-
-
-def create_version(session: Session, dataset: Dataset, description: str = "") -> tuple[DatasetVersion, bool]:
-    """Freeze the current manifest (O(1): the dataset copies on its next write). Unchanged content reuses the
-    latest version instead of making an identical one."""
-    latest = session.scalar(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)
-                            .order_by(DatasetVersion.version.desc()).limit(1))
-    if latest is not None and latest.source_revision == dataset.revision:
-        return latest, True
-    stats = service.counts(session, dataset.manifest_id)
-    version = DatasetVersion(
-        dataset_id=dataset.id, version=(latest.version + 1) if latest else 1, description=description or "",
-        manifest_id=dataset.manifest_id, class_names=list(dataset.class_names or []), task=dataset.task,
-        stats={**stats, "bytes": service.total_bytes(session, dataset.manifest_id)},
-        content_hash=content_hash(session, dataset.manifest_id, list(dataset.class_names or [])),
-        source_revision=dataset.revision,
-    )
-    session.add(version)
-    session.flush()
-    return version, False
 
 
 def get_version(session: Session, dataset: Dataset, number: int) -> DatasetVersion:
