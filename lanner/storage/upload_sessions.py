@@ -22,6 +22,8 @@ UPLOADED = "uploaded"
 COMPLETED = "completed"
 INGESTED = "ingested"
 
+NOTHING_UPLOADED = "nothing was uploaded for this session yet: PUT the file to its uploadUrl first"
+
 
 def create(session: Session, upload: UploadSession) -> UploadSession:
     upload.status = PENDING
@@ -36,7 +38,7 @@ def get_uploaded(session: Session, *, owner_id: str, session_id: str) -> UploadS
     if upload is None or upload.owner_id != owner_id:
         raise NotFound("upload session not found")
     if upload.sha256 is None:
-        raise Conflict("nothing was uploaded for this session yet: PUT the file to its uploadUrl first")
+        raise Conflict(NOTHING_UPLOADED)
     return upload
 
 
@@ -59,4 +61,6 @@ def mark_ingested(session: Session, upload: UploadSession) -> None:
     try:
         change_status(session, upload, INGESTED, allowed_from=(UPLOADED, COMPLETED), reason="dataset import")
     except InvalidStatusChange:
+        if upload.status == PENDING:
+            raise Conflict(NOTHING_UPLOADED) from None
         raise Conflict("this upload was already imported; upload the file again to import it again") from None
