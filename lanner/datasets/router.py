@@ -15,6 +15,7 @@ from fastapi import APIRouter, Body, Depends, Query
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.datasets import edits, jobs, service, stats, trash
 from lanner.datasets.ingest import health_report
+from lanner.datasets.models import Dataset
 from lanner.datasets.schemas import (
     DatasetCreate,
     DeleteClassesRequest,
@@ -98,8 +99,7 @@ def merge_classes(owner: str, dataset: str, body: MergeClassesRequest, principal
                   session: DbSession) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
     merged, target = edits.merge_classes(session, record, body.sourceClassIds, body.targetClassId)
-    return {"success": True, "classNames": list(record.class_names or []), "classColors": {},
-            "mergedClassIds": merged, "targetClassId": target}
+    return _classes_edited(record, mergedClassIds=merged, targetClassId=target)
 
 
 @router.post("/api/datasets/{owner}/{dataset}/classes/delete")
@@ -107,8 +107,12 @@ def delete_classes(owner: str, dataset: str, body: DeleteClassesRequest, princip
                    session: DbSession) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
     deleted, dropped = edits.delete_classes(session, record, body.classIds)
-    return {"success": True, "classNames": list(record.class_names or []), "classColors": {},
-            "deletedClassIds": deleted, "deletedAnnotations": dropped}
+    return _classes_edited(record, deletedClassIds=deleted, deletedAnnotations=dropped)
+
+
+def _classes_edited(record: Dataset, **result: Any) -> dict[str, Any]:
+    """What a class edit answers: the dataset's class names after it, and the edit's own result."""
+    return {"success": True, "classNames": list(record.class_names or []), "classColors": {}, **result}
 
 
 @router.post("/api/datasets/{owner}/{dataset}/splits/redistribute")
