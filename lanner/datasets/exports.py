@@ -114,8 +114,7 @@ def write_yolo_zip(session: Session, dataset: Dataset, manifest_id: int, class_n
             archive.writestr("data.yaml", "path: .\n" + "\n".join(lines) + f"\n{extra}names:\n{names}\n")
 
 
-def write_coco(session: Session, dataset: Dataset, manifest_id: int, class_names: list[str], task: str,
-               out: Path) -> None:
+def write_coco(session: Session, dataset: Dataset, manifest_id: int, class_names: list[str], out: Path) -> None:
     images, annotations = [], []
     for image_id, row in enumerate(_rows(session, manifest_id), start=1):
         images.append({"id": image_id, "file_name": row.name, "width": row.width, "height": row.height,
@@ -166,7 +165,7 @@ def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer
         elif kind == "yolo":
             write_yolo_zip(session, dataset, manifest_id, names, task, path, blobs=blobs)
         else:
-            write_coco(session, dataset, manifest_id, names, task, path)
+            write_coco(session, dataset, manifest_id, names, path)
         with path.open("rb") as fh:
             blob = blobs.put_file(fh)
     finally:

@@ -77,7 +77,7 @@ def validate_labels(dataset: Dataset, labels: Any) -> list[dict]:
     return out
 
 
-def set_labels(session: Session, dataset: Dataset, item: DatasetItem, labels: list[dict]) -> None:
+def set_labels(dataset: Dataset, item: DatasetItem, labels: list[dict]) -> None:
     item.labels = labels
     for field, value in service.label_fields(labels, item.class_id).items():
         setattr(item, field, value)
@@ -151,5 +151,5 @@ def update_image(session: Session, principal: Principal, image_id: str, changes:
             raise NotImplementedOnSelfHosted("custom image metadata is not stored by Lanner yet")
         raise BadRequest("send {labels: [...]} to replace an image's labels")
     labels = validate_labels(dataset, changes["labels"])
-    set_labels(session, dataset, item, labels)
+    set_labels(dataset, item, labels)
     return labels

@@ -34,8 +34,7 @@ def version_item(version: DatasetVersion) -> dict[str, Any]:
 
 
 def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: int,
-                 versions: list[DatasetVersion] | None = None, star_count: int = 0, starred: bool = False,
-                 ) -> dict[str, Any]:
+                 versions: list[DatasetVersion] | None = None) -> dict[str, Any]:
     last = dataset.last_ingest or {}
     body: dict[str, Any] = {
         "id": dataset.id,
@@ -54,8 +53,8 @@ def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: i
         "splits": splits_of(stats),
         "annotationCount": stats.get("annotations", 0),
         "totalBytes": float(size),
-        "starCount": star_count,
-        "isStarred": starred,
+        "starCount": 0,  # nothing is starred in Lanner (see ``models.Star``)
+        "isStarred": False,
         "status": dataset.status,
         "source": {"provider": "local"},
         "kptShape": list(dataset.kpt_shape) if dataset.kpt_shape else None,
