@@ -1,5 +1,5 @@
-"""Images of a dataset: ids, label edits, deletes and split moves. An image id is ``<dataset id>-<item key>``;
-the key survives copy-on-write, so ids stay stable. Every write goes to a private copy of a shared manifest."""
+"""Images of a dataset, one by one or in bulk: ids, label edits, deletes and split moves. Every write goes to the
+dataset's private copy of a shared manifest (``service.writable_manifest``), so clones and versions never change."""
 
 from __future__ import annotations
 

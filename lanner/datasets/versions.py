@@ -49,14 +49,14 @@ def clone_dataset(session: Session, principal: Principal, source: Dataset, *, na
     if slug and base in taken:
         raise Conflict(f"dataset '{principal.username}/{base}' already exists")
     base = unique_slug(base, taken)
-    clone = Dataset(owner_id=principal.user_id, slug=base, name=name or base,
-                    description=source.description if description is None else description,
-                    visibility=visibility if visibility in VISIBILITIES else "private", task=source.task,
-                    class_names=list(source.class_names or []), kpt_shape=source.kpt_shape, format=source.format,
-                    tags=list(source.tags or []), license=source.license, metadata_=dict(source.metadata_ or {}),
-                    cloned_from_id=source.id, manifest_id=source.manifest_id, revision=0)
-    state.created(session, clone, reason=f"cloned from {source.id}")
-    return clone
+    copy = Dataset(owner_id=principal.user_id, slug=base, name=name or base,
+                   description=source.description if description is None else description,
+                   visibility=visibility if visibility in VISIBILITIES else "private", task=source.task,
+                   class_names=list(source.class_names or []), kpt_shape=source.kpt_shape, format=source.format,
+                   tags=list(source.tags or []), license=source.license, metadata_=dict(source.metadata_ or {}),
+                   cloned_from_id=source.id, manifest_id=source.manifest_id, revision=0)
+    state.created(session, copy, reason=f"cloned from {source.id}")
+    return copy
 
 
 def get_version(session: Session, dataset: Dataset, number: int) -> DatasetVersion:
