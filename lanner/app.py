@@ -14,7 +14,10 @@ from lanner.accounts.router import router as accounts_router
 from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
 from lanner.context import AppContext
+from lanner.datasets.image_router import router as dataset_images_router
 from lanner.datasets.router import router as datasets_router
+from lanner.datasets.trash_router import router as dataset_trash_router
+from lanner.datasets.version_router import router as dataset_versions_router
 from lanner.gpus.catalogue import get_catalogue
 from lanner.gpus.estimate_api import router as estimate_router
 from lanner.gpus.router import router as gpus_router
@@ -23,10 +26,12 @@ from lanner.projects.router import router as projects_router
 from lanner.storage.router import router as storage_router
 from lanner.training.router import router as training_router
 from lanner.training.runtime import TrainingRuntime
+from lanner.uploads.router import router as uploads_router
 from lanner.web.router import router as web_router
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
-           gpus_router, storage_router, web_router)
+           dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router, gpus_router,
+           storage_router, web_router)
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:

@@ -184,7 +184,9 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
             def progress(stage: str, done: int, total: int) -> None:
                 bar.update(task, description=stage, completed=done, total=total or None)
 
-            result = ingest_path(ctx, dataset_id, source, progress=progress)
+            with ctx.db.session() as session:
+                result = ingest_path(session, blobs=ctx.blobs, settings=ctx.settings, dataset_id=dataset_id,
+                                     source=source, queued=False, progress=progress)
     except (ImportRefused, LannerError) as exc:
         _fail(str(exc))
     for issue in result.issues[:20]:

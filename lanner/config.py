@@ -6,7 +6,6 @@ import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,13 +64,6 @@ class Settings(BaseSettings):
                                         "before its process or Ray job is killed.")
     worker_python: str | None = Field(default=None, description="Python with Lanner installed on worker nodes "
                                       "(default: the server's own interpreter).")
-
-    @property
-    def import_limits(self) -> Any:
-        from lanner.datasets.records import ImportLimits
-
-        return ImportLimits(max_total_bytes=self.import_max_bytes, max_files=self.import_max_files,
-                            max_ratio=self.import_max_ratio, max_file_bytes=self.import_max_file_bytes)
 
     @property
     def resolved_home(self) -> Path:

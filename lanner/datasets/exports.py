@@ -19,10 +19,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lanner.context import AppContext
-from lanner.datasets.models import Dataset, DatasetExport, DatasetItem, ImageBlob
+from lanner.accounts.service import Principal
+from lanner.config import Settings
+from lanner.datasets import state, versions
+from lanner.datasets.models import Dataset, DatasetExport, DatasetItem, DatasetVersion, ImageBlob
+from lanner.datasets.records import scratch_dir
 from lanner.db import utcnow
-from lanner.errors import BadRequest
+from lanner.errors import BadRequest, Conflict
+from lanner.storage.blobs import BlobStore
+from lanner.storage.signing import URLSigner
 
 KINDS = {"ndjson": "dataset.ndjson", "yolo": "dataset.zip", "coco": "annotations.json"}
 IMAGE_URL_TTL = timedelta(days=7)
@@ -55,12 +60,12 @@ def _round(values: list) -> list:
     return [v if isinstance(v, int) else round(float(v), 6) for v in values]
 
 
-def write_ndjson(ctx: AppContext, session: Session, dataset: Dataset, manifest_id: int, class_names: list[str],
-                 task: str, out: Path, owner: str) -> None:
+def write_ndjson(session: Session, dataset: Dataset, manifest_id: int, class_names: list[str], task: str, out: Path,
+                 *, signer: URLSigner, owner: str) -> None:
     ttl = int(IMAGE_URL_TTL.total_seconds())
     header: dict[str, Any] = {
         "type": "dataset", "task": task, "name": dataset.slug, "description": dataset.description or "",
-        "url": f"{ctx.settings.public_url.rstrip('/')}/{owner}/datasets/{dataset.slug}",
+        "url": f"{signer.public_url}/{owner}/datasets/{dataset.slug}",
         "class_names": {str(i): name for i, name in enumerate(class_names)},
     }
     if task == "pose" and dataset.kpt_shape:
@@ -77,13 +82,13 @@ def write_ndjson(ctx: AppContext, session: Session, dataset: Dataset, manifest_i
                     continue  # unlabelled, not a background image: training must not learn "nothing here"
                 rows = [_round(r) for r in (yolo_row(task, x) for x in row.labels) if r is not None]
                 annotations = {ANNOTATION_KEY.get(task, "boxes"): rows} if rows else {}
-            url = ctx.signer.download_url(row.sha256, row.name, ttl_seconds=ttl)
+            url = signer.download_url(row.sha256, row.name, ttl_seconds=ttl)
             fh.write(json.dumps({"type": "image", "file": row.name, "url": url, "width": row.width,
                                  "height": row.height, "split": row.split, "annotations": annotations}) + "\n")
 
 
-def write_yolo_zip(ctx: AppContext, session: Session, dataset: Dataset, manifest_id: int, class_names: list[str],
-                   task: str, out: Path) -> None:
+def write_yolo_zip(session: Session, dataset: Dataset, manifest_id: int, class_names: list[str], task: str,
+                   out: Path, *, blobs: BlobStore) -> None:
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
         splits: set[str] = set()
         for row in _rows(session, manifest_id):
@@ -100,7 +105,7 @@ def write_yolo_zip(ctx: AppContext, session: Session, dataset: Dataset, manifest
                              if r is not None]
                     archive.writestr(f"labels/{row.split}/{stem}.txt", "\n".join(lines) + ("\n" if lines else ""),
                                      zipfile.ZIP_DEFLATED)
-            with ctx.blobs.open(row.sha256) as source, archive.open(name, "w") as target:
+            with blobs.open(row.sha256) as source, archive.open(name, "w") as target:
                 shutil.copyfileobj(source, target, 1 << 20)
         if task != "classify":
             lines = [f"{s}: images/{s}" for s in ("train", "val", "test") if s in splits]
@@ -109,8 +114,7 @@ def write_yolo_zip(ctx: AppContext, session: Session, dataset: Dataset, manifest
             archive.writestr("data.yaml", "path: .\n" + "\n".join(lines) + f"\n{extra}names:\n{names}\n")
 
 
-def write_coco(ctx: AppContext, session: Session, dataset: Dataset, manifest_id: int, class_names: list[str],
-               task: str, out: Path) -> None:
+def write_coco(session: Session, dataset: Dataset, manifest_id: int, class_names: list[str], out: Path) -> None:
     images, annotations = [], []
     for image_id, row in enumerate(_rows(session, manifest_id), start=1):
         images.append({"id": image_id, "file_name": row.name, "width": row.width, "height": row.height,
@@ -136,12 +140,9 @@ def write_coco(ctx: AppContext, session: Session, dataset: Dataset, manifest_id:
                                "annotations": annotations, "categories": categories}))
 
 
-WRITERS = {"ndjson": write_ndjson, "yolo": write_yolo_zip, "coco": write_coco}
-
-
-def build_export(ctx: AppContext, session: Session, dataset: Dataset, *, kind: str = "ndjson",
-                 manifest_id: int | None = None, class_names: list[str] | None = None, task: str | None = None,
-                 revision: int | None = None, owner: str = "") -> tuple[str, str, bool]:
+def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer: URLSigner, settings: Settings,
+                 kind: str = "ndjson", manifest_id: int | None = None, class_names: list[str] | None = None,
+                 task: str | None = None, revision: int | None = None, owner: str = "") -> tuple[str, str, bool]:
     """Return (sha256, filename, cached) of the export, building it only when the content changed."""
     if kind not in KINDS:
         raise BadRequest(f"format must be one of {', '.join(KINDS)}")
@@ -151,21 +152,22 @@ def build_export(ctx: AppContext, session: Session, dataset: Dataset, *, kind: s
     cached = session.scalar(select(DatasetExport).where(
         DatasetExport.dataset_id == dataset.id, DatasetExport.kind == kind, DatasetExport.revision == revision))
     if cached is not None and (cached.expires_at is None or cached.expires_at > now + IMAGE_URL_TTL / 2) \
-            and ctx.blobs.exists(cached.sha256):
+            and blobs.exists(cached.sha256):
         return cached.sha256, KINDS[kind], True
-    work = ctx.settings.resolved_home / "tmp"
-    work.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=work, suffix=f".{kind}")
+    fd, name = tempfile.mkstemp(dir=scratch_dir(settings), suffix=f".{kind}")
     os.close(fd)
     path = Path(name)
     try:
-        writer = WRITERS[kind]
-        kwargs = {"owner": owner} if kind == "ndjson" else {}
-        writer(ctx, session, dataset, manifest_id, list(class_names if class_names is not None
-                                                        else dataset.class_names or []),
-               task or dataset.task, path, **kwargs)
+        names = list(class_names if class_names is not None else dataset.class_names or [])
+        task = task or dataset.task
+        if kind == "ndjson":
+            write_ndjson(session, dataset, manifest_id, names, task, path, signer=signer, owner=owner)
+        elif kind == "yolo":
+            write_yolo_zip(session, dataset, manifest_id, names, task, path, blobs=blobs)
+        else:
+            write_coco(session, dataset, manifest_id, names, path)
         with path.open("rb") as fh:
-            blob = ctx.blobs.put_file(fh)
+            blob = blobs.put_file(fh)
     finally:
         path.unlink(missing_ok=True)
     expires = now + IMAGE_URL_TTL if kind == "ndjson" else None
@@ -176,3 +178,29 @@ def build_export(ctx: AppContext, session: Session, dataset: Dataset, *, kind: s
                                   size=blob.size, created_at=now, expires_at=expires))
     session.flush()
     return blob.sha256, KINDS[kind], False
+
+
+def export_version(session: Session, dataset: Dataset, version: DatasetVersion, *, blobs: BlobStore,
+                   signer: URLSigner, settings: Settings, kind: str = "ndjson", owner: str = "") -> str:
+    """A signed link to an export of ``version`` (frozen content, so it is cached for good)."""
+    sha, name, _ = build_export(session, dataset, blobs=blobs, signer=signer, settings=settings, kind=kind,
+                                manifest_id=version.manifest_id, class_names=list(version.class_names),
+                                task=version.task, revision=-version.version, owner=owner)
+    return signer.download_url(sha, name)
+
+
+def export(session: Session, principal: Principal, dataset: Dataset, *, version: int | None, kind: str,
+           owner: str, blobs: BlobStore, signer: URLSigner, settings: Settings) -> dict[str, Any]:
+    """``datasets.export``: a version when one is asked for, or pinned by the caller's training run (see
+    ``versions.captured_version``); otherwise the live dataset, which must not be halfway through an import."""
+    captured = versions.captured_version(session, principal, dataset) if version is None else None
+    if dataset.status == state.PROCESSING and captured is None:
+        raise Conflict("the dataset is still processing an import; try again when it is ready")
+    if version is not None or captured is not None:
+        frozen = captured or versions.get_version(session, dataset, version or 0)
+        url = export_version(session, dataset, frozen, blobs=blobs, signer=signer, settings=settings, kind=kind,
+                             owner=owner)
+        return {"downloadUrl": url, "version": frozen.version}
+    sha, name, cached = build_export(session, dataset, blobs=blobs, signer=signer, settings=settings, kind=kind,
+                                     owner=owner)
+    return {"downloadUrl": signer.download_url(sha, name), "cached": cached}

@@ -38,7 +38,6 @@ from lanner.datasets.records import SPLITS, TASKS, Label
 
 ISSUE_CODES = ("corrupt", "duplicate", "near_duplicate", "leakage", "unlabeled", "unknown_class", "box_outside",
                "tiny_box", "tiny_object", "size_outlier")
-DATASET_ISSUES = ("class_imbalance",)
 _MASK64 = (1 << 64) - 1
 _MODIFIED_Z = 3.5 / 0.6745      # Iglewicz-Hoaglin: |x - median| > 3.5 * MAD / 0.6745 is an outlier
 _MIN_SIZED_FOR_OUTLIERS = 3     # below this a "median size" means nothing

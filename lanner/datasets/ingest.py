@@ -3,7 +3,8 @@
 Stages: unpack safely (``importers.extract_archive``), understand the layout (``importers.plan_import``), probe
 and store every image (hash, size, thumbnail; content-addressed, so an image already stored is not stored
 again), then one transaction that builds a new manifest (the current one plus the new items) and swaps it in.
-A failure anywhere leaves the dataset as it was, with ``status: failed`` and the reason.
+A failure anywhere leaves the dataset's content as it was; a queued import (``jobs``) then marks it failed,
+with the reason. Nothing here takes the app context: a session, the blob store and the settings are enough.
 """
 
 from __future__ import annotations
@@ -22,14 +23,23 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from lanner.context import AppContext
+from lanner.config import Settings
 from lanner.datasets import health as health_service
-from lanner.datasets import service
+from lanner.datasets import service, state
 from lanner.datasets.images import probe_image
 from lanner.datasets.importers import extract_archive, plan_import
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
-from lanner.datasets.records import CorruptImage, FileIssue, ImageInfo, ImportedImage, ImportLimits, ImportRefused
+from lanner.datasets.records import (
+    CorruptImage,
+    FileIssue,
+    ImageInfo,
+    ImportedImage,
+    ImportLimits,
+    ImportRefused,
+    scratch_dir,
+)
 from lanner.db import utcnow
+from lanner.storage.blobs import BlobStore
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 Progress = Callable[[str, int, int], None]
@@ -58,7 +68,7 @@ def _is_archive(path: Path) -> bool:
     return path.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def _probe_all(ctx: AppContext, images: list[ImportedImage], result: IngestResult, progress: Progress | None
+def _probe_all(blobs: BlobStore, images: list[ImportedImage], result: IngestResult, progress: Progress | None
                ) -> list[tuple[ImportedImage, ImageInfo, str | None]]:
     """Probe, thumbnail and store every image on all cores; corrupt ones are reported and skipped."""
     def work(image: ImportedImage) -> tuple[ImportedImage, ImageInfo | None, str | None, str | None]:
@@ -66,8 +76,8 @@ def _probe_all(ctx: AppContext, images: list[ImportedImage], result: IngestResul
             info, thumbnail = probe_image(image.path, thumbnail=True)
         except CorruptImage as exc:
             return image, None, None, str(exc)
-        thumb = ctx.blobs.put_bytes(thumbnail).sha256
-        ctx.blobs.put_path(image.path, info.sha256)
+        thumb = blobs.put_bytes(thumbnail).sha256
+        blobs.put_path(image.path, info.sha256)
         return image, info, thumb, None
 
     stored: list[tuple[ImportedImage, ImageInfo, str | None]] = []
@@ -111,14 +121,16 @@ def _insert_blob_rows(session: Session, rows: list[dict[str, Any]]) -> None:
                         .on_conflict_do_nothing(index_elements=["sha256"]))
 
 
-def ingest_path(ctx: AppContext, dataset_id: str, source: Path, *, limits: ImportLimits | None = None,
-                progress: Progress | None = None) -> IngestResult:
-    """Import ``source`` into the dataset. Raises ImportRefused for an upload that cannot be understood."""
-    limits = limits or ctx.settings.import_limits
+def ingest_path(session: Session, *, blobs: BlobStore, settings: Settings, dataset_id: str, source: Path,
+                queued: bool, progress: Progress | None = None) -> IngestResult:
+    """Import ``source`` into the dataset. Raises ImportRefused for an upload that cannot be understood.
+
+    The slow part (unpacking, probing and storing images) uses no database; ``session`` is touched only for the
+    final swap, so its transaction stays short. ``queued``: the dataset is ``processing`` (an API import) rather
+    than imported directly (``lanner datasets import``); see ``datasets/state.py``."""
+    limits = ImportLimits.from_settings(settings)
     started = time.monotonic()
-    work_root = ctx.settings.resolved_home / "tmp"
-    work_root.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="ingest-", dir=work_root))
+    workdir = Path(tempfile.mkdtemp(prefix="ingest-", dir=scratch_dir(settings)))
     result = IngestResult()
     try:
         root = extract_archive(source, workdir / "data", limits) if _is_archive(source) else source
@@ -127,56 +139,68 @@ def ingest_path(ctx: AppContext, dataset_id: str, source: Path, *, limits: Impor
         plan = plan_import(root, limits)
         for issue in plan.issues:
             result.skip(issue.name, issue.reason, "invalid")
-        stored = _probe_all(ctx, plan.images, result, progress)
-        with ctx.db.session() as session:
-            dataset = session.get(Dataset, dataset_id)
-            if dataset is None:
-                raise ImportRefused("the dataset was deleted during the import")
-            has_items = service.counts(session, dataset.manifest_id)["images"] > 0
-            class_map = _merge_classes(dataset, plan.task, plan.class_names, has_items)
-            if plan.kpt_shape and not dataset.kpt_shape:
-                dataset.kpt_shape = plan.kpt_shape
-            _insert_blob_rows(session, [
-                {"sha256": info.sha256, "size": info.size, "width": info.width, "height": info.height,
-                 "format": info.format, "phash": _signed64(info.phash), "thumb_sha256": thumb,
-                 "created_at": utcnow()} for _, info, thumb in stored])
-            # Always into a fresh copy, swapped in at the end: a clone or version sharing the old manifest
-            # (even an empty one) never sees the new images, and a failure leaves the old one untouched.
-            old_manifest = dataset.manifest_id
-            manifest = service.copy_manifest(session, old_manifest)
-            dataset.manifest_id = manifest
-            taken = {(split, name) for split, name in session.execute(
-                select(DatasetItem.split, DatasetItem.name).where(DatasetItem.manifest_id == manifest))}
-            rows = []
-            for image, info, _ in stored:
-                if (image.split, image.name) in taken:
-                    result.skip(f"{image.split}/{image.name}", "an image with this name already exists in this split",
-                                "duplicate_name")
-                    continue
-                taken.add((image.split, image.name))
-                labels = None if image.labels is None else [
-                    {**label.to_json(), "classId": class_map.get(label.class_id, label.class_id)}
-                    for label in image.labels]
-                class_id = class_map.get(image.class_id, image.class_id) if image.class_id is not None else None
-                rows.append({"manifest_id": manifest, "key": service.new_key(), "name": image.name,
-                             "split": image.split, "sha256": info.sha256, "labels": labels, "class_id": class_id,
-                             "issues": ",", "updated_at": utcnow(), **service.label_fields(labels, class_id)})
-            for start in range(0, len(rows), 1000):
-                session.execute(DatasetItem.__table__.insert(), rows[start:start + 1000])
-            result.added = len(rows)
-            dataset.format = plan.format
-            dataset.status = "ready"
-            dataset.processing_error = None
-            dataset.last_ingest = {**result.summary(), "processingTimeMs": (time.monotonic() - started) * 1000}
-            service.touch(dataset)
-            session.flush()
-            service.drop_manifest_if_orphan(session, old_manifest)
-            if progress:
-                progress("health", 0, 0)
-            refresh_health(session, dataset)
+        stored = _probe_all(blobs, plan.images, result, progress)
+        dataset = session.get(Dataset, dataset_id)
+        if dataset is None:
+            raise ImportRefused("the dataset was deleted during the import")
+        has_items = service.counts(session, dataset.manifest_id)["images"] > 0
+        class_map = _merge_classes(dataset, plan.task, plan.class_names, has_items)
+        if plan.kpt_shape and not dataset.kpt_shape:
+            dataset.kpt_shape = plan.kpt_shape
+        _insert_blob_rows(session, [
+            {"sha256": info.sha256, "size": info.size, "width": info.width, "height": info.height,
+             "format": info.format, "phash": _signed64(info.phash), "thumb_sha256": thumb,
+             "created_at": utcnow()} for _, info, thumb in stored])
+        # Always into a fresh copy, swapped in at the end: a clone or version sharing the old manifest
+        # (even an empty one) never sees the new images, and a failure leaves the old one untouched.
+        old_manifest = dataset.manifest_id
+        manifest = service.copy_manifest(session, old_manifest)
+        dataset.manifest_id = manifest
+        result.added = _insert_items(session, manifest, stored, class_map, result)
+        dataset.format = plan.format
+        dataset.last_ingest = {**result.summary(), "processingTimeMs": (time.monotonic() - started) * 1000}
+        service.touch(dataset)
+        state.finish_import(session, dataset, queued=queued)
+        service.drop_manifest_if_orphan(session, old_manifest)
+        if progress:
+            progress("health", 0, 0)
+        refresh_health(session, dataset)
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _insert_items(session: Session, manifest: int, stored: list[tuple[ImportedImage, ImageInfo, str | None]],
+                  class_map: dict[int, int], result: IngestResult) -> int:
+    """Add the stored images to ``manifest`` with their labels mapped onto the dataset's classes; an image whose
+    name is already taken in its split is skipped. Returns how many were added."""
+    taken = {(split, name) for split, name in session.execute(
+        select(DatasetItem.split, DatasetItem.name).where(DatasetItem.manifest_id == manifest))}
+    rows = []
+    for image, info, _ in stored:
+        if (image.split, image.name) in taken:
+            result.skip(f"{image.split}/{image.name}", "an image with this name already exists in this split",
+                        "duplicate_name")
+            continue
+        taken.add((image.split, image.name))
+        labels = None if image.labels is None else [
+            {**label.to_json(), "classId": class_map.get(label.class_id, label.class_id)}
+            for label in image.labels]
+        class_id = class_map.get(image.class_id, image.class_id) if image.class_id is not None else None
+        rows.append({"manifest_id": manifest, "key": service.new_key(), "name": image.name,
+                     "split": image.split, "sha256": info.sha256, "labels": labels, "class_id": class_id,
+                     "issues": ",", "updated_at": utcnow(), **service.label_fields(labels, class_id)})
+    for start in range(0, len(rows), 1000):
+        session.execute(DatasetItem.__table__.insert(), rows[start:start + 1000])
+    return len(rows)
+
+
+def health_report(session: Session, dataset: Dataset) -> dict[str, Any]:
+    """``datasets.health``: the stored report while the content is unchanged, else a fresh one."""
+    summary = dataset.health
+    if summary is None or dataset.health_revision != dataset.revision:
+        summary = refresh_health(session, dataset)
+    return {"dataset": dataset.slug, "revision": dataset.revision, **summary}
 
 
 def refresh_health(session: Session, dataset: Dataset) -> dict[str, Any]:

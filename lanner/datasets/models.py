@@ -14,7 +14,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from lanner.db import Base, TimestampMixin, id_column, utcnow
+from lanner.db import Base, utcnow
+from lanner.resources import OwnedResource
 
 
 class ImageBlob(Base):
@@ -37,16 +38,12 @@ class Manifest(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class Dataset(TimestampMixin, Base):
-    __tablename__ = "datasets"
-    __table_args__ = (UniqueConstraint("owner_id", "slug"),)
+class Dataset(OwnedResource, Base):
+    """Owner, slug, name, description, visibility, tags, licence and metadata come from ``OwnedResource``.
+    ``status`` changes only through ``datasets/state.py``."""
 
-    id: Mapped[str] = id_column()
-    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    slug: Mapped[str] = mapped_column(String(128))
-    name: Mapped[str] = mapped_column(String(200))
-    description: Mapped[str] = mapped_column(Text, default="")
-    visibility: Mapped[str] = mapped_column(String(10), default="private")
+    __tablename__ = "datasets"
+
     task: Mapped[str] = mapped_column(String(20), default="detect")
     class_names: Mapped[list[Any]] = mapped_column(default=list)
     kpt_shape: Mapped[list[Any] | None] = mapped_column()
@@ -54,9 +51,6 @@ class Dataset(TimestampMixin, Base):
     status: Mapped[str] = mapped_column(String(20), default="ready")
     processing_error: Mapped[dict[str, Any] | None] = mapped_column()
     last_ingest: Mapped[dict[str, Any] | None] = mapped_column()
-    tags: Mapped[list[Any]] = mapped_column(default=list)
-    license: Mapped[str | None] = mapped_column(String(40))
-    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     cloned_from_id: Mapped[str | None] = mapped_column(String(32))
     manifest_id: Mapped[int] = mapped_column(ForeignKey("manifests.id"), index=True)
     revision: Mapped[int] = mapped_column(default=0)  # bumped on every content change; keys caches
@@ -130,6 +124,9 @@ class DatasetExport(Base):
 
 
 class Star(Base):
+    """Not used: no endpoint stars anything (``starCount`` is always 0). The table was created by migration 0002;
+    the class stays so the models match the migrations. Dropping the table takes a migration."""
+
     __tablename__ = "stars"
     __table_args__ = (UniqueConstraint("user_id", "target_type", "target_id"),)
 

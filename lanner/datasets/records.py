@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lanner.config import Settings
+
 TASKS = ("detect", "segment", "pose", "obb", "classify")
 SPLITS = ("train", "val", "test")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
@@ -87,6 +89,19 @@ class ImportLimits:
     max_files: int = 1_000_000
     max_ratio: float = 200.0                  # uncompressed / compressed, per member and overall
     max_file_bytes: int = 2 * 1024**3         # one member
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ImportLimits:
+        return cls(max_total_bytes=settings.import_max_bytes, max_files=settings.import_max_files,
+                   max_ratio=settings.import_max_ratio, max_file_bytes=settings.import_max_file_bytes)
+
+
+def scratch_dir(settings: Settings) -> Path:
+    """Where imports unpack and exports are written before they become blobs: under ``LANNER_HOME``, so on the
+    blob store's filesystem, never inside the store's own folders."""
+    path = settings.resolved_home / "tmp"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @dataclass

@@ -6,10 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lanner.context import AppContext
 from lanner.datasets.models import Dataset, DatasetVersion
 from lanner.db import iso
 from lanner.projects.schemas import REGION
+from lanner.resources import OwnedResourceCreate
+from lanner.storage.signing import URLSigner
 
 SDK_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 
@@ -33,8 +34,7 @@ def version_item(version: DatasetVersion) -> dict[str, Any]:
 
 
 def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: int,
-                 versions: list[DatasetVersion] | None = None, star_count: int = 0, starred: bool = False,
-                 ) -> dict[str, Any]:
+                 versions: list[DatasetVersion] | None = None) -> dict[str, Any]:
     last = dataset.last_ingest or {}
     body: dict[str, Any] = {
         "id": dataset.id,
@@ -53,8 +53,8 @@ def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: i
         "splits": splits_of(stats),
         "annotationCount": stats.get("annotations", 0),
         "totalBytes": float(size),
-        "starCount": star_count,
-        "isStarred": starred,
+        "starCount": 0,  # nothing is starred in Lanner (see ``models.Star``)
+        "isStarred": False,
         "status": dataset.status,
         "source": {"provider": "local"},
         "kptShape": list(dataset.kpt_shape) if dataset.kpt_shape else None,
@@ -73,7 +73,7 @@ def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: i
     return _drop_none(body)
 
 
-def image_item(ctx: AppContext, dataset_id: str, row: Any, *, thumbnails: bool = True, urls: bool = False,
+def image_item(signer: URLSigner, dataset_id: str, row: Any, *, thumbnails: bool = True, urls: bool = False,
                labels: bool = False) -> dict[str, Any]:
     """``row`` carries key, name, split, sha256, labels, label_count, issues, width, height, size, thumb."""
     item: dict[str, Any] = {
@@ -89,9 +89,9 @@ def image_item(ctx: AppContext, dataset_id: str, row: Any, *, thumbnails: bool =
         "error": (row.issues.strip(",").replace(",", ", ") or None) if row.issues else None,
     }
     if thumbnails and row.thumb_sha256:
-        item["thumbnailUrl"] = ctx.signer.download_url(row.thumb_sha256, "thumb.jpg")
+        item["thumbnailUrl"] = signer.download_url(row.thumb_sha256, "thumb.jpg")
     if urls:
-        item["imageUrl"] = ctx.signer.download_url(row.sha256, row.name)
+        item["imageUrl"] = signer.download_url(row.sha256, row.name)
     if labels:
         item["labels"] = list(row.labels or [])
     return item
@@ -101,35 +101,14 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class DatasetCreate(_Body):
+class DatasetCreate(OwnedResourceCreate):
     dataset: str | None = Field(default=None, max_length=128)
-    name: str = Field(min_length=1, max_length=200)
-    owner: str | None = None
-    description: str = Field(default="", max_length=5000)
-    visibility: str = "private"
     task: str | None = None
     classNames: list[str] | None = None
-    tags: list[str] | None = None
-    license: str | None = None
-    metadata: dict[str, Any] | None = None
 
 
 class IngestRequest(_Body):
     sessionId: str = Field(min_length=1)
-
-
-class SignedUrlRequest(_Body):
-    assetType: str
-    assetId: str | None = None
-    filename: str = Field(min_length=1, max_length=255)
-    contentType: str | None = None
-    totalBytes: int | None = Field(default=None, ge=0)
-
-
-class UploadCompleteRequest(_Body):
-    sessionId: str = Field(min_length=1)
-    checksum: str | None = None
-    md5: str | None = None
 
 
 class CloneRequest(_Body):

@@ -9,21 +9,14 @@ from sqlalchemy import BigInteger, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from lanner.db import Base, TimestampMixin, id_column
+from lanner.resources import OwnedResource
 
 
-class Project(TimestampMixin, Base):
+class Project(OwnedResource, Base):
+    """Owner, slug, name, description, visibility, tags, licence and metadata come from ``OwnedResource``."""
+
     __tablename__ = "projects"
-    __table_args__ = (UniqueConstraint("owner_id", "slug"),)
 
-    id: Mapped[str] = id_column()
-    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    slug: Mapped[str] = mapped_column(String(128))
-    name: Mapped[str] = mapped_column(String(200))
-    description: Mapped[str] = mapped_column(Text, default="")
-    visibility: Mapped[str] = mapped_column(String(10), default="private")
-    tags: Mapped[list[Any]] = mapped_column(default=list)
-    license: Mapped[str | None] = mapped_column(String(40))
-    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     icon_color: Mapped[str | None] = mapped_column(String(20))
     archived: Mapped[bool] = mapped_column(default=False)
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lanner.db import iso
 from lanner.projects.models import ModelRecord, Project
+from lanner.resources import OwnedResourceCreate
 
 REGION = "us"
 
@@ -114,15 +115,10 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
 
-class ProjectCreate(_Body):
+class ProjectCreate(OwnedResourceCreate):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
     project: str | None = Field(default=None, max_length=128)
-    name: str = Field(min_length=1, max_length=200)
-    owner: str | None = None
-    description: str = Field(default="", max_length=5000)
-    visibility: str = "private"
-    tags: list[str] | None = None
-    license: str | None = None
-    metadata: dict[str, Any] | None = None
 
 
 class ModelCreate(_Body):

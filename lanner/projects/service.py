@@ -12,9 +12,9 @@ from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
 from lanner.projects.models import ModelRecord, Project
+from lanner.resources import VISIBILITIES, apply_changes
 from lanner.slugs import renamed_slug, slugify, unique_slug
 
-VISIBILITIES = ("public", "private")
 TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 
 
@@ -84,20 +84,8 @@ def get_or_create_project(session: Session, *, owner_id: str, slug: str) -> Proj
 
 
 def update_project(session: Session, principal: Principal, project: Project, changes: dict[str, Any]) -> Project:
-    if "name" in changes and changes["name"] is not None:
-        project.slug = renamed_slug(
-            changes["name"], project.slug, what="project", where=f"{principal.username}/",
-            taken=lambda slug: session.scalar(select(Project.id).where(
-                Project.owner_id == project.owner_id, Project.slug == slug)) is not None)
-        project.name = changes["name"]
-    if changes.get("visibility") is not None:
-        if changes["visibility"] not in VISIBILITIES:
-            raise BadRequest(f"visibility must be one of {', '.join(VISIBILITIES)}")
-        project.visibility = changes["visibility"]
-    for field, attr in (("description", "description"), ("tags", "tags"), ("license", "license"),
-                        ("metadata", "metadata_"), ("archived", "archived"), ("iconColor", "icon_color")):
-        if changes.get(field) is not None:
-            setattr(project, attr, changes[field])
+    apply_changes(session, project, changes, what="project", where=f"{principal.username}/",
+                  fields={"archived": "archived", "iconColor": "icon_color"})
     session.flush()
     return project
 

@@ -10,7 +10,8 @@ from starlette.concurrency import run_in_threadpool
 
 from lanner.db import utcnow
 from lanner.deps import Ctx
-from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
+from lanner.errors import Forbidden, NotFound, Unprocessable
+from lanner.storage import upload_sessions
 from lanner.storage.blobs import BlobTooLarge
 from lanner.storage.models import UploadSession
 from lanner.storage.signing import blob_path, upload_path
@@ -42,9 +43,7 @@ async def put_upload(key: str, request: Request, ctx: Ctx) -> dict[str, Any]:
                 upload = session.get(UploadSession, key.split("/")[1])
                 if upload is None:
                     raise NotFound("upload session not found")
-                if upload.status not in ("pending", "uploaded"):
-                    raise Conflict("this upload session was already used")  # create-only, like the hosted URLs
-                upload.sha256, upload.size, upload.status = blob.sha256, blob.size, "uploaded"
+                upload_sessions.mark_uploaded(session, upload, sha256=blob.sha256, size=blob.size)
                 return
             staged = session.get(StagedUpload, key)
             if staged is None:

@@ -13,6 +13,9 @@ import stat
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO
 
@@ -142,59 +145,77 @@ def _mkdir(path: Path, name: str) -> None:
         raise ImportRefused(f"{name} could not be created: {error.strerror or error}.") from error
 
 
+@dataclass(frozen=True)
+class _Member:
+    """One archive entry as both formats describe it: enough to check it and to write it."""
+
+    name: str
+    is_dir: bool
+    size: int                               # declared, uncompressed
+    compressed: int | None                  # None for tar, whose members carry no compressed size
+    open: Callable[[], IO[bytes] | None]
+
+
+def _checked(budget: _Budget, member: _Member, problem: str | None) -> _Member:
+    """Check one member before anything is written; ``problem`` is what its format found wrong with it."""
+    parts = _member_path(member.name)
+    if problem:
+        raise ImportRefused(problem)
+    budget.count(member.name)
+    if not member.is_dir and parts:
+        budget.declare(member.name, member.size, member.compressed)
+    return member
+
+
+def _write(dest: Path, budget: _Budget, members: list[_Member]) -> None:
+    """Write the checked members, counting real bytes; junk and the archive's root entry are skipped."""
+    for member in members:
+        parts = _member_path(member.name)
+        if not parts or is_junk(parts):
+            continue
+        target = _target(dest, parts, member.name)
+        if member.is_dir:
+            _mkdir(target, member.name)
+            continue
+        _mkdir(target.parent, member.name)
+        source = member.open()
+        if source is None:
+            raise ImportRefused(f"Archive member {member.name} could not be read.")
+        with source:
+            budget.stream(member.name, source, target, member.size, member.compressed)
+
+
+def _zip_problem(info: zipfile.ZipInfo) -> str | None:
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind == stat.S_IFLNK:
+        return f"Archive member {info.filename} is a symbolic link."
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return f"Archive member {info.filename} is a device or special file."
+    if info.flag_bits & 0x1:
+        return f"Archive member {info.filename} is encrypted."
+    return None
+
+
+def _tar_problem(member: tarfile.TarInfo) -> str | None:
+    if member.issym() or member.islnk():
+        return f"Archive member {member.name} is a link."
+    if not (member.isfile() or member.isdir()):
+        return f"Archive member {member.name} is a device or special file."
+    return None
+
+
 def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> None:
     with zipfile.ZipFile(archive) as zf:
-        members = zf.infolist()
-        for info in members:  # everything is checked before the first byte is written
-            parts = _member_path(info.filename)
-            kind = stat.S_IFMT(info.external_attr >> 16)
-            if kind == stat.S_IFLNK:
-                raise ImportRefused(f"Archive member {info.filename} is a symbolic link.")
-            if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-                raise ImportRefused(f"Archive member {info.filename} is a device or special file.")
-            if info.flag_bits & 0x1:
-                raise ImportRefused(f"Archive member {info.filename} is encrypted.")
-            budget.count(info.filename)
-            if not info.is_dir() and parts:
-                budget.declare(info.filename, info.file_size, info.compress_size)
-        for info in members:
-            parts = _member_path(info.filename)
-            if not parts or is_junk(parts):
-                continue
-            target = _target(dest, parts, info.filename)
-            if info.is_dir():
-                _mkdir(target, info.filename)
-                continue
-            _mkdir(target.parent, info.filename)
-            with zf.open(info) as source:
-                budget.stream(info.filename, source, target, info.file_size, info.compress_size)
+        members = [_checked(budget, _Member(info.filename, info.is_dir(), info.file_size, info.compress_size,
+                                            partial(zf.open, info)), _zip_problem(info))
+                   for info in zf.infolist()]  # everything is checked before the first byte is written
+        _write(dest, budget, members)
 
 
 def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:
     with tarfile.open(archive, "r:*") as tf:
-        members: list[tarfile.TarInfo] = []
-        for member in tf:  # reads headers only; running totals refuse a bomb before its data is inflated
-            parts = _member_path(member.name)
-            if member.issym() or member.islnk():
-                raise ImportRefused(f"Archive member {member.name} is a link.")
-            if not (member.isfile() or member.isdir()):
-                raise ImportRefused(f"Archive member {member.name} is a device or special file.")
-            budget.count(member.name)
-            if member.isfile() and parts:
-                budget.declare(member.name, member.size, None)
-            members.append(member)
-        for member in members:
-            parts = _member_path(member.name)
-            if not parts or is_junk(parts):
-                continue
-            target = _target(dest, parts, member.name)
-            if member.isdir():
-                _mkdir(target, member.name)
-                continue
-            _mkdir(target.parent, member.name)
-            source: IO[bytes] | None = tf.extractfile(member)
-            if source is None:
-                raise ImportRefused(f"Archive member {member.name} could not be read.")
-            with source:
-                budget.stream(member.name, source, target, member.size, None)
-
+        # Iterating reads headers only; running totals refuse a bomb before its data is inflated.
+        members = [_checked(budget, _Member(member.name, member.isdir(), member.size, None,
+                                            partial(tf.extractfile, member)), _tar_problem(member))
+                   for member in tf]
+        _write(dest, budget, members)

@@ -1,0 +1,144 @@
+"""Reading a dataset's images: the filtered, sorted, paged list, a chosen few, one image's details and signed
+links. Filters and paging touch ``dataset_items`` only (its indexes cover them); image facts are joined for the
+page's rows alone, so page 500 costs about what page 1 does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Select, func, or_, select
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.datasets import items, service
+from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob
+from lanner.datasets.records import SPLITS
+from lanner.datasets.schemas import image_item
+from lanner.db import iso
+from lanner.errors import BadRequest
+from lanner.projects.schemas import REGION
+from lanner.storage.signing import URLSigner
+
+SORTS = {"name": (DatasetItem.name, False), "-name": (DatasetItem.name, True),
+         "newest": (DatasetItem.id, True), "oldest": (DatasetItem.id, False),
+         "labels": (DatasetItem.label_count, False), "-labels": (DatasetItem.label_count, True)}
+
+
+def _image_rows(manifest_id: int) -> Select[Any]:
+    return (select(DatasetItem.key, DatasetItem.name, DatasetItem.split, DatasetItem.sha256, DatasetItem.labels,
+                   DatasetItem.label_count, DatasetItem.issues, ImageBlob.width, ImageBlob.height,
+                   ImageBlob.size, ImageBlob.thumb_sha256)
+            .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
+            .where(DatasetItem.manifest_id == manifest_id))
+
+
+def _error_count(session: Session, manifest_id: int) -> int:
+    return int(session.scalar(select(func.count()).select_from(DatasetItem).where(
+        DatasetItem.manifest_id == manifest_id, DatasetItem.issues != ",")) or 0)
+
+
+def _conditions(dataset: Dataset, *, split: str | None, has_error: bool | None, has_label: bool | None,
+                class_ids: str | None, text: str | None, issue: str | None) -> list[Any]:
+    conditions = [DatasetItem.manifest_id == dataset.manifest_id]
+    if split:
+        if split not in SPLITS:
+            raise BadRequest("split must be train, val or test")
+        conditions.append(DatasetItem.split == split)
+    if has_label is not None:
+        labeled = (DatasetItem.label_count > 0) | DatasetItem.class_id.is_not(None)
+        conditions.append(labeled if has_label else ~labeled)
+    if has_error is not None:
+        conditions.append(DatasetItem.issues != "," if has_error else DatasetItem.issues == ",")
+    if issue:
+        conditions.append(DatasetItem.issues.like(f"%,{issue},%"))
+    if class_ids:
+        try:
+            ids = [int(x) for x in class_ids.split(",") if x.strip()]
+        except ValueError:
+            raise BadRequest("classIds must be comma-separated integers") from None
+        if ids and all(0 <= i < service.MASK_CLASSES for i in ids):
+            conditions.append(DatasetItem.class_mask.op("&")(service.class_mask(ids)) != 0)
+        else:
+            conditions.append(or_(*[DatasetItem.class_list.like(f"%,{i},%") for i in ids]))
+    if text:
+        conditions.append(DatasetItem.name.like(f"%{text}%"))
+    return conditions
+
+
+def list_images(session: Session, dataset: Dataset, *, signer: URLSigner, limit: int, offset: int,
+                cursor: str | None, include_total: bool, split: str | None, has_error: bool | None,
+                has_label: bool | None, class_ids: str | None, text: str | None, issue: str | None, sort: str,
+                thumbnails: bool, urls: bool, labels: bool) -> dict[str, Any]:
+    """``datasets.images``: one page of the images that pass every filter, with a cursor to the next."""
+    conditions = _conditions(dataset, split=split, has_error=has_error, has_label=has_label, class_ids=class_ids,
+                             text=text, issue=issue)
+    if sort not in SORTS:
+        raise BadRequest(f"sort must be one of {', '.join(SORTS)}")
+    column, descending = SORTS[sort]
+    if cursor:
+        if not cursor.isdigit():
+            raise BadRequest("cursor must come from nextCursor")
+        offset = int(cursor)
+    total = None
+    if include_total:
+        total = session.scalar(select(func.count()).select_from(DatasetItem).where(*conditions))
+    order = [column.desc() if descending else column.asc(), DatasetItem.key]
+    page = select(DatasetItem.id).where(*conditions).order_by(*order).offset(offset).limit(limit + 1)
+    rows = session.execute(_image_rows(dataset.manifest_id).where(DatasetItem.id.in_(page.scalar_subquery()))
+                           .order_by(*order)).all()
+    has_more = len(rows) > limit
+    images = [image_item(signer, dataset.id, r, thumbnails=thumbnails, urls=urls, labels=labels)
+              for r in rows[:limit]]
+    body: dict[str, Any] = {"images": images, "hasMore": has_more, "classes": list(dataset.class_names or []),
+                            "errorCount": _error_count(session, dataset.manifest_id)}
+    if total is not None:
+        body["total"] = int(total)
+    if has_more:
+        body["nextCursor"] = str(offset + limit)
+    return body
+
+
+def selected_images(session: Session, dataset: Dataset, image_ids: list[str], *, signer: URLSigner,
+                    thumbnails: bool, urls: bool, labels: bool) -> dict[str, Any]:
+    """``datasets.selected_images``: the images of this dataset among ``image_ids``, by name."""
+    keys = [items.split_image_id(i)[1] for i in image_ids if i.startswith(dataset.id + "-")]
+    rows = session.execute(_image_rows(dataset.manifest_id).where(DatasetItem.key.in_(keys))
+                           .order_by(DatasetItem.name)).all()
+    images = [image_item(signer, dataset.id, r, thumbnails=thumbnails, urls=urls, labels=labels) for r in rows]
+    return {"images": images, "total": len(images), "hasMore": False, "classes": list(dataset.class_names or []),
+            "errorCount": _error_count(session, dataset.manifest_id)}
+
+
+def image_detail(session: Session, principal: Principal, image_id: str) -> dict[str, Any]:
+    """``images.retrieve``: one image's properties, labels and its dataset's class names."""
+    dataset, item = items.resolve_image(session, principal, image_id)
+    blob = session.get(ImageBlob, item.sha256)
+    assert blob is not None
+    retained = session.scalar(select(func.count()).select_from(DatasetItem).where(
+        DatasetItem.key == item.key, DatasetItem.manifest_id != dataset.manifest_id,
+        DatasetItem.manifest_id.in_(select(DatasetVersion.manifest_id).where(
+            DatasetVersion.dataset_id == dataset.id)))) or 0
+    properties = {
+        "id": image_id, "datasetId": dataset.id, "filename": item.name, "hash": item.sha256,
+        "extension": item.name.rsplit(".", 1)[-1].lower(), "width": blob.width, "height": blob.height,
+        "split": item.split, "annotationCount": item.label_count,
+        "classIds": [int(c) for c in item.class_list.strip(",").split(",") if c], "bytes": blob.size,
+        "region": REGION, "retainedByVersion": bool(retained), "createdAt": iso(item.updated_at),
+        "updatedAt": iso(item.updated_at), "error": item.issues.strip(",").replace(",", ", ") or None,
+    }
+    return {"metadata": {}, "properties": properties, "labels": list(item.labels or []),
+            "classNames": list(dataset.class_names or [])}
+
+
+def image_urls(session: Session, principal: Principal, image_ids: list[str], *, signer: URLSigner,
+               ) -> dict[str, Any]:
+    """``images.urls``: signed links to the images (and their thumbnails) the caller may read."""
+    urls, thumbnails = {}, {}
+    for dataset_id, keys in items.group_image_ids(image_ids).items():
+        dataset = service.get_dataset_by_id(session, principal, dataset_id)
+        for row in session.execute(_image_rows(dataset.manifest_id).where(DatasetItem.key.in_(keys))):
+            image_id = f"{dataset_id}-{row.key}"
+            urls[image_id] = signer.download_url(row.sha256, row.name)
+            if row.thumb_sha256:
+                thumbnails[image_id] = signer.download_url(row.thumb_sha256, "thumb.jpg")
+    return {"urls": urls, "thumbnails": thumbnails, "depths": {}}

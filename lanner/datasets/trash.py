@@ -1,0 +1,118 @@
+"""The trash: a deleted dataset stays restorable for ``TRASH_DAYS`` days, then ``purge_expired`` deletes it for
+good. The trash listing promises ``daysRemaining``; whoever runs maintenance keeps that promise by calling
+``purge_expired`` now and then (it is idempotent and cheap when nothing expired).
+
+A purged dataset takes its versions, cached exports, and every manifest (with its items) that no other dataset or
+version shares. Image bytes are content-addressed and shared across datasets, so they are not removed here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.datasets import service
+from lanner.datasets.models import Dataset, DatasetVersion
+from lanner.db import iso, utcnow
+from lanner.errors import BadRequest, Conflict, NotFound, NotImplementedOnSelfHosted
+from lanner.projects.schemas import REGION
+
+TRASH_DAYS = 30
+
+
+def trash_dataset(dataset: Dataset) -> None:
+    dataset.deleted_at = utcnow()
+    # The slug stays taken while in trash, so a restore never collides.
+
+
+def restore_dataset(dataset: Dataset) -> None:
+    if dataset.deleted_at is None:
+        raise Conflict("dataset is not in the trash")
+    dataset.deleted_at = None
+
+
+def purge_dataset(session: Session, dataset: Dataset) -> None:
+    """Delete for good. Versions and exports go with the row (``ON DELETE CASCADE``); then every manifest the
+    dataset or its versions used, unless a clone or another version still shares it."""
+    manifests = {dataset.manifest_id, *session.scalars(select(DatasetVersion.manifest_id).where(
+        DatasetVersion.dataset_id == dataset.id))}
+    session.delete(dataset)
+    session.flush()
+    for manifest_id in manifests:
+        service.drop_manifest_if_orphan(session, manifest_id)
+
+
+def purge_expired(session: Session, *, now: datetime | None = None) -> int:
+    """Purge every dataset that has been in the trash longer than ``TRASH_DAYS``; returns how many."""
+    cutoff = (now or utcnow()) - timedelta(days=TRASH_DAYS)
+    expired = list(session.scalars(select(Dataset).where(Dataset.deleted_at.is_not(None),
+                                                         Dataset.deleted_at < cutoff)))
+    for dataset in expired:
+        purge_dataset(session, dataset)
+    return len(expired)
+
+
+def trashed(session: Session, principal: Principal) -> list[Dataset]:
+    return list(session.scalars(select(Dataset).where(Dataset.owner_id == principal.user_id,
+                                                      Dataset.deleted_at.is_not(None))
+                                .order_by(Dataset.deleted_at.desc())))
+
+
+def trashed_dataset(session: Session, principal: Principal, dataset_id: str) -> Dataset:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None or dataset.owner_id != principal.user_id or dataset.deleted_at is None:
+        raise NotFound("no such item in the trash")
+    return dataset
+
+
+def listing(session: Session, principal: Principal, *, page: int, limit: int, type: str | None,
+            item_id: str | None) -> dict[str, Any]:
+    """``lifecycle.trash``: only datasets go to the trash in Lanner; projects and models are deleted at once."""
+    items = [] if type not in (None, "dataset") else trashed(session, principal)
+    if item_id:
+        items = [d for d in items if d.id == item_id]
+    now = utcnow()
+    rows = []
+    total_bytes = 0
+    for dataset in items:
+        size = service.total_bytes(session, dataset.manifest_id)
+        total_bytes += size
+        assert dataset.deleted_at is not None
+        remaining = TRASH_DAYS - (now - dataset.deleted_at).days
+        rows.append({"_id": dataset.id, "type": "dataset", "name": dataset.name, "slug": dataset.slug,
+                     "trashedAt": iso(dataset.deleted_at), "daysRemaining": max(0, remaining),
+                     "sizeBytes": float(size)})
+    start = (page - 1) * limit
+    return {
+        "items": rows[start:start + limit], "total": len(rows), "page": page, "limit": limit,
+        "totalPages": max(1, -(-len(rows) // limit)),
+        "summary": {"totalItems": len(rows), "totalSizeBytes": float(total_bytes), "byType": {
+            "projects": {"count": 0}, "datasets": {"count": len(rows), "sizeBytes": float(total_bytes)},
+            "models": {"count": 0, "sizeBytes": 0.0}, "exports": {"count": 0, "sizeBytes": 0.0}}},
+        "region": REGION,
+    }
+
+
+def restore_item(session: Session, principal: Principal, *, type: str, item_id: str) -> None:
+    if type != "dataset":
+        raise NotImplementedOnSelfHosted("only datasets go to the trash in Lanner; projects and models are deleted")
+    restore_dataset(trashed_dataset(session, principal, item_id))
+
+
+def empty(session: Session, principal: Principal, body: dict[str, Any]) -> int:
+    """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash. Returns how many."""
+    if body.get("id"):
+        if body.get("type", "dataset") != "dataset":
+            raise NotImplementedOnSelfHosted("only datasets go to the trash in Lanner")
+        items = [trashed_dataset(session, principal, str(body["id"]))]
+    elif body.get("all") is True:
+        items = trashed(session, principal)
+    else:
+        raise BadRequest("send {id, type} to delete one item or {all: true} to empty the trash")
+    for dataset in items:
+        purge_dataset(session, dataset)
+    return len(items)

@@ -1,0 +1,43 @@
+"""SDK ``lifecycle.*`` (the trash) and ``explore.search`` endpoints: HTTP only, the logic is in ``trash`` and
+``service``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Query
+
+from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.datasets import service
+from lanner.datasets import trash as trash_service
+from lanner.datasets.schemas import TrashRequest
+from lanner.deps import DbSession
+
+router = APIRouter(tags=["datasets"])
+
+
+@router.get("/api/trash")
+def trash(principal: CurrentPrincipal, session: DbSession, page: int = Query(default=1, ge=1),
+               limit: int = Query(default=20, ge=1, le=100), type: str | None = None, id: str | None = None,
+               ) -> dict[str, Any]:
+    return trash_service.listing(session, principal, page=page, limit=limit, type=type, item_id=id)
+
+
+@router.post("/api/trash")
+def restore_from_trash(body: TrashRequest, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    trash_service.restore_item(session, principal, type=body.type, item_id=body.id)
+    return {"success": True}
+
+
+@router.delete("/api/trash")
+def empty_trash(principal: CurrentPrincipal, session: DbSession,
+                body: dict[str, Any] = Body(default_factory=dict)) -> dict[str, Any]:
+    """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash."""
+    return {"success": True, "deletedCount": trash_service.empty(session, principal, body)}
+
+
+@router.get("/api/explore/search")
+def explore(principal: CurrentPrincipal, session: DbSession, q: str | None = None, type: str | None = None,
+            task: str | None = None, offset: int = Query(default=0, ge=0),
+            limit: int = Query(default=20, ge=1, le=100), sort: str | None = None) -> dict[str, Any]:
+    return service.explore(session, q=q, type=type, task=task, limit=limit, offset=offset)

@@ -1,0 +1,71 @@
+"""SDK ``datasets.*`` endpoints for clones, versions and exports: HTTP only, the logic is in ``versions`` and
+``exports``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query
+
+from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.datasets import exports, service, versions
+from lanner.datasets.schemas import CloneRequest, CreateExportRequest, RestoreRequest, UpdateExportRequest
+from lanner.deps import Ctx, DbSession
+
+router = APIRouter(tags=["datasets"])
+
+
+@router.post("/api/datasets/{owner}/{dataset}/clone", status_code=201)
+def clone(owner: str, dataset: str, body: CloneRequest, principal: CurrentPrincipal,
+          session: DbSession) -> dict[str, Any]:
+    source = service.get_dataset(session, principal, owner=owner, slug=dataset)
+    return versions.clone(session, principal, source, name=body.name, slug=body.dataset,
+                          description=body.description, visibility=body.visibility, owner=body.owner,
+                          version=body.version)
+
+
+@router.get("/api/datasets/{owner}/{dataset}/export")
+def export(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
+           v: int | None = None,
+           format: str = Query(default="ndjson", description="Lanner: ndjson, yolo (zip) or coco (JSON)"),
+           ) -> dict[str, Any]:
+    record = service.get_dataset(session, principal, owner=owner, slug=dataset)
+    return exports.export(session, principal, record, version=v, kind=format, owner=owner.lower(), blobs=ctx.blobs,
+                          signer=ctx.signer, settings=ctx.settings)
+
+
+@router.post("/api/datasets/{owner}/{dataset}/export")
+def create_version(owner: str, dataset: str, body: CreateExportRequest, principal: CurrentPrincipal,
+                   session: DbSession, ctx: Ctx) -> dict[str, Any]:
+    record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
+    version, reused = service.create_version(session, record, body.description)
+    response: dict[str, Any] = {"version": version.version, "reused": reused}
+    if body.download:
+        response["downloadUrl"] = exports.export_version(session, record, version, blobs=ctx.blobs,
+                                                         signer=ctx.signer, settings=ctx.settings,
+                                                         owner=owner.lower())
+    return response
+
+
+@router.patch("/api/datasets/{owner}/{dataset}/export")
+def describe_version(owner: str, dataset: str, body: UpdateExportRequest, principal: CurrentPrincipal,
+                     session: DbSession) -> dict[str, Any]:
+    record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
+    versions.get_version(session, record, body.version).description = body.description
+    return {"ok": True}
+
+
+@router.post("/api/datasets/{owner}/{dataset}/restore")
+def restore(owner: str, dataset: str, body: RestoreRequest, principal: CurrentPrincipal,
+            session: DbSession) -> dict[str, Any]:
+    record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
+    version = versions.restore_version(session, record, body.version)
+    return {"version": version.version, "imageCount": service.counts(session, record.manifest_id)["images"]}
+
+
+@router.get("/api/datasets/{owner}/{dataset}/versions/compare")
+def compare(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession,
+            base: int = Query(..., ge=0, description="version number; 0 = the current, unversioned content"),
+            head: int = Query(default=0, ge=0), cursor: str | None = None) -> dict[str, Any]:
+    record = service.get_dataset(session, principal, owner=owner, slug=dataset)
+    return versions.compare(session, record, base=base, head=head, cursor=cursor)

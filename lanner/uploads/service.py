@@ -1,0 +1,81 @@
+"""Generic uploads: a signed URL for a dataset archive or a model checkpoint, and completing the upload.
+
+This package stands above the domains it serves: it checks that the dataset or the model an upload is for
+belongs to the caller, and a completed checkpoint upload becomes its model's weights. Importing a dataset
+archive is the datasets domain's own call (``datasets.ingest``), which takes the completed upload from here.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.datasets.models import Dataset
+from lanner.db import iso, utcnow
+from lanner.errors import BadRequest, NotFound
+from lanner.projects.models import ModelRecord
+from lanner.storage import upload_sessions
+from lanner.storage.models import UploadSession
+from lanner.storage.signing import URLSigner
+
+ASSET_TYPES = ("datasets", "models")
+DATASET_UPLOAD_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".ndjson")
+UPLOAD_URL_TTL = timedelta(hours=12)
+
+
+def signed_url(session: Session, principal: Principal, *, signer: URLSigner, max_bytes: int, asset_type: str,
+               asset_id: str | None, filename: str, content_type: str | None,
+               total_bytes: int | None) -> dict[str, Any]:
+    """``upload.signed_url``: open an upload session and hand out the URL to PUT the file to."""
+    if asset_type not in ASSET_TYPES:
+        raise BadRequest("assetType must be 'datasets' or 'models'")
+    filename = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    if asset_type == "datasets" and not filename.lower().endswith(DATASET_UPLOAD_SUFFIXES):
+        raise BadRequest("dataset uploads must be .zip, .tar, .tar.gz, .tgz or .ndjson: package images into an archive")
+    if asset_type == "models" and not filename.endswith(".pt"):
+        raise BadRequest("model uploads must be .pt checkpoints")
+    if total_bytes is not None and total_bytes > max_bytes:
+        raise BadRequest(f"upload of {total_bytes} bytes exceeds the limit of {max_bytes}")
+    if asset_id and asset_type == "datasets":
+        target = session.get(Dataset, asset_id)
+        if target is None or target.owner_id != principal.user_id:
+            raise NotFound("dataset not found")
+    if asset_id and asset_type == "models":
+        model = session.get(ModelRecord, asset_id)
+        if model is None or model.owner_id != principal.user_id:
+            raise NotFound("model not found")
+    upload = upload_sessions.create(session, UploadSession(
+        owner_id=principal.user_id, asset_type=asset_type, asset_id=asset_id, filename=filename,
+        content_type=content_type, total_bytes=total_bytes))
+    ttl = int(UPLOAD_URL_TTL.total_seconds())
+    return {"sessionId": upload.id, "uploadUrl": signer.upload_url(f"sessions/{upload.id}/{filename}", ttl),
+            "expiresAt": iso(utcnow().replace(microsecond=0) + UPLOAD_URL_TTL),
+            "headers": {"Content-Type": "application/octet-stream"}}
+
+
+def complete(session: Session, principal: Principal, *, session_id: str) -> UploadSession:
+    """``upload.complete``: check the size announced; a checkpoint upload becomes its model's weights."""
+    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id)
+    if upload.total_bytes is not None and upload.size != upload.total_bytes:
+        raise BadRequest(f"uploaded {upload.size} bytes but {upload.total_bytes} were announced")
+    upload_sessions.mark_completed(session, upload)
+    if upload.asset_type == "models" and upload.asset_id:
+        attach_model_weights(session, principal, upload)
+    return upload
+
+
+def attach_model_weights(session: Session, principal: Principal, upload: UploadSession) -> None:
+    """``ul cloud train model=./my.pt`` creates a model, uploads the checkpoint with ``assetType: models`` and
+    trains from ``ul://owner/project/model``: the upload becomes that model's weights."""
+    model = session.get(ModelRecord, upload.asset_id)
+    if model is None or model.owner_id != principal.user_id:
+        raise NotFound("model not found for this upload")
+    model.weights_sha256 = upload.sha256
+    model.weights_size = upload.size
+    model.weights_name = upload.filename
+    # An uploaded checkpoint is a trained model, ready to use or train from.
+    if model.status == "untrained":
+        model.status = "completed"  # TODO(state): training.state
