@@ -21,9 +21,12 @@ Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 
 def get_session(ctx: Ctx) -> Iterator[Session]:
-    """One unit of work per request, committed before the response is sent."""
+    """One unit of work per request: committed when the endpoint returns, rolled back when it raises."""
     with ctx.db.session() as session:
         yield session
 
 
-DbSession = Annotated[Session, Depends(get_session)]
+# scope="function": the commit happens before the response is sent (FastAPI's default ends a yield dependency
+# after the response), so a client that is told "done" and asks again reads what it was told, and a commit
+# that fails is the request's error, not a silent loss after a 200.
+DbSession = Annotated[Session, Depends(get_session, scope="function")]

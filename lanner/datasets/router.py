@@ -7,10 +7,9 @@ Routers here are HTTP only: the logic is in the modules they call.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.datasets import edits, jobs, service, stats, trash
@@ -28,17 +27,6 @@ from lanner.errors import NotImplementedOnSelfHosted
 from lanner.projects.schemas import REGION
 
 router = APIRouter(tags=["datasets"])
-
-
-def commit_before_response(session: DbSession) -> Iterator[None]:
-    """Ends the request's unit of work when the endpoint returns, before the response is sent. FastAPI closes
-    ``DbSession`` (and so commits it) only after the response has gone out; an endpoint whose answer promises
-    that its writes are visible to the client's next request declares this instead."""
-    yield
-    session.commit()
-
-
-CommittedFirst = Depends(commit_before_response, scope="function")
 
 
 @router.post("/api/datasets", status_code=201)
@@ -79,10 +67,11 @@ def delete_dataset(owner: str, dataset: str, principal: CurrentPrincipal, sessio
     return {"success": True}
 
 
-@router.post("/api/datasets/{owner}/{dataset}/ingest", status_code=202, dependencies=[CommittedFirst])
+@router.post("/api/datasets/{owner}/{dataset}/ingest", status_code=202)
 def ingest(owner: str, dataset: str, body: IngestRequest, principal: CurrentPrincipal, session: DbSession,
            ctx: Ctx) -> dict[str, Any]:
-    # 202 once the dataset is ``processing`` for everyone (CommittedFirst); the job is queued by that commit.
+    # 202 once the dataset is ``processing`` for everyone (DbSession commits before the answer); that commit
+    # queues the job.
     record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
     job_id = jobs.start_import(session, principal, record, session_id=body.sessionId, submit=ctx.submit_job,
                                db=ctx.db, blobs=ctx.blobs, settings=ctx.settings)
