@@ -26,7 +26,7 @@ from lanner.training.state import ACTIVE, RunStatus
 
 # Chosen by Lanner for each attempt; a caller's value would point the trainer at the wrong place.
 SERVER_OWNED_ARGS = frozenset({"device", "project", "name", "exist_ok", "save_dir", "resume", "mode"})
-SMOKE_MAX_EPOCHS = 5
+QUICK_RUN_MAX_EPOCHS = 5
 DEFAULT_FULL_EPOCHS = 100
 
 
@@ -143,10 +143,10 @@ def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, w
     return gpu
 
 
-def is_smoke(args: dict[str, Any]) -> bool:
+def is_quick_run(args: dict[str, Any]) -> bool:
     """A quick test run: part of the data for a few epochs; its speed re-estimates the full run."""
     fraction = float(args.get("fraction", 1.0) or 1.0)
-    return fraction < 1.0 and int(args.get("epochs", DEFAULT_FULL_EPOCHS)) <= SMOKE_MAX_EPOCHS
+    return fraction < 1.0 and int(args.get("epochs", DEFAULT_FULL_EPOCHS)) <= QUICK_RUN_MAX_EPOCHS
 
 
 def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, *, architecture: str,
@@ -198,12 +198,12 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     version = None
     if body.captureDatasetVersion:
         version = capture_version(session, principal, dataset)
-    smoke = is_smoke(args)
+    quick = is_quick_run(args)
     run = Run(model_id=model.id, status=RunStatus.PENDING.value, executor=executor_name, gpu_type=gpu.id,
               epochs=int(args.get("epochs", DEFAULT_FULL_EPOCHS)), train_args=args,
               launch={"project": f"{principal.username}/{project.slug}", "name": model.slug,
                       "trainArgs": args, "fullRunEpochs": body.fullRunEpochs or DEFAULT_FULL_EPOCHS},
-              estimate=estimate, smoke=smoke, dataset_version_id=version["id"] if version else None,
+              estimate=estimate, smoke=quick, dataset_version_id=version["id"] if version else None,
               price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost)
     session.add(run)
     session.flush()
@@ -232,7 +232,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
         # Lanner extensions
         "runId": run.id,
         "queued": True,
-        "smokeRun": smoke,
+        "smokeRun": quick,
         "holdCents": billing.micros_to_fractional_cents(hold),
         "estimate": {k: estimate[k] for k in ("epochSeconds", "totalSeconds", "costCents", "batch", "memoryGb",
                                               "loaderBound")},

@@ -19,7 +19,7 @@ router = APIRouter(tags=["training"])
 
 @router.post("/api/webhooks/training/metrics")
 async def training_metrics(body: MetricsEvent, principal: FastPrincipal, runtime: Runtime) -> dict[str, Any]:
-    """Answered once the event is committed; events are group-committed by ``training/ingest.py``."""
+    """Answered once the event is committed; events are group-committed by ``training/group_commit.py``."""
     return await runtime.writer.submit(principal, body)
 
 

@@ -520,7 +520,7 @@ class Supervisor:
         self._metered.pop(run.id, None)
         run.settled_at = utcnow()
         if run.smoke and run.status == RunStatus.COMPLETED and model is not None:
-            from lanner.training.smoke import estimate_full_run
+            from lanner.training.quick_run import estimate_full_run
 
             try:
                 with session.begin_nested():

@@ -51,7 +51,7 @@ def _resolve(future: asyncio.Future, outcome: tuple[bool, Any]) -> None:
         future.set_exception(value)
 
 
-class IngestWriter:
+class GroupCommitWriter:
     def __init__(self, db: Database, public_url: str, *, max_batch: int = 512, linger_seconds: float = 0.002,
                  gap_seconds: float = 0.0005) -> None:
         self._db = db
