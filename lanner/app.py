@@ -16,17 +16,17 @@ from lanner.config import Settings, get_settings
 from lanner.context import AppContext
 from lanner.datasets.router import router as datasets_router
 from lanner.gpus.catalogue import get_catalogue
-from lanner.gpus.estimate_api import router as estimate_router
-from lanner.gpus.router import router as gpus_router
 from lanner.migrate import upgrade_database
 from lanner.projects.router import router as projects_router
 from lanner.storage.router import router as storage_router
+from lanner.training import views as training_views
+from lanner.training.estimate_router import router as estimate_router
 from lanner.training.router import router as training_router
 from lanner.training.runtime import TrainingRuntime
 from lanner.web.router import router as web_router
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
-           gpus_router, storage_router, web_router)
+           storage_router, web_router)
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -34,7 +34,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     ctx = AppContext.from_settings(settings)
     if migrate:
         upgrade_database(ctx.db.url)
-    get_catalogue(ctx)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at the first request
+    catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
     training = TrainingRuntime(ctx)
 
     @asynccontextmanager
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     )
     app.state.lanner = ctx
     app.state.training = training
+    app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
     for router in ROUTERS:
         app.include_router(router)

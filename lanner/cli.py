@@ -219,9 +219,9 @@ def gpus_list(tier: Annotated[str | None, typer.Option(help="Mark what this tier
     """Show the GPU catalogue: VRAM, compute, price and the lowest tier that may use each type."""
     from rich.table import Table
 
-    from lanner.gpus.catalogue import catalogue_from_settings
+    from lanner.gpus.catalogue import get_catalogue
 
-    catalogue = catalogue_from_settings(get_settings().gpu_catalogue)
+    catalogue = get_catalogue(get_settings())
     def number(value: float | None) -> str:
         return f"{value:g}" if value else "-"
 
@@ -292,8 +292,8 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
     from lanner.accounts.service import Principal
     from lanner.errors import LannerError, NotFound
     from lanner.gpus import advisor
-    from lanner.gpus.catalogue import catalogue_from_settings
-    from lanner.gpus.estimate_api import _dataset_counts, _model_name
+    from lanner.gpus.catalogue import get_catalogue
+    from lanner.training.estimates import advise, dataset_counts, model_architecture
 
     if (data is None) == (train_images is None):
         _fail("give either --data ul://owner/datasets/slug or --train-images N")
@@ -316,15 +316,15 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
                 principal = Principal.of(user)
             nc = None
             if data is not None:
-                train, val, nc = _dataset_counts(session, principal, data)
+                train, val, nc = dataset_counts(session, principal, data)
             else:
                 train, val = int(train_images or 0), val_images
             request = advisor.Request(
-                model=_model_name(session, principal, model), train_images=train, val_images=val,
+                model=model_architecture(session, principal, model), train_images=train, val_images=val,
                 train_args={"epochs": epochs, "imgsz": imgsz, "batch": batch},
                 deadline_minutes=_duration(deadline) if deadline else None,
                 budget_cents=budget * 100 if budget is not None else None, tier=principal.tier, nc=nc or None)
-            result = advisor.estimate(session, catalogue_from_settings(ctx.settings.gpu_catalogue), request)
+            result = advise(session, get_catalogue(ctx.settings), request)
     except LannerError as exc:
         _fail(exc.message)
     console = Console()

@@ -6,8 +6,8 @@ from lanner.datasets import models as _datasets  # noqa: F401
 from lanner.db import Base
 from lanner.gpus import models as _gpus  # noqa: F401
 from lanner.projects import models as _projects  # noqa: F401
-from lanner.storage import models as _storage  # noqa: F401
 from lanner.status import StatusEvent as _status_events  # noqa: F401
+from lanner.storage import models as _storage  # noqa: F401
 from lanner.training import models as _training  # noqa: F401
 
 metadata = Base.metadata

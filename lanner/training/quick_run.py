@@ -13,10 +13,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.models import User
 from lanner.accounts.service import Principal
-from lanner.gpus.catalogue import get_catalogue
+from lanner.billing.metering import cost_micros
+from lanner.gpus.catalogue import Catalogue
 from lanner.gpus.estimator import Range, cost_range_cents
 from lanner.projects.models import ModelRecord
+from lanner.training.launch import resolve_base_model, resolve_dataset, run_estimate
 from lanner.training.models import EpochMetric, Run
 
 
@@ -40,10 +43,8 @@ def _scaled(value: dict[str, float], ratio: float, digits: int = 1) -> dict[str,
     return {key: round(number * ratio, digits) for key, number in value.items()}
 
 
-def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) -> dict[str, Any] | None:
-    from lanner.accounts.models import User
-    from lanner.training.launch import resolve_base_model, resolve_dataset, run_estimate
-
+def estimate_full_run(session: Session, catalogue: Catalogue, run: Run, model: ModelRecord) -> dict[str, Any] | None:
+    """The full run's time and cost, corrected by how fast this quick run really was; None without timings."""
     timing = measured_epoch_seconds(session, run)
     launch = run.launch or {}
     args = dict(launch.get("trainArgs") or {})
@@ -53,7 +54,6 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
     user = session.get(User, model.owner_id)
     assert user is not None
     principal = Principal.of(user)
-    catalogue = get_catalogue(ctx)
     gpu = catalogue.get(run.gpu_type)
     dataset = resolve_dataset(session, principal, args.get("data"))
     _, architecture = resolve_base_model(session, principal, args.get("model"))
@@ -84,5 +84,5 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
         "basis": "first epoch only (includes warm-up)" if first_epoch_only else "consecutive epochs",
         "epochSeconds": epoch_seconds,
         "totalSeconds": total,
-        "costCents": cost_range_cents(Range(**total), gpu.price_per_hour).as_dict(0),
+        "costCents": cost_range_cents(Range(**total), gpu.price_per_hour, cost_micros).as_dict(0),
     }

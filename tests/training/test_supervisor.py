@@ -12,10 +12,11 @@ import pytest
 from sqlalchemy import func, select
 
 from lanner.billing import service as billing
+from lanner.billing.metering import charge_for
 from lanner.billing.models import LedgerPosting, LedgerTransaction
 from lanner.db import utcnow
 from lanner.training import supervisor as supervisor_module
-from lanner.training.executors import JobState, JobStatus
+from lanner.training.executors import Capability, JobState, JobStatus
 from lanner.training.models import Run
 from tests.training.conftest import ARGS, new_model
 from tests.training.test_start_api import backdate, credit
@@ -82,20 +83,20 @@ def test_metering_charges_per_second_and_settlement_releases_the_rest(shapes, ap
     backdate(app, seconds=3600, alive=True)
     supervisor.tick()
     hour = charged(app, run_id)
-    assert HOUR <= hour <= billing.charge_for(3602, HOUR)  # one hour at $0.50 (a started second counts)
+    assert HOUR <= hour <= charge_for(3602, HOUR)  # one hour at $0.50 (a started second counts)
     supervisor.tick()
-    assert charged(app, run_id) <= billing.charge_for(3602, HOUR)  # a repeated pass adds only the new seconds
+    assert charged(app, run_id) <= charge_for(3602, HOUR)  # a repeated pass adds only the new seconds
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
     supervisor.tick()
     run = run_row(app, run_id)
     assert run.status == "cancelled" and run.settled_at is not None
-    assert HOUR <= charged(app, run_id) <= billing.charge_for(3605, HOUR)
+    assert HOUR <= charged(app, run_id) <= charge_for(3605, HOUR)
     total = charged(app, run_id)
     with app.state.lanner.db.session() as session:
         assert billing.run_held(session, run_id) == 0
         assert billing.balance_micros(session, user_id=alice.user_id) == 10_000_000 - total
     supervisor.tick()
-    supervisor.settle()
+    supervisor.charging.settle()
     assert kinds(app, run_id).get("release", 0) <= 1  # settled once
 
 
@@ -109,12 +110,12 @@ def test_lost_worker_is_relaunched_with_resume_and_lost_time_refunded(shapes, ap
         run.last_event_at = run.attempt_started_at + timedelta(seconds=200)
         run.status = "running"
     supervisor.tick()  # metered up to now: 600 s
-    assert billing.charge_for(600, HOUR) <= charged(app, run_id) <= billing.charge_for(602, HOUR)
+    assert charge_for(600, HOUR) <= charged(app, run_id) <= charge_for(602, HOUR)
     fake_executor.set(run_id, 1, JobState.LOST, -9, "worker killed by signal 9")
     supervisor.watch()  # a whole tick would relaunch at once; look in between
     run = run_row(app, run_id)
     assert run.status == "pending" and run.attempt == 1 and 199 <= run.billed_seconds <= 201
-    assert charged(app, run_id) == billing.charge_for(run.billed_seconds, HOUR)  # the 400 silent s refunded
+    assert charged(app, run_id) == charge_for(run.billed_seconds, HOUR)  # the 400 silent s refunded
     assert kinds(app, run_id)["refund"] == 1
     supervisor.tick()
     assert run_row(app, run_id).attempt == 2
@@ -308,7 +309,7 @@ def test_a_model_with_an_unsettled_run_cannot_be_deleted(shapes, app, alice, cli
 
 def test_a_queued_job_lost_before_it_ran_is_launched_again(shapes, app, alice, supervisor, fake_executor):
     run_id = started_run(shapes, app, alice)
-    fake_executor.name = "ray"  # Ray keeps a job queued; the run stays pending until it runs
+    fake_executor.capabilities = Capability.QUEUES_JOBS  # like Ray: the run stays pending until its job runs
 
     def queue(spec: Any) -> str:
         fake_executor.launched.append(spec)
@@ -428,10 +429,10 @@ def test_a_running_run_feeds_calibration_and_keeps_one_point(shapes, app, alice,
         "train: Scanning /x/labels/train... 16 images, 0 backgrounds, 0 corrupt: 100%\n"
         "val: Scanning /x/labels/val... 8 images, 0 backgrounds, 0 corrupt: 100%\n")})
     epochs_every(6.0, 3)
-    supervisor.collect(force=True)
+    supervisor.learn(force=True)
     [point] = points()
     assert point.epoch_seconds == pytest.approx(6.0) and point.train_images == 16 and point.gpu_type == "cpu"
     epochs_every(8.0, 5)  # later epochs, slower: the same run's point is replaced, not duplicated
-    supervisor.collect(force=True)
+    supervisor.learn(force=True)
     [point] = points()
     assert point.epoch_seconds == pytest.approx(8.0)
