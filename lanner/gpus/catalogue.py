@@ -18,9 +18,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
-
-from lanner.config import Settings
+from typing import Any, Protocol
 
 TIERS: tuple[str, ...] = ("free", "pro", "enterprise")
 """Account tiers, lowest first; the same names as ``lanner.accounts.service.TIERS`` (a test checks it)."""
@@ -303,7 +301,13 @@ def _from_setting(value: str | None) -> Catalogue:
     return load_catalogue(_parse_setting(value))  # None (an empty YAML file) means no overrides
 
 
-def get_catalogue(settings: Settings) -> Catalogue:
+class CatalogueSetting(Protocol):
+    """What ``get_catalogue`` reads of ``lanner.config.Settings``."""
+
+    gpu_catalogue: str | None
+
+
+def get_catalogue(settings: CatalogueSetting) -> Catalogue:
     """The one way to the server's catalogue: the packaged one with ``LANNER_GPU_CATALOGUE`` applied (a JSON/YAML
     path or inline JSON). Cached per setting value: a changed file is read again only on restart. Raises
     ``ValueError`` naming the offending field, so ``create_app`` can refuse to start on a bad value."""
