@@ -44,6 +44,16 @@ def _image_counts(session: Session, run: Run) -> dict[str, int]:
     return counts
 
 
+def epoch_timing(session: Session, run: Run) -> tuple[list[Any], float | None]:
+    """The run's (epoch, created_at) rows in order, and the median time between consecutive epochs (None with
+    fewer than two in a row): the measured epoch time of both calibration and quick-run re-estimates."""
+    stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at)
+                                  .where(EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
+    durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
+                 if b.epoch == a.epoch + 1]
+    return stamps, statistics.median(durations) if durations else None
+
+
 def peak_gpu_memory_gb(session: Session, catalogue: Catalogue, run: Run, gpu_type: str) -> float | None:
     """The highest GPU memory the trainer's system metrics showed (percent of the card, as nvidia-smi counts
     it), in GB of this GPU type; None on the CPU or without GPU readings."""
@@ -67,15 +77,9 @@ def record_run(session: Session, catalogue: Catalogue, model: ModelRecord, run: 
     existing = session.scalar(select(CalibrationPoint).where(CalibrationPoint.run_id == run.id))
     if existing is not None and not refresh:
         return None
-    stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at).where(
-        EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
-    if len(stamps) < 2:
+    stamps, epoch_seconds = epoch_timing(session, run)
+    if epoch_seconds is None:
         return None
-    durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
-                 if b.epoch == a.epoch + 1]
-    if not durations:
-        return None
-    epoch_seconds = statistics.median(durations)
     counts = _image_counts(session, run)
     args = run.train_args or {}
     if "train" not in counts:

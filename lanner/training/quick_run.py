@@ -6,11 +6,9 @@ for this model and data, not an average over other runs."""
 
 from __future__ import annotations
 
-import statistics
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
@@ -20,18 +18,16 @@ from lanner.gpus.catalogue import Catalogue
 from lanner.gpus.estimator import Range, cost_range_cents
 from lanner.projects.models import ModelRecord
 from lanner.training.launch import resolve_base_model, resolve_dataset, run_estimate
-from lanner.training.models import EpochMetric, Run
+from lanner.training.learn import epoch_timing
+from lanner.training.models import Run
 
 
 def measured_epoch_seconds(session: Session, run: Run) -> tuple[float, bool] | None:
     """The median time between consecutive epochs; with a single epoch, that epoch timed from the moment the
     trainer reported ready (second value True: it includes the first epoch's warm-up, so it overstates)."""
-    stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at)
-                                  .where(EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
-    durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
-                 if b.epoch == a.epoch + 1]
-    if durations:
-        return statistics.median(durations), False
+    stamps, median = epoch_timing(session, run)
+    if median is not None:
+        return median, False
     ready = (run.launch or {}).get("trainerStartedAt")
     if len(stamps) == 1 and stamps[0].epoch == 0 and ready:
         seconds = (stamps[0].created_at - datetime.fromisoformat(ready)).total_seconds()
