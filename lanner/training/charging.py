@@ -138,6 +138,6 @@ class Charging:
         if run.smoke and run.status == RunStatus.COMPLETED and model is not None:
             try:
                 with session.begin_nested():
-                    model.full_run_estimate = estimate_full_run(session, self.catalogue, run, model)
+                    model.full_run_estimate = estimate_full_run(session, run, model, catalogue=self.catalogue)
             except Exception:
                 log.exception("could not re-estimate the full run of quick run %s", run.id)

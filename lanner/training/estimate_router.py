@@ -40,7 +40,7 @@ def list_gpus(principal: CurrentPrincipal, catalogue: CurrentCatalogue) -> GpuLi
                          "fastest / balanced recommendation under an optional deadline and budget.")
 def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSession, catalogue: CurrentCatalogue,
              runtime: Runtime) -> dict[str, Any]:
-    result = estimates.estimate(session, principal, catalogue, body)
+    result = estimates.estimate(session, principal, body, catalogue=catalogue)
     levels = availability_now(runtime.executor, catalogue)
     for item in result["estimates"]:  # from the executors' free capacity right now; null: nothing here has one
         item["availability"] = levels.get(item["gpuType"])

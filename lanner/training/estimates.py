@@ -60,7 +60,7 @@ def _check_whole_numbers(train_args: dict[str, Any]) -> None:
             raise BadRequest(f"trainArgs.{key} must be a whole number, not {value:g}")
 
 
-def estimate(session: Session, principal: Principal, catalogue: Catalogue, body: EstimateRequest) -> dict[str, Any]:
+def estimate(session: Session, principal: Principal, body: EstimateRequest, *, catalogue: Catalogue) -> dict[str, Any]:
     """Time, memory and cost on every GPU type (or those asked for), with a recommendation."""
     if (body.dataset is None) == (body.imageCount is None):
         raise BadRequest("give either dataset (ul://owner/datasets/slug) or imageCount {train, val}")

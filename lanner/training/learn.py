@@ -54,7 +54,7 @@ def epoch_timing(session: Session, run: Run) -> tuple[list[Any], float | None]:
     return stamps, statistics.median(durations) if durations else None
 
 
-def peak_gpu_memory_gb(session: Session, catalogue: Catalogue, run: Run, gpu_type: str) -> float | None:
+def peak_gpu_memory_gb(session: Session, run: Run, gpu_type: str, *, catalogue: Catalogue) -> float | None:
     """The highest GPU memory the trainer's system metrics showed (percent of the card, as nvidia-smi counts
     it), in GB of this GPU type; None on the CPU or without GPU readings."""
     if gpu_type == "cpu" or gpu_type not in catalogue:
@@ -70,7 +70,7 @@ def peak_gpu_memory_gb(session: Session, catalogue: Catalogue, run: Run, gpu_typ
     return round(peak / 100.0 * catalogue.get(gpu_type).vram_gb, 2) if peak > 0 else None
 
 
-def record_run(session: Session, catalogue: Catalogue, model: ModelRecord, run: Run, *,
+def record_run(session: Session, model: ModelRecord, run: Run, *, catalogue: Catalogue,
                refresh: bool = True) -> CalibrationPoint | None:
     """Turn a run into its calibration point (one per run: a later call with more epochs replaces it); None when
     it lacks what a point needs (2+ epochs, sizes). ``refresh=False`` keeps an existing point."""
@@ -116,7 +116,7 @@ def record_run(session: Session, catalogue: Catalogue, model: ModelRecord, run: 
         val_images=counts.get("val", 0), workers=_arg(args, "workers", 8, int),
         host_cpus=float(environment.get("cpuCount") or 1), cache=str(args.get("cache")) in ("True", "ram", "disk"),
         epoch_seconds=epoch_seconds, startup_seconds=max(0.0, startup),
-        peak_memory_gb=peak_gpu_memory_gb(session, catalogue, run, gpu_type), run_id=run.id)
+        peak_memory_gb=peak_gpu_memory_gb(session, run, gpu_type, catalogue=catalogue), run_id=run.id)
     if existing is not None:  # replaced only by a complete point: a failed refresh keeps the old one
         session.delete(existing)
         session.flush()
@@ -125,16 +125,16 @@ def record_run(session: Session, catalogue: Catalogue, model: ModelRecord, run: 
     return point
 
 
-def learn_from(session: Session, catalogue: Catalogue, model: ModelRecord, run: Run) -> None:
+def learn_from(session: Session, model: ModelRecord, run: Run, *, catalogue: Catalogue) -> None:
     """A completed run teaches the GPU advisor its real speed; a failure here must never fail the event."""
     try:
         with session.begin_nested():
-            record_run(session, catalogue, model, run)
+            record_run(session, model, run, catalogue=catalogue)
     except Exception:  # calibration is best effort
         log.exception("could not record run %s as a calibration point", run.id)
 
 
-def learn_from_running(db: Database, catalogue: Catalogue) -> None:
+def learn_from_running(db: Database, *, catalogue: Catalogue) -> None:
     """A run still training already teaches the GPU advisor: its calibration point is refreshed with the
     epochs so far (the completed run's point replaces it at the end)."""
     with db.session() as session:
@@ -146,6 +146,6 @@ def learn_from_running(db: Database, catalogue: Catalogue) -> None:
                 continue
             try:
                 with session.begin_nested():
-                    record_run(session, catalogue, model, run, refresh=True)
+                    record_run(session, model, run, catalogue=catalogue, refresh=True)
             except Exception:  # best effort: calibration never stops supervision
                 log.exception("could not refresh the calibration point of running run %s", run.id)

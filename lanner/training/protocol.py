@@ -312,7 +312,7 @@ def _training_complete(ctx: EventContext, model_id: str, ref: RunRef, data: dict
         checkpoints.promote_if_uploaded(ctx.session, model, model_path, run.id)
     if run.status in (RunStatus.STARTING, RunStatus.RUNNING):
         transition(ctx.session, run, RunStatus.COMPLETED, reason="training_complete")
-        learn_from(ctx.session, ctx.catalogue, model, run)
+        learn_from(ctx.session, model, run, catalogue=ctx.catalogue)
     model.completed_at = model.completed_at or utcnow()
 
 

@@ -39,7 +39,7 @@ def _scaled(value: dict[str, float], ratio: float, digits: int = 1) -> dict[str,
     return {key: round(number * ratio, digits) for key, number in value.items()}
 
 
-def estimate_full_run(session: Session, catalogue: Catalogue, run: Run, model: ModelRecord) -> dict[str, Any] | None:
+def estimate_full_run(session: Session, run: Run, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any] | None:
     """The full run's time and cost, corrected by how fast this quick run really was; None without timings."""
     timing = measured_epoch_seconds(session, run)
     launch = run.launch or {}

@@ -60,7 +60,7 @@ def gpu_availability(runtime: Runtime, catalogue: CurrentCatalogue, managed: str
 def model_training(owner: str, project: str, model: str, principal: CurrentPrincipal, session: DbSession,
                    catalogue: CurrentCatalogue) -> dict[str, Any]:
     record = projects_service.get_model(session, principal, owner=owner, project=project, model=model)
-    return {"job": views.job_view(session, record, catalogue)}
+    return {"job": views.job_view(session, record, catalogue=catalogue)}
 
 
 @router.delete("/api/models/{owner}/{project}/{model}/training")

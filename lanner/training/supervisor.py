@@ -377,7 +377,7 @@ class Supervisor:
         if not force and now - self._learned_at < LEARN_EVERY_SECONDS:
             return
         self._learned_at = now
-        learn_from_running(self.ctx.db, self.catalogue)
+        learn_from_running(self.ctx.db, catalogue=self.catalogue)
 
 
 def _bin_dir() -> str:

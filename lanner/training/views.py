@@ -31,7 +31,7 @@ def _as_float(value: Any) -> float | None:
         return None
 
 
-def job_view(session: Session, model: ModelRecord, catalogue: Catalogue) -> dict[str, Any] | None:
+def job_view(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any] | None:
     """``models.training`` job: status, progress and timing of the model's latest run."""
     run = latest_run(session, model.id)
     if run is None:
@@ -76,7 +76,7 @@ def job_view(session: Session, model: ModelRecord, catalogue: Catalogue) -> dict
     }
 
 
-def compute_cost_view(session: Session, model: ModelRecord, catalogue: Catalogue) -> dict[str, Any]:
+def compute_cost_view(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any]:
     """``computeCost`` and ``cloudJob`` of a model Lanner trained: charged so far (net of refunds), in dollars
     with micro-dollar precision, and the seconds billed; plus the quick-run re-estimate when there is one."""
     extra: dict[str, Any] = {}
@@ -135,7 +135,7 @@ def epoch_counts(session: Session, model_ids: list[str]) -> Mapping[str, int]:
 def model_details(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any]:
     """The training fields of ``models.retrieve``."""
     return {"trainResults": train_results(session, model.id), "consoleChunks": console_chunks(session, model.id),
-            **compute_cost_view(session, model, catalogue)}
+            **compute_cost_view(session, model, catalogue=catalogue)}
 
 
 def model_hooks(catalogue: Catalogue) -> ModelHooks:

@@ -136,7 +136,7 @@ def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int =
                             .values(created_at=start + timedelta(seconds=10 + epoch_seconds * (epoch + 1))))
         session.flush()
         run = session.scalar(select(Run).where(Run.id == run.id))
-        point = record_run(session, load_catalogue(), model, run)
+        point = record_run(session, model, run, catalogue=load_catalogue())
         assert point is not None and point.epoch_seconds == pytest.approx(epoch_seconds)
         assert point.train_images == 64 and point.val_images == 16 and point.gpu_type == (gpu_type or "cpu")
         return point
