@@ -182,7 +182,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     if body.captureDatasetVersion:
         version = capture_version(session, principal, dataset)
     quick = is_quick_run(args)
-    run = create_run(session, model, reason="training.start", status=RunStatus.PENDING.value,
+    run = create_run(session, model, status=RunStatus.PENDING, reason="training.start",
                      executor=executor_name, gpu_type=gpu.id, epochs=int(args.get("epochs", DEFAULT_FULL_EPOCHS)),
                      train_args=args, launch={"project": f"{principal.username}/{project.slug}", "name": model.slug,
                                               "trainArgs": args,

@@ -178,7 +178,7 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
         model = projects_service.create_model(session, project, name=name, unique=True)
 
     environment = data.get("environment") if isinstance(data.get("environment"), dict) else None
-    run = create_run(session, model, reason="training_started", status=RunStatus.STARTING.value, epochs=epochs,
+    run = create_run(session, model, status=RunStatus.STARTING, reason="training_started", epochs=epochs,
                      device=str(data.get("device") or ""), train_args=train_args, environment=environment,
                      start_fingerprint=fingerprint, last_event_at=utcnow())
     model.train_args = train_args or model.train_args

@@ -96,9 +96,9 @@ def try_transition(session: Session, run: Run, to: RunStatus, *, reason: str | N
     return True
 
 
-def create_run(session: Session, model: ModelRecord, *, reason: str, **fields: Any) -> Run:
-    """A new run of ``model`` (in ``fields["status"]``) with its first event, from nothing; the model follows."""
-    run = Run(model_id=model.id, **fields)
+def create_run(session: Session, model: ModelRecord, *, status: RunStatus, reason: str, **fields: Any) -> Run:
+    """A new run of ``model`` in ``status`` with its first event, from nothing; the model follows."""
+    run = Run(model_id=model.id, status=status.value, **fields)
     session.add(run)
     session.flush()
     session.add(RunEvent(run_id=run.id, from_status=None, to_status=run.status, reason=reason))
