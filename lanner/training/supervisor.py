@@ -2,7 +2,7 @@
 the database, each pass reads it, acts, and writes it back through guarded transitions).
 
 Each pass, in order:
-1. dispatch: launch pending runs where the executor has room (Ray queues by itself);
+1. dispatch: launch pending runs where the executor has room (one that queues jobs itself gets them all);
 2. watch: poll every launched attempt; a worker that was killed, whose node died, or that stopped reporting
    for ``run_lost_after_seconds`` makes the run ``lost``, and it is relaunched with ``resume`` (up to
    ``run_max_relaunches`` times); a worker that exited by itself without a result fails the run;
