@@ -24,9 +24,10 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from lanner.gpus import advisor
-from lanner.gpus.catalogue import default_catalogue
+from lanner.gpus.catalogue import load_catalogue
 from lanner.gpus.models import CalibrationPoint
 from lanner.gpus.probe import record_probe, run_probe
+from lanner.training.estimates import advise
 
 PROBE = ("yolo11n.yaml", 320, 16, 64)
 CONFIGS = [  # model, imgsz, batch, train images
@@ -44,7 +45,7 @@ def predict(session: Session, model: str, imgsz: int, batch: int, images: int, w
     request = advisor.Request(model=model, train_images=images, val_images=max(4, images // 4),
                               train_args={"epochs": 2, "imgsz": imgsz, "batch": batch, "workers": workers},
                               gpu_types=["cpu"], tier="enterprise", nc=2)
-    [estimate] = advisor.estimate(session, default_catalogue(), request)["estimates"]
+    [estimate] = advise(session, load_catalogue(), request)["estimates"]
     return float(estimate["epochSeconds"]["value"])
 
 

@@ -32,7 +32,7 @@ import torch
 from common import write_section
 
 from lanner.gpus import memory, priors
-from lanner.gpus.catalogue import default_catalogue
+from lanner.gpus.catalogue import load_catalogue
 from lanner.gpus.estimator import DeviceSpeed, LoaderSpeed, Workload, estimate_time
 from lanner.gpus.memory import GIB, estimate_memory
 from lanner.gpus.profile import ModelProfile, meta_model, model_profile
@@ -45,26 +45,9 @@ GB = 1e9 / GIB  # published GB (1e9 bytes) -> GiB
 # --- activations of the architectures that were trained ------------------------------------------------------------
 
 def _bytes_inside(profile: ModelProfile, imgsz: int, submodule: Callable[[torch.nn.Module], torch.nn.Module]) -> int:
-    """Saved bytes per image first packed inside ``submodule`` (same meta pass as memory.activation_bytes)."""
-    module, inside, seen = meta_model(profile), [False], {}
-    params = {p.untyped_storage()._cdata for p in module.parameters()}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        key = t.untyped_storage()._cdata
-        if key not in params and key not in seen:
-            seen[key] = (t.untyped_storage().nbytes(), inside[0])
-        return t
-
-    target = submodule(module)
-    hooks = [target.register_forward_pre_hook(lambda *args: inside.__setitem__(0, True)),
-             target.register_forward_hook(lambda *args: inside.__setitem__(0, False))]
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            module(torch.empty(2, 3, imgsz, imgsz, device="meta"))
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return sum(size for size, head in seen.values() if head) // 2
+    """Saved bytes per image first packed inside ``submodule`` (the same pass as memory.activation_bytes)."""
+    module = meta_model(profile)
+    return memory.saved_bytes(module, imgsz, within=submodule(module)) // 2
 
 
 def yolov5_activations(scale: str, imgsz: int = 640) -> float:
@@ -247,7 +230,7 @@ def _stats(errors: list[float]) -> tuple[float, float]:
 
 
 def main() -> None:
-    catalogue = default_catalogue()
+    catalogue = load_catalogue()
     specs = priors.catalogue_specs(catalogue.all())
     relative, before_relative = priors.relative_speeds(specs), legacy_relative(specs)
     with tempfile.TemporaryDirectory(prefix="lanner-v5seg-") as tmp:

@@ -1,5 +1,6 @@
-"""The composition root: ``create_app()`` builds the request context and the training runtime, mounts every
-router and ties the runtime's threads to the app's lifespan. Used by ``lanner serve``, tests and benchmarks."""
+"""The composition root: ``create_app()`` builds the request context, the training runtime and the maintenance
+thread, mounts every router and ties the threads to the app's lifespan. Used by ``lanner serve``, tests and
+benchmarks."""
 
 from __future__ import annotations
 
@@ -19,18 +20,19 @@ from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
 from lanner.gpus.catalogue import get_catalogue
-from lanner.gpus.estimate_api import router as estimate_router
-from lanner.gpus.router import router as gpus_router
+from lanner.maintenance.loop import Maintenance
 from lanner.migrate import upgrade_database
 from lanner.projects.router import router as projects_router
 from lanner.storage.router import router as storage_router
+from lanner.training import views as training_views
+from lanner.training.estimate_router import router as estimate_router
 from lanner.training.router import router as training_router
 from lanner.training.runtime import TrainingRuntime
 from lanner.uploads.router import router as uploads_router
 from lanner.web.router import router as web_router
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
-           dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router, gpus_router,
+           dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router,
            storage_router, web_router)
 
 
@@ -39,13 +41,16 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     ctx = AppContext.from_settings(settings)
     if migrate:
         upgrade_database(ctx.db.url)
-    get_catalogue(ctx)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at the first request
+    catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
     training = TrainingRuntime(ctx)
+    maintenance = Maintenance(ctx)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         training.start()
+        maintenance.start()
         yield
+        maintenance.stop()
         training.stop()
         ctx.shutdown_jobs()
         ctx.db.dispose()
@@ -58,6 +63,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     )
     app.state.lanner = ctx
     app.state.training = training
+    app.state.maintenance = maintenance
+    app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
     for router in ROUTERS:
         app.include_router(router)

@@ -203,9 +203,9 @@ def gpus_list(tier: Annotated[str | None, typer.Option(help="Mark what this tier
     # start-up cost: each command imports only its own domain
     from rich.table import Table
 
-    from lanner.gpus.catalogue import catalogue_from_settings
+    from lanner.gpus.catalogue import get_catalogue
 
-    catalogue = catalogue_from_settings(get_settings().gpu_catalogue)
+    catalogue = get_catalogue(get_settings())
 
     def number(value: float | None) -> str:
         return f"{value:g}" if value else "-"
@@ -275,14 +275,13 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
                                                          "no tier limit.")] = None,
              ) -> None:
     """Time, memory and cost on every GPU type, sorted by cost, the recommendation on top."""
+    # start-up cost: the advisor brings torch and ultralytics
     from rich.table import Table
 
-    from lanner.accounts import service as accounts_service
-    from lanner.accounts.service import Principal
-    from lanner.errors import LannerError, NotFound
+    from lanner.errors import NotFound
     from lanner.gpus import advisor
-    from lanner.gpus.catalogue import catalogue_from_settings
-    from lanner.gpus.estimate_api import _dataset_counts, _model_name
+    from lanner.gpus.catalogue import get_catalogue
+    from lanner.training.estimates import advise, dataset_counts, model_architecture
 
     if (data is None) == (train_images is None):
         _fail("give either --data ul://owner/datasets/slug or --train-images N")
@@ -292,30 +291,25 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
     if owner is None:
         source, owner = next(((option, _uri_owner(uri)) for option, uri in (("--data", data), ("--model", model))
                               if _uri_owner(uri)), (source, None))
-    ctx = _context()
-    try:
-        with ctx.db.session() as session:
-            principal = Principal.operator()
-            if owner:
-                try:
-                    user = accounts_service.require_user(session, username=owner)
-                except NotFound:
-                    given = {"--owner": owner, "--data": data, "--model": model}[source]
-                    _fail(f"{source} {given}: user '{owner}' not found")
-                principal = Principal.of(user)
-            nc = None
-            if data is not None:
-                train, val, nc = _dataset_counts(session, principal, data)
-            else:
-                train, val = int(train_images or 0), val_images
-            request = advisor.Request(
-                model=_model_name(session, principal, model), train_images=train, val_images=val,
-                train_args={"epochs": epochs, "imgsz": imgsz, "batch": batch},
-                deadline_minutes=_duration(deadline) if deadline else None,
-                budget_cents=budget * 100 if budget is not None else None, tier=principal.tier, nc=nc or None)
-            result = advisor.estimate(session, catalogue_from_settings(ctx.settings.gpu_catalogue), request)
-    except LannerError as exc:
-        _fail(exc.message)
+    with _session() as (ctx, session):
+        principal = Principal.operator()
+        if owner:
+            try:
+                principal = _principal(session, owner)
+            except NotFound:
+                given = {"--owner": owner, "--data": data, "--model": model}[source]
+                _fail(f"{source} {given}: user '{owner}' not found")
+        nc = None
+        if data is not None:
+            train, val, nc = dataset_counts(session, principal, data)
+        else:
+            train, val = int(train_images or 0), val_images
+        request = advisor.Request(
+            model=model_architecture(session, principal, model), train_images=train, val_images=val,
+            train_args={"epochs": epochs, "imgsz": imgsz, "batch": batch},
+            deadline_minutes=_duration(deadline) if deadline else None,
+            budget_cents=budget * 100 if budget is not None else None, tier=principal.tier, nc=nc or None)
+        result = advise(session, get_catalogue(ctx.settings), request)
     console = Console()
     for key in ("cheapest", "fastest", "balanced"):
         pick = result["recommendation"].get(key)

@@ -105,6 +105,11 @@ def revoke_api_key(session: Session, *, user_id: str, key_id: str, cache: dict |
         cache.pop(key.digest, None)
 
 
+def forget_cached_key(cache: dict, digest: str) -> None:
+    """Evict a key from the principal cache (by its digest), so a revoked key stops working at once."""
+    cache.pop(digest, None)
+
+
 def cached_principal(*, key: str, cache: dict) -> Principal | None:
     """The principal for ``key`` if it was verified within the cache's lifetime; no database access."""
     hit = cache.get(key_digest(key))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Query
@@ -33,8 +33,6 @@ def _parse_time(value: str | None, name: str) -> datetime | None:
     except ValueError:
         raise BadRequest(f"{name}: not an ISO 8601 timestamp: {value!r}") from None
     if parsed.tzinfo is None:
-        from datetime import UTC
-
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
 

@@ -8,7 +8,6 @@ retried settlement cannot charge twice."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -21,7 +20,6 @@ from lanner.errors import BadRequest, PaymentRequired
 
 MICROS_PER_DOLLAR = 1_000_000
 MICROS_PER_CENT = 10_000
-SECONDS_PER_HOUR = 3600
 
 
 def dollars_to_micros(usd: float | str | Decimal) -> int:
@@ -32,13 +30,6 @@ def dollars_to_micros(usd: float | str | Decimal) -> int:
     if not amount.is_finite():
         raise BadRequest(f"not an amount of dollars: {usd!r}")
     return int((amount * MICROS_PER_DOLLAR).to_integral_value(rounding=ROUND_HALF_UP))
-
-
-def charge_for(seconds: float, price_micros_per_hour: int) -> int:
-    """What ``seconds`` of a device cost: per-second billing, a started second counts whole, and the
-    micro-dollar amount is rounded up. The estimator uses the same rule, so an estimate is priced as billed."""
-    billed = math.ceil(max(0.0, seconds))
-    return -(-billed * price_micros_per_hour // SECONDS_PER_HOUR)
 
 
 def cents_to_micros(cents: float) -> int:
@@ -72,11 +63,6 @@ class Balances:
 
 def lock_user(session: Session, user_id: str) -> None:
     session.execute(select(User.id).where(User.id == user_id).with_for_update())
-
-
-def _sum(session: Session, *where: object) -> int:
-    stmt = select(func.coalesce(func.sum(LedgerPosting.amount_micros), 0))
-    return int(session.scalar(stmt.where(*where)) or 0)
 
 
 def balances(session: Session, *, user_id: str) -> Balances:

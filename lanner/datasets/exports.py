@@ -19,7 +19,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
 from lanner.config import Settings
 from lanner.datasets import state, versions
 from lanner.datasets.models import Dataset, DatasetExport, DatasetItem, DatasetVersion, ImageBlob
@@ -189,11 +188,11 @@ def export_version(session: Session, dataset: Dataset, version: DatasetVersion, 
     return signer.download_url(sha, name)
 
 
-def export(session: Session, principal: Principal, dataset: Dataset, *, version: int | None, kind: str,
+def export(session: Session, dataset: Dataset, *, version: int | None, pinned_version_id: int | None, kind: str,
            owner: str, blobs: BlobStore, signer: URLSigner, settings: Settings) -> dict[str, Any]:
-    """``datasets.export``: a version when one is asked for, or pinned by the caller's training run (see
-    ``versions.captured_version``); otherwise the live dataset, which must not be halfway through an import."""
-    captured = versions.captured_version(session, principal, dataset) if version is None else None
+    """``datasets.export``: a version when one is asked for, or the one the caller's training run pinned
+    (``versions.pinned_version``); otherwise the live dataset, which must not be halfway through an import."""
+    captured = versions.pinned_version(session, dataset, pinned_version_id) if version is None else None
     if dataset.status == state.PROCESSING and captured is None:
         raise Conflict("the dataset is still processing an import; try again when it is ready")
     if version is not None or captured is not None:

@@ -11,6 +11,7 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.datasets import exports, service, versions
 from lanner.datasets.schemas import CloneRequest, CreateExportRequest, RestoreRequest, UpdateExportRequest
 from lanner.deps import Ctx, DbSession
+from lanner.training import service as training_service
 
 router = APIRouter(tags=["datasets"])
 
@@ -30,8 +31,9 @@ def export(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSes
            format: str = Query(default="ndjson", description="Lanner: ndjson, yolo (zip) or coco (JSON)"),
            ) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset)
-    return exports.export(session, principal, record, version=v, kind=format, owner=owner.lower(), blobs=ctx.blobs,
-                          signer=ctx.signer, settings=ctx.settings)
+    pinned = training_service.pinned_dataset_version_id(session, principal)
+    return exports.export(session, record, version=v, pinned_version_id=pinned, kind=format, owner=owner.lower(),
+                          blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings)
 
 
 @router.post("/api/datasets/{owner}/{dataset}/export")

@@ -2,7 +2,7 @@
 
 A version freezes the current manifest with its class names and counts (``service.create_version``, which
 training calls too); restoring one points the dataset back at it; comparing two lists what changed image by
-image. A training run may pin a version (``captured_version``).
+image. A training run may pin a version (``pinned_version``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from lanner.errors import Conflict, NotFound
 from lanner.projects.schemas import REGION
 from lanner.resources import VISIBILITIES
 from lanner.slugs import slugify, unique_slug
-from lanner.training.models import Run
 
 COMPARE_PAGE = 500
 
@@ -160,14 +159,10 @@ def compare(session: Session, dataset: Dataset, *, base: int, head: int, cursor:
     return body
 
 
-def captured_version(session: Session, principal: Principal, dataset: Dataset) -> DatasetVersion | None:
-    """A worker of a run that captured a version of this dataset trains on that version, at its first launch
-    and at every relaunch, whatever happened to the live dataset since: the trainer asks for ``ul://`` data
-    without a version, so the run's key decides."""
-    if principal.run_id is None:
+def pinned_version(session: Session, dataset: Dataset, version_id: int | None) -> DatasetVersion | None:
+    """The version a training run pinned (``version_id``, from the run's key), if it is one of this dataset's:
+    its worker trains on it at its first launch and every relaunch, whatever happened to the live dataset."""
+    if version_id is None:
         return None
-    run = session.get(Run, principal.run_id)
-    if run is None or not run.dataset_version_id:
-        return None
-    version = session.get(DatasetVersion, int(run.dataset_version_id))
+    version = session.get(DatasetVersion, version_id)
     return version if version is not None and version.dataset_id == dataset.id else None

@@ -1,54 +1,26 @@
-"""The GPU advisor: turns a request (model, data, trainer arguments) into estimates for every GPU type, learning
-from calibration points. The estimate itself is ``estimator.py``; this module gathers its inputs."""
+"""The GPU advisor: turns a request (model, data, trainer arguments) into estimates for every GPU type. The time
+model is ``estimator.py``, its calibration ``fit.py``; this module gathers their inputs and prices the result
+with the caller's price rule (billing's, so an estimate costs what the run will be charged)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.errors import BadRequest, Unprocessable
-from lanner.gpus import priors
+from lanner.gpus import fit, priors
 from lanner.gpus.catalogue import Catalogue, GpuType
-from lanner.gpus.estimator import (
-    DeviceSpeed,
-    FixedCosts,
-    LoaderSpeed,
-    Option,
-    Workload,
-    cost_range_cents,
-    estimate_time,
-    recommend,
-    seed_guidance,
-)
-from lanner.gpus.models import CalibrationPoint
+from lanner.gpus.estimator import Option, PriceRule, Workload, cost_range_cents, estimate_time, recommend, seed_guidance
 
 MAX_EPOCHS = 100_000
 MAX_IMGSZ = 8192
 DEFAULT_ARGS = {"epochs": 100, "imgsz": 640, "batch": 16, "workers": 8, "fraction": 1.0, "cache": False,
                 "patience": 100, "optimizer": "auto", "amp": True, "val": True}
-PRIOR_SPREAD = (0.7, 1.45)     # before any calibration the band is wide, and says so
-MIN_SPREAD = (0.85, 1.15)      # calibration never claims better than +/-15 %
 DATACENTER = ("a100", "h100", "h200", "b200", "b300", "l40", "l4", "a40", "rtx-pro-6000")
-
-
-@dataclass
-class Calibration:
-    speed: DeviceSpeed
-    spread: tuple[float, float]
-    points: int
-    loader: LoaderSpeed = priors.LOADER_640
-
-
-def loader_prior(gpu: GpuType) -> LoaderSpeed:
-    """The local machine's loader until probed; rented GPU hosts have more and faster cores."""
-    return priors.LOADER_640 if gpu.id == "cpu" else priors.CLOUD_LOADER_640
 
 
 @dataclass
@@ -68,7 +40,7 @@ class Request:
 
 def normalise_args(train_args: dict[str, Any] | None) -> dict[str, Any]:
     """The trainer's own argument names and defaults; invalid values are refused naming the argument."""
-    from ultralytics.cfg import DEFAULT_CFG_DICT
+    from ultralytics.cfg import DEFAULT_CFG_DICT  # ultralytics: seconds to import, loaded on first use
 
     args = dict(DEFAULT_ARGS)
     for key, value in (train_args or {}).items():
@@ -94,7 +66,7 @@ def normalise_args(train_args: dict[str, Any] | None) -> dict[str, Any]:
     args["epochs"] = number("epochs", int, 1, MAX_EPOCHS)
     args["imgsz"] = number("imgsz", int, 1, MAX_IMGSZ)
     try:
-        from lanner.gpus.memory import resolve_optimizer
+        from lanner.gpus.memory import resolve_optimizer  # torch: loaded on first use, not at server start
 
         resolve_optimizer(str(args["optimizer"]))
     except ValueError as exc:
@@ -120,196 +92,9 @@ def host_cpus(gpu: GpuType) -> float:
     return priors.DATACENTER_HOST_CPUS if gpu.id.startswith(DATACENTER) else priors.CONSUMER_HOST_CPUS
 
 
-def _workload(point: CalibrationPoint) -> Workload:
-    activation_bytes, task = (0.0, "detect") if point.gpu_type == "cpu" else _activations(point.model_name,
-                                                                                         point.imgsz, True)
-    return Workload(gflops=point.gflops, train_images=point.train_images, val_images=point.val_images, epochs=1,
-                    batch=point.batch, workers=point.workers, host_cpus=point.host_cpus, imgsz=point.imgsz,
-                    cache=point.cache, activation_bytes=activation_bytes, task=task)
-
-
-@functools.lru_cache(maxsize=256)
-def _activations(model: Any, imgsz: int, amp: bool, nc: int | None = None) -> tuple[float, str]:
-    """(bytes autograd saves per training image as trained, task) for the GPU time model; (0, detect) when the
-    model cannot be profiled (the estimate then falls back to the FLOP model)."""
-    from lanner.gpus import memory, profile
-
-    try:
-        prof = model if isinstance(model, profile.ModelProfile) else profile.model_profile(str(model), nc=nc)
-        saved = memory.activation_bytes_per_image(prof, imgsz)
-    except Exception:  # a calibration point of a model that no longer builds here
-        return 0.0, "detect"
-    return saved * (memory.AMP_FACTOR if amp else 1.0), prof.task
-
-
-def prior_speed(catalogue: Catalogue, gpu: GpuType) -> DeviceSpeed:
-    if gpu.id == "cpu":
-        return priors.cpu_prior()
-    specs = priors.catalogue_specs(catalogue.all())
-    if gpu.id not in specs or priors.REFERENCE_GPU not in specs:
-        return priors.gpu_prior(0.5, "prior (no specifications)", gpu.fp16_tflops)
-    return priors.gpu_prior(priors.relative_speeds(specs)[gpu.id], "prior", gpu.fp16_tflops, specs)
-
-
-def _points(session: Session, gpu_type: str) -> list[CalibrationPoint]:
-    return list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu_type)
-                                .order_by(CalibrationPoint.id.desc()).limit(200)))
-
-
-def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType, family: str | None = None) -> Calibration:
-    """Scale the device's throughput so that its recorded points are predicted without bias (median ratio 1),
-    and take the uncertainty band from the spread of what is left (the residuals).
-
-    The closest evidence wins: points of this GPU type and this model family, else of this GPU type, else the
-    efficiency other GPU types of the same architecture showed against their priors, else the prior."""
-    prior = prior_speed(catalogue, gpu)
-    points = _points(session, gpu.id)
-    loader = loader_prior(gpu)
-    same_family = [p for p in points if family and p.family == family]
-    if same_family:
-        points = same_family
-    if not points:
-        borrowed = _architecture_speed(session, catalogue, gpu, prior)
-        if borrowed is None:
-            return Calibration(prior, PRIOR_SPREAD, 0, loader)
-        return Calibration(borrowed, PRIOR_SPREAD, 0, loader)
-    speed = _fit_speed(prior, points, loader)
-    if same_family:
-        speed = dataclasses.replace(speed, source=f"{speed.source} of {family}")
-    residuals = [p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points]
-    if len(residuals) >= 3:
-        ordered = sorted(residuals)
-        low = min(MIN_SPREAD[0], ordered[max(0, int(0.1 * len(ordered)) - 1)] * 0.95)
-        high = max(MIN_SPREAD[1], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1.05)
-    else:
-        low, high = 0.8, 1.25
-    return Calibration(speed, (low, high), len(points), loader)
-
-
-ACCURACY_POINTS = 50  # per GPU type: leave-one-out refits are quadratic, and recent runs matter most
-
-
-def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
-    """How well the current model predicts recorded runs: each run predicted from the other points of its device
-    (leave-one-out), so a point never grades the fit it took part in."""
-    errors = []
-    for gpu in catalogue.all():
-        points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id)
-                                      .order_by(CalibrationPoint.id.desc()).limit(ACCURACY_POINTS)))
-        if len(points) < 2:
-            continue
-        prior, loader = prior_speed(catalogue, gpu), loader_prior(gpu)
-        for point in points:
-            if point.source == "probe":
-                continue
-            speed = _fit_speed(prior, [p for p in points if p.id != point.id], loader)
-            predicted = _predicted_epoch(point, speed, loader)
-            errors.append(abs(predicted - point.epoch_seconds) / point.epoch_seconds)
-    if not errors:
-        return {"runs": 0, "medianAbsErrorPct": None, "worstAbsErrorPct": None,
-                "note": "no finished runs measured yet: bands are the wide prior ones"}
-    return {"runs": len(errors), "medianAbsErrorPct": round(100 * statistics.median(errors), 1),
-            "worstAbsErrorPct": round(100 * max(errors), 1)}
-
-
-def _predicted_epoch(point: CalibrationPoint, speed: DeviceSpeed, loader: LoaderSpeed) -> float:
-    return estimate_time(_workload(point), speed, loader, priors.LOCAL_FIXED).epoch_seconds.value
-
-
-def _fit_speed(prior: DeviceSpeed, points: list[CalibrationPoint], loader: LoaderSpeed) -> DeviceSpeed:
-    """Scale the device's compute (FLOP rate and per-step cost together) until its points are predicted without
-    bias: the median of measured/predicted is 1. The loader part is not scaled, so this is iterated."""
-    speed = prior
-    for _ in range(30):
-        scale = statistics.median(p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points)
-        speed = _scaled_speed(speed, scale, f"calibrated on {len(points)} measurement(s)")
-        if abs(scale - 1) < 1e-4:
-            break
-    return speed
-
-
-def _measured_scale(session: Session, catalogue: Catalogue, gpu: GpuType) -> float | None:
-    """How many times slower than its prior a measured type ran; remembered during one estimate (which asks it
-    once per sibling of every unmeasured type, and a refit walks all of the type's points)."""
-    memo = session.info.setdefault("lanner.measured_scales", {})
-    if gpu.id not in memo:
-        points = _points(session, gpu.id)
-        if not points:
-            memo[gpu.id] = None
-        else:
-            prior = prior_speed(catalogue, gpu)
-            memo[gpu.id] = prior.train_tflops / _fit_speed(prior, points, loader_prior(gpu)).train_tflops
-    return memo[gpu.id]
-
-
-def _architecture_speed(session: Session, catalogue: Catalogue, gpu: GpuType,
-                        prior: DeviceSpeed) -> DeviceSpeed | None:
-    """A type never measured here learns from its siblings: how far measured cards of the same architecture ran
-    from their own priors (median over types) scales this one's prior the same way."""
-    if gpu.id == "cpu" or not gpu.architecture:
-        return None
-    scales = []
-    for other in catalogue.all():
-        if other.id in (gpu.id, "cpu") or other.architecture != gpu.architecture:
-            continue
-        scale = _measured_scale(session, catalogue, other)
-        if scale is not None:
-            scales.append(scale)
-    if not scales:
-        return None
-    scale = statistics.median(scales)
-    return _scaled_speed(prior, scale, f"prior scaled by {len(scales)} measured {gpu.architecture} type(s)")
-
-
-def _scaled_speed(speed: DeviceSpeed, scale: float, source: str) -> DeviceSpeed:
-    """The same device ``scale`` times slower (compute rates divided, per-step and per-image costs multiplied)."""
-    return DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
-                       val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader, source=source,
-                       activation_gbs=speed.activation_gbs / scale if speed.activation_gbs else None,
-                       peak_tflops=speed.peak_tflops / scale if speed.peak_tflops else None,
-                       segment_image_s=speed.segment_image_s * scale)
-
-
-MEMORY_CORRECTION_BOUNDS = (0.67, 1.5)  # a reading outside is more likely a shared card than our model's error
-
-
-def memory_correction(session: Session, gpu: GpuType) -> float:
-    """Measured over predicted device memory (median) of the runs on this GPU type that reported it, bounded:
-    the memory model's constants come from published profiles, a real card here has the last word."""
-    from lanner.gpus import memory, profile
-
-    ratios = []
-    for point in _points(session, gpu.id)[:20]:
-        if not point.peak_memory_gb:
-            continue
-        try:
-            predicted = memory.training_memory(profile.model_profile(point.model_name), imgsz=point.imgsz,
-                                               batch=point.batch, amp=True, vram_gb=gpu.vram_gb).device_gb
-        except Exception:  # a model that no longer builds here
-            continue
-        if predicted > 0:
-            ratios.append(point.peak_memory_gb / predicted)
-    if not ratios:
-        return 1.0
-    low, high = MEMORY_CORRECTION_BOUNDS
-    return min(high, max(low, statistics.median(ratios)))
-
-
-def fixed_costs(session: Session | None, gpu: GpuType) -> FixedCosts:
-    """The prior start-up, unless runs on this GPU type measured it: then the median of what they spent before
-    their first epoch, less the dataset and model parts the prior models separately."""
-    prior = priors.LOCAL_FIXED if gpu.id == "cpu" else priors.CLOUD_FIXED
-    if session is None:
-        return prior
-    measured = [p.startup_seconds - prior.per_image_download_s * (p.train_images + p.val_images) - prior.model_build_s
-                for p in _points(session, gpu.id) if p.source != "probe" and p.startup_seconds is not None]
-    if not measured:
-        return prior
-    return dataclasses.replace(prior, provision_s=max(0.0, statistics.median(measured)))
-
-
-def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[str, Any]:
-    from lanner.gpus import memory, profile
+def estimate(session: Session, catalogue: Catalogue, request: Request, *, price: PriceRule) -> dict[str, Any]:
+    """Every requested (or offered) GPU type: batch, memory, time and cost, and a recommendation."""
+    from lanner.gpus import memory, profile  # torch: loaded on the first estimate, not at server start
 
     args = normalise_args(request.train_args)
     session.info.pop("lanner.measured_scales", None)  # remembered within this estimate only, never stale
@@ -331,7 +116,7 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
     gflops = model.gflops(imgsz)
     estimates, options = [], []
     for gpu in gpus:
-        calibration = calibrate(session, catalogue, gpu, model.family)
+        calibration = fit.calibrate(session, catalogue, gpu, model.family)
         vram = gpu.vram_gb if gpu.id != "cpu" else _host_ram_gb()
         amp = bool(args["amp"]) and gpu.id != "cpu"
         if args["batch"] == -1 or (isinstance(args["batch"], float) and args["batch"] < 1):
@@ -344,12 +129,12 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
                                      nc=request.nc)
         max_batch = memory.max_batch(vram, model, imgsz=imgsz, optimizer=str(args["optimizer"]), amp=amp,
                                      nc=request.nc)
-        memory_scale = memory_correction(session, gpu) if gpu.id != "cpu" else 1.0
+        memory_scale = fit.memory_correction(session, gpu) if gpu.id != "cpu" else 1.0
         mem = dataclasses.replace(mem, peak_gb=mem.peak_gb * memory_scale, device_gb=mem.device_gb * memory_scale)
         fits = mem.device_gb <= vram if gpu.id != "cpu" else mem.peak_gb <= vram
         workers = min(int(args["workers"]), int(host_cpus(gpu)), batch) if args["workers"] else 0
         # The CPU's time model is FLOPs only (its probe calibrates it); GPUs are timed by their activations.
-        activation_bytes, _ = (0.0, model.task) if gpu.id == "cpu" else _activations(model, imgsz, amp)
+        activation_bytes, _ = (0.0, model.task) if gpu.id == "cpu" else fit.activations(model, imgsz, amp)
         work = Workload(gflops=gflops, train_images=train_images, val_images=request.val_images,
                         epochs=args["epochs"], batch=batch, workers=workers, host_cpus=host_cpus(gpu), imgsz=imgsz,
                         cache=args["cache"], val_every_epoch=bool(args["val"]),
@@ -357,9 +142,9 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
                         activation_bytes=activation_bytes, task=model.task,
                         source_pixels=(request.source_image_size[0] * request.source_image_size[1]
                                        if request.source_image_size else None))
-        times = estimate_time(work, calibration.speed, calibration.loader, fixed_costs(session, gpu),
+        times = estimate_time(work, calibration.speed, calibration.loader, fit.fixed_costs(session, gpu),
                               spread=calibration.spread)
-        cost = cost_range_cents(times.total_seconds, gpu.price_per_hour)
+        cost = cost_range_cents(times.total_seconds, gpu.price_per_hour, price)
         allowed = gpu.allowed_for(request.tier)
         options.append(Option(gpu.id, gpu.display_name, gpu.price_per_hour, fits, allowed, times.total_seconds,
                               cost))
@@ -381,7 +166,7 @@ def estimate(session: Session, catalogue: Catalogue, request: Request) -> dict[s
                   "gflops": round(gflops, 2), "imgsz": imgsz},
         "images": {"train": train_images, "val": request.val_images,
                    **({"sourceSize": list(request.source_image_size)} if request.source_image_size else {})},
-        "estimates": estimates, "recommendation": recommendation, "accuracy": accuracy(session, catalogue),
+        "estimates": estimates, "recommendation": recommendation, "accuracy": fit.accuracy(session, catalogue),
     }
     if deadline is None and request.budget_cents is None:
         body["guidance"] = _guidance(train_images, recommendation, catalogue)
@@ -404,7 +189,7 @@ def _guidance(train_images: int, recommendation: dict[str, Any], catalogue: Cata
 
 def _host_ram_gb() -> float:
     try:
-        import psutil
+        import psutil  # only needed here; ships with ultralytics
 
         return round(psutil.virtual_memory().total / 1024**3, 1)
     except Exception:  # pragma: no cover - psutil ships with ultralytics

@@ -18,7 +18,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 TIERS: tuple[str, ...] = ("free", "pro", "enterprise")
 """Account tiers, lowest first; the same names as ``lanner.accounts.service.TIERS`` (a test checks it)."""
@@ -145,12 +145,6 @@ def _defaults() -> tuple[tuple[GpuType, ...], frozenset[str]]:
     return tuple(types), unpriced
 
 
-@lru_cache(maxsize=1)
-def default_catalogue() -> Catalogue:
-    """The packaged catalogue, parsed once per process."""
-    return Catalogue(_defaults()[0])
-
-
 # ---------------------------------------------------------------------------------------------- overrides
 
 
@@ -263,11 +257,17 @@ def apply_overrides(base: Catalogue, overrides: Mapping[str, Any], *, unpriced: 
     return Catalogue(list(types.values()))
 
 
+@lru_cache(maxsize=1)
+def _packaged() -> Catalogue:
+    return Catalogue(_defaults()[0])
+
+
 def load_catalogue(overrides: Mapping[str, Any] | None = None) -> Catalogue:
-    """The packaged catalogue, with ``overrides`` applied when given (the default one is cached)."""
+    """The packaged catalogue with ``overrides`` applied (see ``apply_overrides``): a builder for explicit
+    overrides. The server's catalogue, which honours ``LANNER_GPU_CATALOGUE``, is ``get_catalogue``."""
     if overrides is None or (isinstance(overrides, Mapping) and not overrides):
-        return default_catalogue()
-    return apply_overrides(default_catalogue(), overrides, unpriced=_defaults()[1])
+        return _packaged()  # parsed once per process
+    return apply_overrides(_packaged(), overrides, unpriced=_defaults()[1])
 
 
 def _parse_setting(value: str) -> Any:
@@ -294,19 +294,21 @@ def _parse_setting(value: str) -> Any:
         raise ValueError(f"{SETTING}: '{path}' is not valid YAML: {exc}") from None
 
 
-def catalogue_from_settings(value: str | None) -> Catalogue:
-    """Build the catalogue from the raw ``LANNER_GPU_CATALOGUE`` value: a JSON/YAML path, inline JSON, or unset."""
-    if value is None or not value.strip():
-        return default_catalogue()
-    parsed = _parse_setting(value)
-    return load_catalogue(parsed)  # None (an empty YAML file) means no overrides
-
-
 @lru_cache(maxsize=16)
-def _cached_from_settings(value: str | None) -> Catalogue:
-    return catalogue_from_settings(value)
+def _from_setting(value: str | None) -> Catalogue:
+    if value is None or not value.strip():
+        return load_catalogue()
+    return load_catalogue(_parse_setting(value))  # None (an empty YAML file) means no overrides
 
 
-def get_catalogue(ctx: Any) -> Catalogue:
-    """The catalogue for this app, cached per setting value (a changed file is read again only on restart)."""
-    return _cached_from_settings(getattr(ctx.settings, "gpu_catalogue", None))
+class CatalogueSetting(Protocol):
+    """What ``get_catalogue`` reads of ``lanner.config.Settings``."""
+
+    gpu_catalogue: str | None
+
+
+def get_catalogue(settings: CatalogueSetting) -> Catalogue:
+    """The one way to the server's catalogue: the packaged one with ``LANNER_GPU_CATALOGUE`` applied (a JSON/YAML
+    path or inline JSON). Cached per setting value: a changed file is read again only on restart. Raises
+    ``ValueError`` naming the offending field, so ``create_app`` can refuse to start on a bad value."""
+    return _from_setting(settings.gpu_catalogue)

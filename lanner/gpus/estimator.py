@@ -27,9 +27,12 @@ measurements (see ``priors.py``), replaced by calibration from real runs and pro
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-SECONDS_PER_HOUR = 3600.0
+PriceRule = Callable[[float, float], int]
+"""(seconds, USD per hour) -> micro-dollars charged: how device time is priced (``lanner.billing.metering``'s
+``cost_micros``). A parameter, so the estimator knows no billing and an estimate uses the meter's own rule."""
 
 
 @dataclass(frozen=True)
@@ -129,11 +132,6 @@ class TimeEstimate:
     breakdown: dict[str, float] = field(default_factory=dict)
 
 
-def loader_workers(requested: int, host_cpus: float, batch: int, device_is_cpu: bool) -> int:
-    """What ultralytics' build_dataloader uses: min(cpu_count // devices, batch, workers), at least 1 core's worth."""
-    return max(1, min(int(host_cpus), batch, requested)) if requested > 0 else 0
-
-
 def _memory_bound(work: Workload, speed: DeviceSpeed) -> bool:
     return bool(speed.activation_gbs and work.activation_bytes > 0)
 
@@ -214,22 +212,17 @@ def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed
     )
 
 
-def cost_micros(seconds: float, price_per_hour: float) -> int:
-    """Billing rounds up to whole seconds and charges integer micro-dollars (the ledger's unit)."""
-    from lanner.billing.service import charge_for, dollars_to_micros
-
-    return charge_for(seconds, dollars_to_micros(price_per_hour))
-
-
 def cents(micros: int) -> int:
     """Display rounding used everywhere: whole cents, rounded up (a cost is never shown lower than charged)."""
     return -(-micros // 10_000)
 
 
-def cost_range_cents(total: Range, price_per_hour: float) -> Range:
-    return Range(float(cents(cost_micros(total.value, price_per_hour))),
-                 float(cents(cost_micros(total.low, price_per_hour))),
-                 float(cents(cost_micros(total.high, price_per_hour))))
+def cost_range_cents(total: Range, price_per_hour: float, price: PriceRule) -> Range:
+    """The cost of ``total`` seconds in whole cents, priced by the caller's rule (billing's, so an estimate
+    is priced as the run will be billed)."""
+    return Range(float(cents(price(total.value, price_per_hour))),
+                 float(cents(price(total.low, price_per_hour))),
+                 float(cents(price(total.high, price_per_hour))))
 
 
 @dataclass(frozen=True)

@@ -229,32 +229,42 @@ def _activation_bytes(profile: ModelProfile, imgsz: int) -> int:
     """One training-mode forward of batch 2, summing the storages autograd saves (parameters excluded)."""
     module = meta_model(profile)
     try:
-        return _saved_bytes(module, imgsz, "meta") // 2
+        return saved_bytes(module, imgsz, "meta") // 2
     except Exception:  # an op without a meta kernel: run it for real on CPU, with uninitialised weights
         cpu = copy.deepcopy(module).to_empty(device="cpu")
-        return _saved_bytes(cpu, imgsz, "cpu") // 2
+        return saved_bytes(cpu, imgsz, "cpu") // 2
 
 
-def _saved_bytes(module: torch.nn.Module, imgsz: int, device: str, batch: int = 2) -> int:
-    """Sum of distinct storages packed by autograd. On ``meta`` nothing is computed, only shapes propagate."""
+def saved_bytes(module: torch.nn.Module, imgsz: int, device: str = "meta", *, batch: int = 2,
+                within: torch.nn.Module | None = None) -> int:
+    """Sum of the distinct storages autograd packs for backward in one forward of ``batch`` images (parameters
+    excluded). On ``meta`` nothing is computed, only shapes propagate. With ``within``, only the storages first
+    packed while that submodule runs (a head, a Proto module): how much of the total that part saves."""
     def storage_id(t: torch.Tensor) -> int:
         storage = t.untyped_storage()
         return storage._cdata if t.device.type == "meta" else storage.data_ptr()
 
     params = {storage_id(p) for p in module.parameters()}
     seen: dict[int, int] = {}
+    inside = [within is None]
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         key = storage_id(t)
         if key not in params and key not in seen:
-            seen[key] = t.untyped_storage().nbytes()
+            seen[key] = t.untyped_storage().nbytes() if inside[0] else 0
         return t
 
+    hooks = [] if within is None else [within.register_forward_pre_hook(lambda *_: inside.__setitem__(0, True)),
+                                       within.register_forward_hook(lambda *_: inside.__setitem__(0, False))]
     if device == "meta":
         x = torch.empty(batch, 3, imgsz, imgsz, device="meta")
     else:
         x = torch.randn(batch, 3, imgsz, imgsz, generator=torch.Generator().manual_seed(0))
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = module(x)
-    del out
+    try:
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = module(x)
+        del out
+    finally:
+        for hook in hooks:
+            hook.remove()
     return sum(seen.values())

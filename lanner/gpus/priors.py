@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from lanner.gpus.catalogue import load_catalogue
 from lanner.gpus.estimator import DeviceSpeed, FixedCosts, LoaderSpeed
 
 # [B1] SSD300 AMP img/s relative to "A100 80GB SXM4" (Lambda 2023 set; H100 SXM rows averaged).
@@ -121,9 +122,7 @@ def catalogue_specs(gpus: Iterable[Any]) -> Specs:
 
 @functools.cache
 def _default_specs() -> tuple[tuple[str, tuple[float, ...]], ...]:
-    from lanner.gpus.catalogue import default_catalogue
-
-    return tuple(catalogue_specs(default_catalogue().all()).items())
+    return tuple(catalogue_specs(load_catalogue().all()).items())
 
 
 def reference_activation_gbs(specs: Specs | None = None) -> float:

@@ -38,7 +38,7 @@ def local_devices() -> list[tuple[str, str]]:
     """(trainer device, catalogue gpu type) for each local device: CUDA GPUs through NVML names, else the CPU."""
     devices: list[tuple[str, str]] = []
     try:
-        import torch
+        import torch  # start-up cost: torch loads only when devices are probed
 
         for index in range(torch.cuda.device_count()):
             gpu_type = gpu_type_for_name(torch.cuda.get_device_name(index))
@@ -79,7 +79,7 @@ def gpu_type_for_name(name: str) -> str | None:
 
 def run_probe(*, model: str = "yolo11n.yaml", imgsz: int = 320, batch: int = 16, images: int = 64,
               device: str = "cpu", workers: int | None = None) -> ProbeResult:
-    from ultralytics import YOLO
+    from ultralytics import YOLO  # start-up cost: seconds to import, only for a probe
 
     workers = min(2, os.cpu_count() or 1) if workers is None else workers
     root = Path(tempfile.mkdtemp(prefix="lanner-probe-"))
@@ -113,7 +113,7 @@ def run_probe(*, model: str = "yolo11n.yaml", imgsz: int = 320, batch: int = 16,
 
 
 def record_probe(session: Session, result: ProbeResult) -> CalibrationPoint:
-    from lanner.gpus.profile import model_profile
+    from lanner.gpus.profile import model_profile  # start-up cost: imports torch
 
     profile = model_profile(result.model, nc=2)
     point = CalibrationPoint(gpu_type=result.gpu_type, source="probe", model_name=result.model,

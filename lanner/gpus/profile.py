@@ -96,7 +96,7 @@ def _profile(name: str, nc: int | None, mtime: float) -> ModelProfile:
 @functools.lru_cache(maxsize=64)
 def _built(name: str, nc: int | None, mtime: float) -> tuple[ModelProfile, nn.Module]:
     """Build once on the CPU, count, profile FLOPs, then keep only the storage-free meta copy."""
-    from ultralytics.utils.torch_utils import get_flops
+    from ultralytics.utils.torch_utils import get_flops  # start-up cost: ultralytics loads on first profile
 
     cfg, label = _load_cfg(name)
     task = _task(cfg, label)
@@ -119,7 +119,7 @@ def _built(name: str, nc: int | None, mtime: float) -> tuple[ModelProfile, nn.Mo
 
 def _load_cfg(name: str) -> tuple[dict, str]:
     """The model dict and a display name; weights are read for their ``yaml`` only."""
-    from ultralytics.nn.tasks import yaml_model_load
+    from ultralytics.nn.tasks import yaml_model_load  # start-up cost: ultralytics loads on first profile
 
     path = Path(name)
     if path.suffix == ".pt":
@@ -140,7 +140,7 @@ def _load_cfg(name: str) -> tuple[dict, str]:
 
 
 def _task(cfg: dict, label: str) -> str:
-    from ultralytics.nn.tasks import guess_model_task
+    from ultralytics.nn.tasks import guess_model_task  # start-up cost: ultralytics loads on first profile
 
     if "rtdetr" in label.lower():
         return "detect"
@@ -152,7 +152,7 @@ def _task(cfg: dict, label: str) -> str:
 
 
 def _model_class(cfg: dict, task: str, label: str) -> type[nn.Module]:
-    from ultralytics.nn import tasks
+    from ultralytics.nn import tasks  # start-up cost: ultralytics loads on first profile
 
     head = str(cfg["head"][-1][-2])
     if head == "RTDETRDecoder":
@@ -165,7 +165,7 @@ def _model_class(cfg: dict, task: str, label: str) -> type[nn.Module]:
 
 def _flop_counter(module: nn.Module, imgsz: int) -> float:
     """Fallback when thop is missing: PyTorch's own counter (2 FLOPs per multiply-add, like get_flops)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode  # only on this fallback path
 
     module.eval()
     with FlopCounterMode(display=False) as counter, torch.no_grad():

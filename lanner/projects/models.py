@@ -11,6 +11,11 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from lanner.db import Base, TimestampMixin, id_column
 from lanner.resources import OwnedResource
 
+UNTRAINED = "untrained"
+# What a model's status can be: untrained, or its latest run's status as the wire shows it. Only
+# ``lanner.training.state`` writes it (a guarded change with a StatusEvent).
+MODEL_STATUSES = ("pending", UNTRAINED, "starting", "running", "completed", "failed", "cancelled")
+
 
 class Project(OwnedResource, Base):
     """Owner, slug, name, description, visibility, tags, licence and metadata come from ``OwnedResource``."""
@@ -36,7 +41,7 @@ class ModelRecord(TimestampMixin, Base):
     name: Mapped[str] = mapped_column(String(200))
     description: Mapped[str] = mapped_column(Text, default="")
     task: Mapped[str | None] = mapped_column(String(20))
-    status: Mapped[str] = mapped_column(String(20), default="untrained")
+    status: Mapped[str] = mapped_column(String(20), default=UNTRAINED)
     epochs: Mapped[int | None]
     best_epoch: Mapped[int | None]
     best_fitness: Mapped[float | None]

@@ -1,36 +1,27 @@
-"""SDK ``projects.*`` and ``models.*`` endpoints."""
+"""SDK ``projects.*`` and ``models.*`` endpoints (a model's training job and its cancel are training's routes)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Body, Depends, Query, Request
 
 from lanner.accounts.dependencies import CurrentPrincipal
-from lanner.accounts.models import User
 from lanner.deps import Ctx, DbSession
 from lanner.projects import service
 from lanner.projects.models import ModelRecord, Project
-from lanner.projects.schemas import (
-    REGION,
-    ModelCreate,
-    ProjectCreate,
-    iso,
-    model_item,
-    model_summary,
-    numeric_metrics,
-    project_item,
-)
-from lanner.training import service as training_service
-from lanner.training.models import ConsoleChunk, EpochMetric
+from lanner.projects.schemas import REGION, ModelCreate, ProjectCreate, model_item, model_summary, project_item
+from lanner.projects.service import ModelHooks
 
 router = APIRouter(tags=["projects"])
 
 
-def _username(session: Session, user_id: str) -> str:
-    return session.scalar(select(User.username).where(User.id == user_id)) or ""
+async def get_model_hooks(request: Request) -> ModelHooks:
+    """Set by ``create_app`` (training's view of models); async: no I/O."""
+    return request.app.state.model_hooks
+
+
+Hooks = Annotated[ModelHooks, Depends(get_model_hooks)]
 
 
 @router.post("/api/projects", status_code=201)
@@ -52,17 +43,14 @@ def list_projects(owner: str, principal: CurrentPrincipal, session: DbSession,
 
 
 @router.get("/api/projects/{owner}/{project}")
-def retrieve_project(owner: str, project: str, principal: CurrentPrincipal, session: DbSession,
+def retrieve_project(owner: str, project: str, principal: CurrentPrincipal, session: DbSession, hooks: Hooks,
                      search: str | None = None) -> dict[str, Any]:
     proj = service.get_project(session, principal, owner=owner, slug=project)
     models = service.list_models(session, proj)
     if search:
         needle = search.lower()
         models = [m for m in models if needle in m.name.lower() or needle in m.slug]
-    epoch_counts = dict(session.execute(
-        select(EpochMetric.model_id, func.count()).where(EpochMetric.model_id.in_([m.id for m in models]))
-        .group_by(EpochMetric.model_id)
-    ).all())
+    epoch_counts = hooks.epoch_counts(session, [m.id for m in models])
     item = project_item(proj, owner=owner.lower(), model_count=len(models), model_names=[m.name for m in models])
     item["metadata"] = proj.metadata_ or {}
     return {
@@ -81,9 +69,10 @@ def update_project(owner: str, project: str, principal: CurrentPrincipal, sessio
 
 
 @router.delete("/api/projects/{owner}/{project}")
-def delete_project(owner: str, project: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+def delete_project(owner: str, project: str, principal: CurrentPrincipal, session: DbSession,
+                   hooks: Hooks) -> dict[str, Any]:
     proj = service.get_project(session, principal, owner=owner, slug=project, write=True)
-    return {"success": True, "cascadedModels": service.delete_project(session, proj)}
+    return {"success": True, "cascadedModels": service.delete_project(session, proj, hooks=hooks)}
 
 
 # --- models --------------------------------------------------------------------------------------
@@ -108,33 +97,13 @@ def list_models(owner: str, project: str, principal: CurrentPrincipal, session: 
     return {"models": [model_item(m, owner=owner.lower(), project=proj) for m in models], "region": REGION}
 
 
-def _train_results(session: Session, model_id: str) -> list[dict[str, Any]]:
-    rows = session.scalars(select(EpochMetric).where(EpochMetric.model_id == model_id).order_by(EpochMetric.epoch))
-    results = []
-    for row in rows:
-        item: dict[str, Any] = {"epoch": row.epoch, "metrics": numeric_metrics(row.metrics),
-                                "timestamp": iso(row.created_at)}
-        if row.fitness is not None:
-            item["fitness"] = row.fitness
-        results.append(item)
-    return results
-
-
-def _console(session: Session, model_id: str) -> list[dict[str, Any]]:
-    rows = session.scalars(select(ConsoleChunk).where(ConsoleChunk.model_id == model_id)
-                           .order_by(ConsoleChunk.chunk_id))
-    return [{"chunkId": float(r.chunk_id), "content": r.content, "lineCount": float(r.line_count),
-             "timestamp": iso(r.created_at)} for r in rows]
-
-
 @router.get("/api/models/{owner}/{project}/{model}")
-def retrieve_model(owner: str, project: str, model: str, principal: CurrentPrincipal,
-                   session: DbSession) -> dict[str, Any]:
+def retrieve_model(owner: str, project: str, model: str, principal: CurrentPrincipal, session: DbSession,
+                   hooks: Hooks) -> dict[str, Any]:
     record = service.get_model(session, principal, owner=owner, project=project, model=model)
     proj = session.get(Project, record.project_id)
     assert proj is not None
-    extra = {"trainResults": _train_results(session, record.id), "consoleChunks": _console(session, record.id),
-             "metadata": record.metadata_ or {}, **training_service.compute_cost_view(session, record)}
+    extra = {"metadata": record.metadata_ or {}, **hooks.details(session, record)}
     return {"model": model_item(record, owner=owner.lower(), project=proj, extra=extra),
             "isOwner": record.owner_id == principal.user_id}
 
@@ -150,10 +119,10 @@ def update_model(owner: str, project: str, model: str, principal: CurrentPrincip
 
 
 @router.delete("/api/models/{owner}/{project}/{model}")
-def delete_model(owner: str, project: str, model: str, principal: CurrentPrincipal,
-                 session: DbSession) -> dict[str, Any]:
+def delete_model(owner: str, project: str, model: str, principal: CurrentPrincipal, session: DbSession,
+                 hooks: Hooks) -> dict[str, Any]:
     record = service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
-    service.ensure_no_unsettled_runs(session, model_id=record.id)
+    hooks.check_delete(session, model_id=record.id)
     session.delete(record)
     return {"success": True}
 
@@ -168,18 +137,3 @@ def model_files(owner: str, project: str, model: str, principal: CurrentPrincipa
     name = record.weights_name or "best.pt"
     url = ctx.signer.download_url(record.weights_sha256, name)
     return {"files": [{"name": name, "size": float(record.weights_size or 0), "downloadUrl": url}]}
-
-
-@router.get("/api/models/{owner}/{project}/{model}/training")
-def model_training(owner: str, project: str, model: str, principal: CurrentPrincipal,
-                   session: DbSession) -> dict[str, Any]:
-    record = service.get_model(session, principal, owner=owner, project=project, model=model)
-    return {"job": training_service.job_view(session, record)}
-
-
-@router.delete("/api/models/{owner}/{project}/{model}/training")
-def cancel_model_training(owner: str, project: str, model: str, principal: CurrentPrincipal,
-                          session: DbSession) -> dict[str, Any]:
-    record = service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
-    training_service.cancel_training(session, record)
-    return {"success": True, "status": "cancelled"}

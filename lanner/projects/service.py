@@ -1,8 +1,13 @@
-"""Projects and models: lookups with access checks, create/update/delete."""
+"""Projects and models: lookups with access checks, create/update/delete.
+
+Projects know no other domain. What training knows about a model (its epochs, console, cost; whether a run
+still holds credit) comes in through ``ModelHooks``, which ``create_app`` builds from training."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -11,11 +16,26 @@ from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
-from lanner.projects.models import ModelRecord, Project
+from lanner.projects.models import MODEL_STATUSES, ModelRecord, Project
 from lanner.resources import VISIBILITIES, apply_changes
 from lanner.slugs import renamed_slug, slugify, unique_slug
 
 TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
+
+
+class DeleteGuard(Protocol):
+    def __call__(self, session: Session, *, project_id: str | None = None, model_id: str | None = None) -> None:
+        """Raise (a 409) when the project's or model's rows must not go yet."""
+
+
+@dataclass(frozen=True)
+class ModelHooks:
+    """What other domains add to models: epoch counts per model (project view), fields of the model view, and a
+    veto on deletes (a run that holds credit must be settled first)."""
+
+    epoch_counts: Callable[[Session, list[str]], Mapping[str, int]]
+    details: Callable[[Session, ModelRecord], dict[str, Any]]
+    check_delete: DeleteGuard
 
 
 def _owner(session: Session, owner: str) -> User:
@@ -90,20 +110,8 @@ def update_project(session: Session, principal: Principal, project: Project, cha
     return project
 
 
-def ensure_no_unsettled_runs(session: Session, *, project_id: str | None = None, model_id: str | None = None) -> None:
-    """A run Lanner launched holds credit until it is settled: deleting its model first would strand the hold."""
-    from lanner.training.models import Run
-
-    stmt = select(Run.id).join(ModelRecord, ModelRecord.id == Run.model_id).where(
-        Run.executor.is_not(None), Run.settled_at.is_(None))
-    stmt = stmt.where(ModelRecord.project_id == project_id) if project_id else stmt.where(ModelRecord.id == model_id)
-    if session.scalar(stmt.limit(1)) is not None:
-        raise Conflict("a training run of this model is still active or being settled: cancel it first "
-                       "(DELETE .../training), then delete")
-
-
-def delete_project(session: Session, project: Project) -> int:
-    ensure_no_unsettled_runs(session, project_id=project.id)
+def delete_project(session: Session, project: Project, *, hooks: ModelHooks) -> int:
+    hooks.check_delete(session, project_id=project.id)
     count = session.scalar(select(func.count()).select_from(ModelRecord).where(
         ModelRecord.project_id == project.id)) or 0
     session.delete(project)
@@ -157,9 +165,6 @@ def create_model(session: Session, project: Project, *, name: str, slug: str | N
     session.add(record)
     session.flush()
     return record
-
-
-MODEL_STATUSES = ("pending", "untrained", "starting", "running", "completed", "failed", "cancelled")
 
 
 def update_model(session: Session, record: ModelRecord, changes: dict[str, Any]) -> bool:

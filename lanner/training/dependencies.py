@@ -1,4 +1,5 @@
-"""The training runtime for training's routes (built and started by ``create_app``)."""
+"""What training's routes depend on: the training runtime (built and started by ``create_app``) and the
+server's GPU catalogue."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from lanner.deps import Ctx
+from lanner.gpus.catalogue import Catalogue, get_catalogue
 from lanner.training.runtime import TrainingRuntime
 
 
@@ -14,3 +17,11 @@ async def get_runtime(request: Request) -> TrainingRuntime:
 
 
 Runtime = Annotated[TrainingRuntime, Depends(get_runtime)]
+
+
+async def catalogue_dependency(ctx: Ctx) -> Catalogue:
+    """A dependency (not a direct call) so tests can override it for every route at once; async: no I/O."""
+    return get_catalogue(ctx.settings)
+
+
+CurrentCatalogue = Annotated[Catalogue, Depends(catalogue_dependency)]

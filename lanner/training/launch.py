@@ -10,36 +10,29 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
 from lanner.billing import service as billing
-from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
+from lanner.datasets import service as datasets_service
+from lanner.datasets.models import Dataset
+from lanner.errors import Conflict, Forbidden, LannerError, NotFound, Unprocessable
 from lanner.gpus import advisor
 from lanner.gpus.catalogue import Catalogue, GpuType
+from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
+from lanner.training import refs
+from lanner.training.estimates import advise
 from lanner.training.executors import Executor
 from lanner.training.models import Run
-from lanner.training.state import ACTIVE, RunStatus
+from lanner.training.schemas import StartRequest
+from lanner.training.state import ACTIVE, RunStatus, create_run
 
 # Chosen by Lanner for each attempt; a caller's value would point the trainer at the wrong place.
 SERVER_OWNED_ARGS = frozenset({"device", "project", "name", "exist_ok", "save_dir", "resume", "mode"})
-SMOKE_MAX_EPOCHS = 5
+QUICK_RUN_MAX_EPOCHS = 5
 DEFAULT_FULL_EPOCHS = 100
-
-
-class StartRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    modelId: str = Field(min_length=1)
-    gpuType: str | None = None
-    captureDatasetVersion: bool | None = None
-    trainArgs: dict[str, Any] = Field(default_factory=dict)
-    maxCostCents: float | None = Field(default=None, gt=0, description="Lanner: cancel the run when it has cost this")
-    fullRunEpochs: int | None = Field(default=None, ge=1, description="Lanner: epochs of the full run a quick test "
-                                      "run re-estimates (default: 100)")
 
 
 @dataclass
@@ -54,7 +47,7 @@ class DatasetRef:
 
 def validate_train_args(raw: dict[str, Any]) -> dict[str, Any]:
     """The trainer's own check of names and types (422 naming the argument), minus what Lanner decides."""
-    from ultralytics.cfg import DEFAULT_CFG_DICT, check_cfg
+    from ultralytics.cfg import DEFAULT_CFG_DICT, check_cfg  # ultralytics: seconds to import, loaded on first use
 
     args: dict[str, Any] = {}
     for key, value in raw.items():
@@ -78,14 +71,12 @@ def validate_train_args(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_dataset(session: Session, principal: Principal, data: Any) -> DatasetRef:
-    from lanner.datasets import service as datasets_service
-
     uri = str(data or "")
-    parts = uri.removeprefix("ul://").split("/")
-    if not uri.startswith("ul://") or len(parts) != 3 or parts[1] != "datasets" or not all(parts):
+    parts = refs.dataset_parts(uri)
+    if parts is None or not all(parts):
         raise Unprocessable("trainArgs.data: must be a Lanner dataset, ul://owner/datasets/slug")
     try:
-        dataset = datasets_service.get_dataset(session, principal, owner=parts[0], slug=parts[2])
+        dataset = datasets_service.get_dataset(session, principal, owner=parts[0], slug=parts[1])
     except NotFound:
         raise Unprocessable(f"trainArgs.data: dataset '{uri}' not found") from None
     if dataset.status != "ready":
@@ -99,14 +90,10 @@ def resolve_dataset(session: Session, principal: Principal, data: Any) -> Datase
 
 def resolve_base_model(session: Session, principal: Principal, model: Any) -> tuple[str, str]:
     """(what the trainer loads, the architecture name the estimator profiles)."""
-    from lanner.gpus.estimate_api import architecture_of
-
     name = str(model or "yolo11n.yaml")
-    if name.startswith("ul://"):
-        from lanner.projects import service as projects_service
-
-        parts = name.removeprefix("ul://").split("/")
-        if len(parts) != 3 or not all(parts):
+    if refs.is_model_uri(name):
+        parts = refs.model_parts(name)
+        if parts is None or not all(parts):
             raise Unprocessable("trainArgs.model: must look like ul://owner/project/model")
         try:
             record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1],
@@ -115,10 +102,10 @@ def resolve_base_model(session: Session, principal: Principal, model: Any) -> tu
             raise Unprocessable(f"trainArgs.model: model '{name}' not found") from None
         if record.weights_sha256 is None:
             raise Unprocessable(f"trainArgs.model: model '{name}' has no weights to start from")
-        return name, architecture_of(record)
-    if "/" in name or "\\" in name or name.startswith("."):
+        return name, refs.architecture_of(record)
+    if not refs.is_plain_name(name):
         raise Unprocessable("trainArgs.model: a model YAML or weights name (yolo11n.yaml), or ul://owner/project/model")
-    return name, name[:-3] + ".yaml" if name.endswith(".pt") else name
+    return name, refs.yaml_name(name)
 
 
 def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, wanted: str | None) -> GpuType:
@@ -143,10 +130,10 @@ def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, w
     return gpu
 
 
-def is_smoke(args: dict[str, Any]) -> bool:
+def is_quick_run(args: dict[str, Any]) -> bool:
     """A quick test run: part of the data for a few epochs; its speed re-estimates the full run."""
     fraction = float(args.get("fraction", 1.0) or 1.0)
-    return fraction < 1.0 and int(args.get("epochs", DEFAULT_FULL_EPOCHS)) <= SMOKE_MAX_EPOCHS
+    return fraction < 1.0 and int(args.get("epochs", DEFAULT_FULL_EPOCHS)) <= QUICK_RUN_MAX_EPOCHS
 
 
 def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, *, architecture: str,
@@ -155,13 +142,9 @@ def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, *
                               train_args={k: v for k, v in args.items() if k not in ("model", "data")},
                               gpu_types=[gpu.id], tier=principal.tier, nc=dataset.nc)
     try:
-        body = advisor.estimate(session, catalogue, request)
-    except Exception as exc:
-        from lanner.errors import LannerError
-
-        if isinstance(exc, LannerError):
-            raise Unprocessable(exc.message) from None
-        raise
+        body = advise(session, catalogue, request)
+    except LannerError as exc:
+        raise Unprocessable(exc.message) from None
     return body["estimates"][0]
 
 
@@ -198,19 +181,17 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     version = None
     if body.captureDatasetVersion:
         version = capture_version(session, principal, dataset)
-    smoke = is_smoke(args)
-    run = Run(model_id=model.id, status=RunStatus.PENDING.value, executor=executor_name, gpu_type=gpu.id,
-              epochs=int(args.get("epochs", DEFAULT_FULL_EPOCHS)), train_args=args,
-              launch={"project": f"{principal.username}/{project.slug}", "name": model.slug,
-                      "trainArgs": args, "fullRunEpochs": body.fullRunEpochs or DEFAULT_FULL_EPOCHS},
-              estimate=estimate, smoke=smoke, dataset_version_id=version["id"] if version else None,
-              price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost)
-    session.add(run)
-    session.flush()
+    quick = is_quick_run(args)
+    run = create_run(session, model, status=RunStatus.PENDING, reason="training.start",
+                     executor=executor_name, gpu_type=gpu.id, epochs=int(args.get("epochs", DEFAULT_FULL_EPOCHS)),
+                     train_args=args, launch={"project": f"{principal.username}/{project.slug}", "name": model.slug,
+                                              "trainArgs": args,
+                                              "fullRunEpochs": body.fullRunEpochs or DEFAULT_FULL_EPOCHS},
+                     estimate=estimate, smoke=quick, dataset_version_id=version["id"] if version else None,
+                     price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost)
     if hold:
         billing.place_hold(session, user_id=principal.user_id, run_id=run.id, micros=hold,
                            estimate_micros=estimate_micros, model_id=model.id, gpu_type=gpu.id)
-    model.status = RunStatus.PENDING.value
     model.train_args = args
     model.epochs = run.epochs
     model.base_model = str(args["model"])
@@ -232,7 +213,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
         # Lanner extensions
         "runId": run.id,
         "queued": True,
-        "smokeRun": smoke,
+        "smokeRun": quick,
         "holdCents": billing.micros_to_fractional_cents(hold),
         "estimate": {k: estimate[k] for k in ("epochSeconds", "totalSeconds", "costCents", "batch", "memoryGb",
                                               "loaderBound")},
@@ -241,9 +222,6 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
 
 
 def capture_version(session: Session, principal: Principal, dataset: DatasetRef) -> dict[str, Any]:
-    from lanner.datasets import service as datasets_service
-    from lanner.datasets.models import Dataset
-
     record = session.get(Dataset, dataset.id)
     assert record is not None
     if record.owner_id != principal.user_id:

@@ -1,4 +1,5 @@
-"""Webhooks the official trainer calls while it trains, and ``training.start`` / ``gpu_availability``."""
+"""Webhooks the official trainer calls while it trains, ``training.start`` / ``gpu_availability``, and a model's
+training job and its cancel (``models.training``, ``models.cancel_training``). HTTP only."""
 
 from __future__ import annotations
 
@@ -8,25 +9,25 @@ from fastapi import APIRouter
 
 from lanner.accounts.dependencies import CurrentPrincipal, FastPrincipal
 from lanner.deps import Ctx, DbSession
-from lanner.gpus.catalogue import get_catalogue
-from lanner.training import launch, service
-from lanner.training.dependencies import Runtime
-from lanner.training.launch import StartRequest
-from lanner.training.schemas import MetricsEvent, UploadCheckpointRequest
+from lanner.projects import service as projects_service
+from lanner.training import checkpoints, launch, service, views
+from lanner.training.capacity import availability_now
+from lanner.training.dependencies import CurrentCatalogue, Runtime
+from lanner.training.schemas import MetricsEvent, StartRequest, UploadCheckpointRequest
 
 router = APIRouter(tags=["training"])
 
 
 @router.post("/api/webhooks/training/metrics")
 async def training_metrics(body: MetricsEvent, principal: FastPrincipal, runtime: Runtime) -> dict[str, Any]:
-    """Answered once the event is committed; events are group-committed by ``training/ingest.py``."""
+    """Answered once the event is committed; events are group-committed by ``training/group_commit.py``."""
     return await runtime.writer.submit(principal, body)
 
 
 @router.post("/api/webhooks/models/upload")
 def upload_checkpoint(body: UploadCheckpointRequest, principal: CurrentPrincipal, session: DbSession,
                       ctx: Ctx) -> dict[str, Any]:
-    staged = service.stage_checkpoint_upload(session, principal, body)
+    staged = checkpoints.stage_checkpoint_upload(session, principal, body)
     return {
         "uploadUrl": ctx.signer.upload_url(staged.path),
         "gcsPath": staged.path,
@@ -39,29 +40,32 @@ def upload_checkpoint(body: UploadCheckpointRequest, principal: CurrentPrincipal
 
 @router.post("/api/training/start")
 def start_training(body: StartRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
-                   runtime: Runtime) -> dict[str, Any]:
+                   runtime: Runtime, catalogue: CurrentCatalogue) -> dict[str, Any]:
     """Validate, estimate, hold credit and queue the run; the supervisor launches it on the executor."""
-    return launch.start(session, principal, body, catalogue=get_catalogue(ctx), executor=runtime.executor,
+    return launch.start(session, principal, body, catalogue=catalogue, executor=runtime.executor,
                         executor_name=ctx.settings.executor)
 
 
 @router.get("/api/training/gpu-availability")
-def gpu_availability(runtime: Runtime, managed: str | None = None) -> dict[str, str | None]:
+def gpu_availability(runtime: Runtime, catalogue: CurrentCatalogue, managed: str | None = None,
+                     ) -> dict[str, str | None]:
     """High / Medium / Low per offered GPU type from the executor's free capacity; null where none exists.
     Public, like the hosted endpoint (``managed`` is accepted and ignored: everything here is self-managed)."""
-    return availability_now(runtime)
+    return availability_now(runtime.executor, catalogue)
 
 
-def availability_now(runtime: Any) -> dict[str, str | None]:
-    capacity = runtime.executor.capacity()
-    out: dict[str, str | None] = {}
-    for gpu in get_catalogue(runtime.ctx).offered():
-        room = capacity.get(gpu.id)
-        out[gpu.id] = availability_level(room.free, room.total) if room and room.total else None
-    return out
+# --- a model's training job ----------------------------------------------------------------------
+
+@router.get("/api/models/{owner}/{project}/{model}/training")
+def model_training(owner: str, project: str, model: str, principal: CurrentPrincipal, session: DbSession,
+                   catalogue: CurrentCatalogue) -> dict[str, Any]:
+    record = projects_service.get_model(session, principal, owner=owner, project=project, model=model)
+    return {"job": views.job_view(session, record, catalogue=catalogue)}
 
 
-def availability_level(free: int, total: int) -> str:
-    if free <= 0:
-        return "Low"
-    return "High" if free >= max(1, total) / 2 else "Medium"
+@router.delete("/api/models/{owner}/{project}/{model}/training")
+def cancel_model_training(owner: str, project: str, model: str, principal: CurrentPrincipal,
+                          session: DbSession) -> dict[str, Any]:
+    record = projects_service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
+    service.cancel_training(session, record)
+    return {"success": True, "status": "cancelled"}

@@ -8,15 +8,16 @@ request depends on at the ground floor (``lanner.context``) knows it exists; tra
 from __future__ import annotations
 
 from lanner.context import AppContext
+from lanner.gpus.catalogue import get_catalogue
 from lanner.training.executors import Executor, make_executor
-from lanner.training.ingest import IngestWriter
+from lanner.training.group_commit import GroupCommitWriter
 from lanner.training.supervisor import Supervisor
 
 
 class TrainingRuntime:
     def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
         self.ctx = ctx
-        self.writer = IngestWriter(ctx.db, ctx.settings.public_url)
+        self.writer = GroupCommitWriter(ctx.db, ctx.settings.public_url, get_catalogue(ctx.settings))
         self._executor = executor
         self._supervisor: Supervisor | None = None
 

@@ -1,4 +1,5 @@
-"""Request bodies of the training protocol (what ``ultralytics/utils/callbacks/platform.py`` sends)."""
+"""Request bodies of the training protocol (what ``ultralytics/utils/callbacks/platform.py`` sends), of
+``training.start``, and of the estimate (a Lanner extension)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,35 @@ class UploadCheckpointRequest(BaseModel):
     project: str | None = None
     name: str | None = None
     size: float | None = Field(default=None, ge=0)
+
+
+class StartRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    modelId: str = Field(min_length=1)
+    gpuType: str | None = None
+    captureDatasetVersion: bool | None = None
+    trainArgs: dict[str, Any] = Field(default_factory=dict)
+    maxCostCents: float | None = Field(default=None, gt=0, description="Lanner: cancel the run when it has cost this")
+    fullRunEpochs: int | None = Field(default=None, ge=1, description="Lanner: epochs of the full run a quick test "
+                                      "run re-estimates (default: 100)")
+
+
+class ImageCount(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    train: int = Field(ge=1)
+    val: int = Field(default=0, ge=0)
+
+
+class EstimateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, description="yolo11s.yaml, a weights file name, or ul://owner/project/model")
+    dataset: str | None = Field(default=None, description="ul://owner/datasets/slug")
+    imageCount: ImageCount | None = None
+    imageSize: list[int] | None = Field(default=None, description="[width, height] of a typical source image")
+    trainArgs: dict[str, Any] = Field(default_factory=dict)
+    gpuTypes: list[str] | None = None
+    deadlineMinutes: float | None = Field(default=None, gt=0)
+    budgetCents: float | None = Field(default=None, gt=0)

@@ -1,58 +1,24 @@
-"""The training protocol: what the official trainer sends to ``/api/webhooks/training/metrics`` and
-``/api/webhooks/models/upload``, applied to runs and models. Every handler is safe to repeat."""
+"""Training's lookups and commands on models: which model a trainer's report or upload is about (with the
+checks that may write to it), the latest run, cancelling it, and the guard on deleting a model whose run still
+holds credit. The protocol (``protocol.py``), checkpoint uploads (``checkpoints.py``) and the read views
+(``views.py``) build on these."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-import math
 import re
-import secrets
-from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
 
-from pydantic import BaseModel, ValidationError
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
-from lanner.db import iso, utcnow
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.slugs import slugify
-from lanner.training.models import EpochMetric, Run, StagedUpload
-from lanner.training.schemas import (
-    CheckpointSavedData,
-    ConsoleData,
-    EpochEndData,
-    MetricsEvent,
-    TrainingCompleteData,
-    TrainingFailedData,
-    UploadCheckpointRequest,
-)
-from lanner.training.state import ACTIVE, RunStatus, transition, try_transition, wire_status
-from lanner.training.writes import HOT_EVENTS, BatchState, RunRef
+from lanner.training.models import Run
+from lanner.training.state import ACTIVE, RunStatus, transition
 
-DUPLICATE_START_WINDOW = timedelta(minutes=10)
-# Why a run was cancelled by Lanner or its user; the trainer is told to stop in its next webhook response.
-STOP_REASONS = frozenset({"cancelled_by_user", "budget_reached", "credit_exhausted"})
-log = logging.getLogger("lanner.training")
-
-
-def parse(model: type[BaseModel], data: dict[str, Any], event: str) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "data"
-        raise Unprocessable(f"{event}: data.{where}: {first.get('msg', 'invalid value')}") from None
-
-
-# --- resolving the model an event is about --------------------------------------------------------
 
 def resolve_project_for_start(session: Session, principal: Principal, project: str) -> Project:
     """``owner/slug`` selects that workspace (the caller's only); any other path is a project of the caller."""
@@ -86,7 +52,7 @@ def writable_model(session: Session, principal: Principal, model_id: str) -> Mod
     return model
 
 
-def _model_by_name(session: Session, principal: Principal, project: str | None, name: str | None) -> ModelRecord:
+def model_by_name(session: Session, principal: Principal, project: str | None, name: str | None) -> ModelRecord:
     """Legacy identity (project + name) for callers that send no modelId: the newest model with that slug."""
     if not project:
         raise Unprocessable("modelId is required (or project and name)")
@@ -106,378 +72,9 @@ def latest_run(session: Session, model_id: str) -> Run | None:
     return session.scalar(select(Run).where(Run.model_id == model_id).order_by(Run.id.desc()).limit(1))
 
 
-def _run_for_event(session: Session, model: ModelRecord, run_id: Any) -> Run:
-    if run_id is not None:
-        try:
-            run = session.get(Run, int(run_id))
-        except (TypeError, ValueError):
-            raise Unprocessable("data.runId must be an integer") from None
-        if run is None or run.model_id != model.id:
-            raise NotFound(f"run {run_id} not found for this model")
-        return run
-    run = latest_run(session, model.id)
-    if run is None:
-        raise Conflict("this model has no training run: send training_started first")
-    return run
-
-
 def model_url(public_url: str, owner: str, project: str, model: str) -> str:
     return f"{public_url.rstrip('/')}/{owner}/{project}/{model}"
 
-
-# --- events --------------------------------------------------------------------------------------
-
-class EventContext:
-    """What a handler needs besides the session; ``batch`` is shared by the events of one transaction."""
-
-    def __init__(self, session: Session, principal: Principal, public_url: str,
-                 batch: BatchState | None = None) -> None:
-        self.session = session
-        self.principal = principal
-        self.public_url = public_url
-        self.batch = batch or BatchState()
-
-
-def _check_writable(ctx: EventContext, model_id: str) -> None:
-    if ctx.batch.lookups.owner(ctx.session, model_id) != ctx.principal.user_id:
-        writable_model(ctx.session, ctx.principal, model_id)  # raises the right 404 or 403
-    if ctx.principal.run_id is not None:
-        scoped = ctx.batch.lookups.run_by_id(ctx.session, ctx.principal.run_id)
-        if scoped is None or scoped.model_id != model_id:
-            raise Forbidden("this worker key may only report for its own run")
-
-
-def _run_ref(ctx: EventContext, model_id: str, run_id: Any) -> RunRef:
-    lookups = ctx.batch.lookups
-    if run_id is not None:
-        if isinstance(run_id, bool) or not isinstance(run_id, int | str) or not str(run_id).isdigit():
-            raise Unprocessable("data.runId must be an integer")
-        run = lookups.run_by_id(ctx.session, int(run_id))
-        if run is None or run.model_id != model_id:
-            raise NotFound(f"run {run_id} not found for this model")
-        return run
-    run = lookups.latest_run(ctx.session, model_id)
-    if run is None:
-        raise Conflict("this model has no training run: send training_started first")
-    return run
-
-
-def _orm_run(session: Session, ref: RunRef) -> Run:
-    run = session.get(Run, ref.id)
-    assert run is not None
-    return run
-
-
-def _orm_model(session: Session, model_id: str) -> ModelRecord:
-    model = session.get(ModelRecord, model_id)
-    assert model is not None
-    return model
-
-
-def handle_event(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
-    """Apply one event. Hot events only queue rows on ``ctx.batch``; the caller must ``ctx.batch.finish()``."""
-    if body.event not in HOT_EVENTS:
-        ctx.batch.before_state_change(ctx.session)
-    if body.event == "training_started":
-        return _training_started(ctx, body)
-    if body.modelId:
-        model_id = body.modelId
-        _check_writable(ctx, model_id)
-    else:
-        model_id = _model_by_name(ctx.session, ctx.principal, body.project, body.name).id
-    run = _run_ref(ctx, model_id, body.data.get("runId"))
-    HANDLERS[body.event](ctx, model_id, run, body.data)
-    ctx.batch.writes.seen_runs.add(run.id)
-    response: dict[str, Any] = {"received": True, "event": body.event, "modelId": model_id, "runId": run.id}
-    if run.status == RunStatus.CANCELLED and run.termination_reason in STOP_REASONS:
-        response["cancelled"] = True
-    return response
-
-
-def _fingerprint(body: MetricsEvent) -> str:
-    canonical = json.dumps({"project": body.project, "name": body.name, "modelId": body.modelId, "data": body.data},
-                           sort_keys=True, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _started_response(ctx: EventContext, model: ModelRecord, run: Run, *, cancelled: bool = False) -> dict[str, Any]:
-    project = ctx.session.get(Project, model.project_id)
-    assert project is not None
-    response: dict[str, Any] = {
-        "received": True,
-        "event": "training_started",
-        "mode": "remote",
-        "modelId": model.id,
-        "runId": run.id,
-        "modelSlug": model.slug,
-        "modelUrl": model_url(ctx.public_url, ctx.principal.username, project.slug, model.slug),
-    }
-    if cancelled:
-        response["cancelled"] = True
-    return response
-
-
-def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
-    session, data = ctx.session, body.data
-    fingerprint = _fingerprint(body)
-    # A retried training_started (the response was lost) must not create a second model.
-    duplicate = session.scalar(select(Run).where(
-        Run.start_fingerprint == fingerprint,
-        Run.status == RunStatus.STARTING.value,
-        Run.created_at >= utcnow() - DUPLICATE_START_WINDOW,
-    ).order_by(Run.id.desc()).limit(1))
-    if duplicate is not None:
-        model = session.get(ModelRecord, duplicate.model_id)
-        if model is not None and model.owner_id == ctx.principal.user_id:
-            return _started_response(ctx, model, duplicate)
-
-    epochs = data.get("epochs")
-    if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0):
-        raise Unprocessable("training_started: data.epochs must be a non-negative integer")
-    train_args = data.get("trainArgs")
-    if train_args is not None and not isinstance(train_args, dict):
-        raise Unprocessable("training_started: data.trainArgs must be an object")
-
-    if ctx.principal.run_id is not None:
-        return _managed_run_started(ctx, body, fingerprint)
-    if body.modelId:
-        model = writable_model(session, ctx.principal, body.modelId)
-        previous = latest_run(session, model.id)
-        if previous is not None and previous.status == RunStatus.CANCELLED:
-            # The user stopped this model; a resume of it is told so and tracks as a new model.
-            return _started_response(ctx, model, previous, cancelled=True)
-        if previous is not None and previous.status in ACTIVE:
-            try_transition(session, previous, RunStatus.FAILED, reason="superseded_by_resume")
-    else:
-        if not body.project:
-            raise Unprocessable("training_started: 'project' (owner/slug) is required")
-        project = resolve_project_for_start(session, ctx.principal, body.project)
-        name = body.name or "train"
-        model = projects_service.create_model(session, project, name=name, unique=True)
-        model.status = RunStatus.STARTING.value
-
-    environment = data.get("environment") if isinstance(data.get("environment"), dict) else None
-    run = Run(model_id=model.id, status=RunStatus.STARTING.value, epochs=epochs, device=str(data.get("device") or ""),
-              train_args=train_args, environment=environment, start_fingerprint=fingerprint,
-              last_event_at=utcnow())
-    session.add(run)
-    session.flush()
-    model.status = RunStatus.STARTING.value
-    model.train_args = train_args or model.train_args
-    model.epochs = epochs if epochs is not None else model.epochs
-    model.environment = environment or model.environment
-    model.started_at = model.started_at or utcnow()
-    model.completed_at = None
-    model.training_error = None
-    if train_args:
-        task = train_args.get("task")
-        model.task = task if task in projects_service.TASKS else model.task
-        model.base_model = str(train_args.get("model") or "") or model.base_model
-    if isinstance(data.get("modelInfo"), dict):
-        model.model_info = data["modelInfo"]
-    session.flush()
-    return _started_response(ctx, model, run)
-
-
-def _managed_run_started(ctx: EventContext, body: MetricsEvent, fingerprint: str) -> dict[str, Any]:
-    """A worker Lanner launched reports in with its run-scoped key: the first start and every resumed attempt
-    join the same run and model, whatever project/name the trainer derived, so history stays one piece."""
-    session, data = ctx.session, body.data
-    run = session.get(Run, ctx.principal.run_id)
-    if run is None:
-        raise NotFound("the run of this worker key no longer exists")
-    model = _orm_model(session, run.model_id)
-    if body.modelId and body.modelId != model.id:
-        raise Forbidden("this worker key may only report for its own run")
-    if run.status == RunStatus.CANCELLED:
-        return _started_response(ctx, model, run, cancelled=True)
-    if run.status not in (RunStatus.STARTING, RunStatus.RUNNING):
-        raise Conflict(f"run {run.id} is {run.status}: it cannot start now")
-    if isinstance(data.get("environment"), dict):
-        run.environment = model.environment = data["environment"]
-    if isinstance(data.get("trainArgs"), dict):
-        run.train_args = data["trainArgs"]
-    run.device = str(data.get("device") or run.device or "")
-    run.start_fingerprint = fingerprint
-    run.last_event_at = utcnow()
-    # When this attempt's trainer was ready: a one-epoch quick run's only epoch is timed from here.
-    run.launch = {**(run.launch or {}), "trainerStartedAt": run.last_event_at.isoformat()}
-    model.started_at = model.started_at or utcnow()
-    session.flush()
-    return _started_response(ctx, model, run)
-
-
-def _mark_running(session: Session, run: RunRef) -> None:
-    if run.status == RunStatus.STARTING:
-        orm_run = _orm_run(session, run)
-        try_transition(session, orm_run, RunStatus.RUNNING, reason="first report")
-        run.status = orm_run.status
-
-
-def is_final_evaluation(ctx: EventContext, model_id: str, run: RunRef, parsed: EpochEndData) -> bool:
-    """The trainer re-sends ``epoch_end`` once more after training (``final_eval``) with the best weights'
-    validation at index ``last epoch + 1``. It is a result, not an epoch: it must not enter the history.
-    Recognised by its index past the planned epochs, or (after an early stop) by the validation losses that
-    only the in-training validation reports."""
-    if run.epochs is not None and parsed.epoch >= run.epochs:
-        return True
-    if any(k.startswith("val/") for k in parsed.metrics):
-        return False
-    pending = [row["metrics"] for row in ctx.batch.writes.epochs
-               if row["model_id"] == model_id and row["epoch"] == parsed.epoch - 1]
-    previous = pending[-1] if pending else ctx.session.scalar(select(EpochMetric.metrics).where(
-        EpochMetric.model_id == model_id, EpochMetric.epoch == parsed.epoch - 1))
-    return bool(previous) and any(k.startswith("val/") for k in previous)
-
-
-def _epoch_end(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
-    parsed: EpochEndData = parse(EpochEndData, data, "epoch_end")
-    writes = ctx.batch.writes
-    if is_final_evaluation(ctx, model_id, run, parsed):
-        final = dict(parsed.metrics)
-        if parsed.fitness is not None:
-            final["fitness"] = parsed.fitness
-        writes.set_model_metrics(model_id, final, None)
-        return
-    writes.add_epoch(model_id=model_id, run_id=run.id, epoch=parsed.epoch, metrics=parsed.metrics,
-                     fitness=parsed.fitness, best_fitness=parsed.best_fitness, system=parsed.system)
-    _mark_running(ctx.session, run)
-    changes: dict[str, Any] = {}
-    if parsed.modelInfo:
-        changes["model_info"] = parsed.modelInfo
-    total = parsed.total_epochs or parsed.epochs_total
-    if total:
-        changes["epochs"] = total
-    if changes:
-        ctx.session.execute(update(ModelRecord).where(ModelRecord.id == model_id).values(**changes)
-                            .execution_options(synchronize_session=False))
-
-
-def _console_output(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
-    parsed: ConsoleData = parse(ConsoleData, data, "console_output")
-    ctx.batch.writes.add_console(model_id=model_id, run_id=run.id, chunk_id=parsed.chunkId, content=parsed.content,
-                                 line_count=parsed.lineCount)
-    _mark_running(ctx.session, run)
-
-
-def _system_metrics(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
-    ctx.batch.writes.add_system(run_id=run.id, data=data)
-
-
-def _training_progress(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
-    _mark_running(ctx.session, run)
-
-
-def promote_checkpoint(session: Session, model: ModelRecord, path: str, run_id: int | None) -> bool:
-    staged = session.get(StagedUpload, path)
-    if staged is None or staged.model_id != model.id:
-        raise NotFound(f"no upload '{path}' for this model")
-    if run_id is not None and staged.run_id is not None and staged.run_id != run_id:
-        raise Unprocessable("checkpoint_saved: the upload belongs to another run")
-    if staged.sha256 is None:
-        raise Conflict(f"checkpoint '{path}' was not uploaded yet")
-    model.weights_sha256 = staged.sha256
-    model.weights_size = staged.size
-    model.weights_name = staged.filename
-    staged.promoted_at = staged.promoted_at or utcnow()
-    return True
-
-
-def _checkpoint_saved(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
-    parsed: CheckpointSavedData = parse(CheckpointSavedData, data, "checkpoint_saved")
-    promote_checkpoint(ctx.session, _orm_model(ctx.session, model_id), parsed.modelPath, run.id)
-
-
-def _training_complete(ctx: EventContext, model_id: str, ref: RunRef, data: dict[str, Any]) -> None:
-    parsed: TrainingCompleteData = parse(TrainingCompleteData, data, "training_complete")
-    model, run = _orm_model(ctx.session, model_id), _orm_run(ctx.session, ref)
-    results = parsed.results
-    metrics = results.get("metrics")
-    if isinstance(metrics, dict):
-        model.metrics = metrics
-    if isinstance(results.get("bestEpoch"), int):
-        model.best_epoch = results["bestEpoch"]
-    if isinstance(results.get("bestFitness"), int | float):
-        model.best_fitness = float(results["bestFitness"])
-    if parsed.classNames is not None:
-        model.class_names = [str(n) for n in parsed.classNames]
-    if parsed.plots is not None:
-        model.plots = parsed.plots
-    model.results = results
-    model_path = results.get("modelPath")
-    if isinstance(model_path, str) and model_path:
-        staged = ctx.session.get(StagedUpload, model_path)
-        if staged is not None and staged.model_id == model.id and staged.sha256:
-            promote_checkpoint(ctx.session, model, model_path, run.id)
-    if run.status in (RunStatus.STARTING, RunStatus.RUNNING):
-        transition(ctx.session, run, RunStatus.COMPLETED, reason="training_complete")
-        _learn_from(ctx.session, model, run)
-    model.completed_at = model.completed_at or utcnow()
-
-
-def _learn_from(session: Session, model: ModelRecord, run: Run) -> None:
-    """A completed run teaches the GPU advisor its real speed; a failure here must never fail the event."""
-    from lanner.gpus.calibration import record_run
-
-    try:
-        with session.begin_nested():
-            record_run(session, model, run)
-    except Exception:  # calibration is best effort
-        log.exception("could not record run %s as a calibration point", run.id)
-
-
-def _training_failed(ctx: EventContext, model_id: str, ref: RunRef, data: dict[str, Any]) -> None:
-    parsed: TrainingFailedData = parse(TrainingFailedData, data, "training_failed")
-    model, run = _orm_model(ctx.session, model_id), _orm_run(ctx.session, ref)
-    error = {"message": parsed.error or "training failed", "timestamp": iso(utcnow())}
-    if parsed.code:
-        error["code"] = parsed.code
-    if run.status in ACTIVE:
-        run.error = error
-        model.training_error = error
-        transition(ctx.session, run, RunStatus.FAILED, reason=parsed.code or "training_failed")
-
-
-HANDLERS: dict[str, Callable[[EventContext, str, RunRef, dict[str, Any]], None]] = {
-    "epoch_end": _epoch_end,
-    "console_output": _console_output,
-    "system_metrics": _system_metrics,
-    "training_progress": _training_progress,
-    "checkpoint_saved": _checkpoint_saved,
-    "training_complete": _training_complete,
-    "training_failed": _training_failed,
-}
-
-
-# --- checkpoint uploads --------------------------------------------------------------------------
-
-def stage_checkpoint_upload(session: Session, principal: Principal, body: UploadCheckpointRequest) -> StagedUpload:
-    filename = body.filename.replace("\\", "/").rsplit("/", 1)[-1]
-    if not filename or filename in (".", "..") or not filename.endswith((".pt", ".pth", ".onnx", ".zip")):
-        raise Unprocessable("filename must be a checkpoint file name such as best.pt")
-    if principal.run_id is not None:
-        scoped = session.get(Run, principal.run_id)
-        if scoped is None or (body.modelId and body.modelId != scoped.model_id):
-            raise Forbidden("this worker key may only upload for its own run")
-        model = writable_model(session, principal, scoped.model_id)
-    elif body.modelId:
-        model = writable_model(session, principal, body.modelId)
-    else:
-        model = _model_by_name(session, principal, body.project, body.name)
-    run_id = None
-    if body.runId is not None:
-        run = session.get(Run, body.runId)
-        if run is None or run.model_id != model.id:
-            raise NotFound(f"run {body.runId} not found for this model")
-        run_id = run.id
-    path = f"checkpoints/{model.id}/{run_id or 0}/{secrets.token_hex(8)}/{filename}"
-    staged = StagedUpload(path=path, model_id=model.id, run_id=run_id, filename=filename)
-    session.add(staged)
-    session.flush()
-    return staged
-
-
-# --- cancel --------------------------------------------------------------------------------------
 
 def cancel_training(session: Session, model: ModelRecord) -> Run:
     """Mark the active run cancelled; the trainer learns it from its next webhook response."""
@@ -488,99 +85,20 @@ def cancel_training(session: Session, model: ModelRecord) -> Run:
     return run
 
 
-# --- views ---------------------------------------------------------------------------------------
+def ensure_no_unsettled_runs(session: Session, *, project_id: str | None = None, model_id: str | None = None) -> None:
+    """A run Lanner launched holds credit until it is settled: deleting its model first would strand the hold."""
+    stmt = select(Run.id).join(ModelRecord, ModelRecord.id == Run.model_id).where(
+        Run.executor.is_not(None), Run.settled_at.is_(None))
+    stmt = stmt.where(ModelRecord.project_id == project_id) if project_id else stmt.where(ModelRecord.id == model_id)
+    if session.scalar(stmt.limit(1)) is not None:
+        raise Conflict("a training run of this model is still active or being settled: cancel it first "
+                       "(DELETE .../training), then delete")
 
-def _as_float(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
+
+def pinned_dataset_version_id(session: Session, principal: Principal) -> int | None:
+    """The dataset version a run captured at launch, for its worker's key (None for everyone else): the trainer
+    asks for ``ul://`` data without a version, so the run's key decides what it trains on, at every relaunch."""
+    if principal.run_id is None:
         return None
-
-
-def job_view(session: Session, model: ModelRecord) -> dict[str, Any] | None:
-    """``models.training`` job: status, progress and timing of the model's latest run."""
-    from lanner.db import iso
-    from lanner.projects.schemas import numeric_metrics
-
-    run = latest_run(session, model.id)
-    if run is None:
-        return None
-    epochs = list(session.scalars(select(EpochMetric).where(EpochMetric.run_id == run.id)
-                                  .order_by(EpochMetric.epoch)))
-    total = float(run.epochs or model.epochs or 0)
-    done = float(epochs[-1].epoch + 1) if epochs else 0.0
-    end = run.completed_at or utcnow()
-    elapsed_ms = max(0.0, (end - (run.started_at or run.created_at)).total_seconds() * 1000)
-    per_epoch = 0.0
-    if len(epochs) >= 2:
-        span = (epochs[-1].created_at - epochs[0].created_at).total_seconds() * 1000
-        per_epoch = span / (len(epochs) - 1)
-    elif epochs and run.started_at:
-        per_epoch = max(0.0, (epochs[0].created_at - run.started_at).total_seconds() * 1000)
-    remaining = max(0.0, total - done)
-    args = run.train_args or {}
-    train_args = {k: v for k, v in {"model": args.get("model"), "epochs": _as_float(args.get("epochs")),
-                                    "batch": _as_float(args.get("batch")),
-                                    "imgsz": _as_float(args.get("imgsz"))}.items() if v is not None}
-    compute = None
-    if run.gpu_type:
-        from lanner.gpus.catalogue import default_catalogue
-
-        catalogue = default_catalogue()
-        gpu = catalogue.get(run.gpu_type) if run.gpu_type in catalogue else None
-        compute = {"gpuType": run.gpu_type, "gpuDisplayName": gpu.display_name if gpu else run.gpu_type,
-                   "gpuMemoryGb": float(gpu.vram_gb) if gpu else 0.0}
-    return {
-        "id": str(run.id),
-        "status": wire_status(run.status),
-        "progress": {k: v for k, v in {
-            "currentEpoch": done, "totalEpochs": total, "startedAt": iso(run.started_at),
-            "completedAt": iso(run.completed_at),
-            "percentage": round(100.0 * done / total, 2) if total else 0.0}.items() if v is not None},
-        "timing": {"elapsedMs": elapsed_ms, "timePerEpochMs": per_epoch,
-                   "etaMs": 0.0 if run.status in ("completed", "failed", "cancelled") else per_epoch * remaining},
-        "compute": compute,
-        "trainArgs": train_args or None,
-        "epochMetrics": numeric_metrics(epochs[-1].metrics) if epochs else None,
-        "error": run.error,
-        "createdAt": iso(run.created_at),
-        "updatedAt": iso(run.last_event_at or run.created_at),
-    }
-
-
-def compute_cost_view(session: Session, model: ModelRecord) -> dict[str, Any]:
-    """``computeCost`` and ``cloudJob`` of a model Lanner trained: charged so far (net of refunds), in dollars
-    with micro-dollar precision, and the seconds billed; plus the quick-run re-estimate when there is one."""
-    from lanner.billing import service as billing
-    from lanner.gpus.catalogue import default_catalogue
-    from lanner.training.supervisor import billing_seconds
-
-    extra: dict[str, Any] = {}
-    if model.full_run_estimate:
-        extra["fullRunEstimate"] = model.full_run_estimate
-    run = session.scalar(select(Run).where(Run.model_id == model.id, Run.executor.is_not(None))
-                         .order_by(Run.id.desc()).limit(1))
-    if run is None or run.gpu_type is None:
-        return extra
-    catalogue = default_catalogue()
-    display = catalogue.get(run.gpu_type).display_name if run.gpu_type in catalogue else run.gpu_type
-    extra["computeCost"] = {
-        "gpuType": run.gpu_type, "gpuDisplayName": display,
-        "pricePerHour": (run.price_micros_per_hour or 0) / billing.MICROS_PER_DOLLAR,
-        "totalCost": billing.run_charged(session, run.id) / billing.MICROS_PER_DOLLAR,
-        "durationMs": round(billing_seconds(run) * 1000.0, 1),
-        "billedSeconds": math.ceil(billing_seconds(run)),
-        "settled": run.settled_at is not None,
-    }
-    extra["cloudJob"] = {"gpuDisplayName": display}
-    extra["runHistory"] = run_history(session, run)
-    return extra
-
-
-def run_history(session: Session, run: Run) -> list[dict[str, Any]]:
-    """Every status change of the run, with its reason (Lanner extension): lost attempts and relaunches show."""
-    from lanner.db import iso
-    from lanner.training.models import RunEvent
-
-    events = session.scalars(select(RunEvent).where(RunEvent.run_id == run.id).order_by(RunEvent.id))
-    return [{"from": e.from_status, "to": e.to_status, "reason": e.reason, "at": iso(e.created_at)} for e in events]
+    run = session.get(Run, principal.run_id)
+    return int(run.dataset_version_id) if run is not None and run.dataset_version_id else None

@@ -2,18 +2,17 @@
 the database, each pass reads it, acts, and writes it back through guarded transitions).
 
 Each pass, in order:
-1. dispatch: launch pending runs where the executor has room (Ray queues by itself);
+1. dispatch: launch pending runs where the executor has room (one that queues jobs itself gets them all);
 2. watch: poll every launched attempt; a worker that was killed, whose node died, or that stopped reporting
    for ``run_lost_after_seconds`` makes the run ``lost``, and it is relaunched with ``resume`` (up to
    ``run_max_relaunches`` times); a worker that exited by itself without a result fails the run;
    a cancelled run's worker gets ``cancel_grace_seconds`` to stop, then is killed;
-3. meter: charge running runs per second of their GPU's price; stop a run at its ``maxCostCents`` or when
-   the account runs dry;
-4. settle: once a run ends, charge it to its end time exactly, refund what a lost attempt was charged beyond
-   its last sign of life, and release the rest of the hold.
+3. meter and 4. settle: charge running and ended runs (``charging.py``);
+5. learn: about once a minute, running runs refresh their calibration points (``learn.py``).
 
 Every step is idempotent (guarded transitions, cumulative charges, ledger idempotency keys), so a pass that
-dies half-way, or two servers running passes at once, cannot double-charge or skip a state.
+dies half-way, or two servers running passes at once, cannot double-charge or skip a state. Where executors
+differ, the supervisor asks the executor (its capabilities, its ``worker_env``), never which one it is.
 """
 
 from __future__ import annotations
@@ -24,50 +23,45 @@ import sys
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from lanner.accounts import service as accounts_service
-from lanner.accounts.models import ApiKey, User
-from lanner.billing import service as billing
+from lanner.billing.metering import elapsed_seconds
+from lanner.context import AppContext
 from lanner.db import iso, utcnow
+from lanner.gpus.catalogue import get_catalogue
 from lanner.projects.models import ModelRecord
-from lanner.training.executors import Executor, JobState, LaunchSpec
-from lanner.training.models import Run
+from lanner.training.charging import Charging
+from lanner.training.executors import Capability, Executor, JobState, LaunchSpec
+from lanner.training.keys import issue_run_key, revoke_run_key
+from lanner.training.learn import learn_from_running
+from lanner.training.models import Run, StagedUpload
 from lanner.training.state import RunStatus, try_transition
 from lanner.training.worker import SPEC_ENV
 
 log = logging.getLogger("lanner.supervisor")
 EXIT_GRACE_SECONDS = 15.0
 LAUNCHING = "launching:"  # external_id while a pass launches the attempt
-COLLECT_EVERY_SECONDS = 60.0
+LEARN_EVERY_SECONDS = 60.0
 STALE_LAUNCH_SECONDS = 300.0  # events still in flight after a worker exits (the final upload, training_complete)
 KILL_AFTER_GRACE_SECONDS = 60.0  # a finished run's worker still running this long after its stop is killed
 
 
-def cost_micros(price_micros_per_hour: int, seconds: float) -> int:
-    return billing.charge_for(seconds, price_micros_per_hour)
-
-
-def _seconds(start: datetime | None, end: datetime | None) -> float:
-    if start is None or end is None:
-        return 0.0
-    return max(0.0, (end - start).total_seconds())
-
-
 class Supervisor:
-    def __init__(self, ctx: Any, executor: Executor) -> None:
+    def __init__(self, ctx: AppContext, executor: Executor) -> None:
         self.ctx = ctx
         self.executor = executor
         self.settings = ctx.settings
+        self.catalogue = get_catalogue(ctx.settings)
+        self.charging = Charging(ctx, self.catalogue)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._exits: dict[int, datetime] = {}  # run -> when its worker was first seen gone
         self._unreadable: dict[int, datetime] = {}  # run -> first of the status polls failing since
-        self._metered: dict[int, datetime] = {}  # run -> when its charges were last brought up to date
-        self._collected_at = float("-inf")  # monotonic time of the last checkpoint collection
+        self._learned_at = float("-inf")  # monotonic time of the last refresh of running runs' calibration
         self._lock = threading.Lock()
 
     # --- loop ------------------------------------------------------------------------------------
@@ -95,9 +89,9 @@ class Supervisor:
         with self._lock:
             self.watch()  # first: after a restart, workers still running are seen before any slot counts as free
             self.dispatch()
-            self.meter()
-            self.settle()
-            self.collect()
+            self.charging.meter()
+            self.charging.settle()
+            self.learn()
 
     # --- dispatch --------------------------------------------------------------------------------
 
@@ -108,7 +102,8 @@ class Supervisor:
                 .order_by(Run.id)))
         if not pending:
             return
-        capacity = self._capacity() if self.executor.name == "local" else None
+        # An executor that queues jobs itself is handed every pending run; otherwise Lanner counts free slots.
+        capacity = None if self.executor.can(Capability.QUEUES_JOBS) else self._capacity()
         for run_id in pending:
             with self.ctx.db.session() as session:
                 run = session.get(Run, run_id)
@@ -137,7 +132,7 @@ class Supervisor:
                 assert run is not None
                 run.external_id = external_id
                 run.worker_exited_at = None
-                if self.executor.name == "local":
+                if not self.executor.can(Capability.QUEUES_JOBS):  # running now: its clock starts at launch
                     self._begin_attempt(session, run)
             if capacity is not None:
                 room = capacity[gpu_type]
@@ -159,13 +154,8 @@ class Supervisor:
 
     def _prepare(self, session: Session, run: Run) -> LaunchSpec:
         """A fresh run-scoped key per attempt (the previous one is revoked) and the worker's whole environment."""
-        user = session.scalar(select(User).join(ModelRecord, ModelRecord.owner_id == User.id)
-                              .where(ModelRecord.id == run.model_id))
-        assert user is not None
-        self._revoke_key(session, run)
         run.attempt += 1
-        key, plaintext = accounts_service.create_api_key(session, user=user, name=f"run-{run.id}", run_id=run.id)
-        run.api_key_id = key.id
+        plaintext = issue_run_key(session, run, key_cache=self.ctx.key_cache)
         launch = dict(run.launch or {})
         spec = {"runId": run.id, "modelId": run.model_id, "attempt": run.attempt, "resume": run.attempt > 1,
                 "trainArgs": launch.get("trainArgs") or run.train_args or {}, "project": launch["project"],
@@ -185,11 +175,7 @@ class Supervisor:
             "YOLO_OFFLINE": "1",  # no font, weight or analytics downloads: a worker reaches only Lanner
             SPEC_ENV: json.dumps(spec),
         }
-        if self.executor.name == "ray":
-            worker_dir = f"{self.settings.ray_worker_dir.rstrip('/')}/{run.id}"
-            env.pop("HOME")
-            env["YOLO_CONFIG_DIR"] = f"{worker_dir}/config"
-            env["LANNER_WORKER_DIR"] = worker_dir
+        env = self.executor.worker_env(env, run_id=run.id)
         python = self.settings.worker_python or sys.executable
         return LaunchSpec(run_id=run.id, attempt=run.attempt, gpu_type=run.gpu_type or "cpu",
                           command=[python, "-m", "lanner.training.worker"], env=env, workdir=workdir)
@@ -197,8 +183,6 @@ class Supervisor:
     def _checkpoint_url(self, session: Session, run: Run) -> str | None:
         """The newest checkpoint this run uploaded, its worker's ``last.pt`` first (a relaunch on another node
         has no local copy); only this run's uploads, never weights the model had from an earlier run."""
-        from lanner.training.models import StagedUpload
-
         if run.attempt <= 1:
             return None
         staged = session.scalar(select(StagedUpload).where(
@@ -209,11 +193,7 @@ class Supervisor:
         return self.ctx.signer.download_url(staged.sha256, staged.filename)
 
     def _revoke_key(self, session: Session, run: Run) -> None:
-        if run.api_key_id:
-            key = session.get(ApiKey, run.api_key_id)
-            if key is not None and key.revoked_at is None:
-                key.revoked_at = utcnow()
-                self.ctx.key_cache.pop(key.digest, None)
+        revoke_run_key(session, run, key_cache=self.ctx.key_cache)
 
     def _begin_attempt(self, session: Session, run: Run) -> None:
         if try_transition(session, run, RunStatus.STARTING, reason=f"attempt {run.attempt} launched"):
@@ -256,18 +236,18 @@ class Supervisor:
             now = utcnow()
             if run.status in (RunStatus.STARTING, RunStatus.RUNNING):
                 heard = max(filter(None, [run.last_event_at, run.attempt_started_at]), default=None)
-                if _seconds(heard, now) > self.settings.run_lost_after_seconds:
+                if elapsed_seconds(heard, now) > self.settings.run_lost_after_seconds:
                     self._kill(run)
-                    self._lost(session, run, f"no event for {int(_seconds(heard, now))} s and no job status")
+                    self._lost(session, run, f"no event for {int(elapsed_seconds(heard, now))} s and no job status")
                     self._unreadable.pop(run_id, None)
             elif run.status == RunStatus.PENDING:
-                if _seconds(unreadable_since, now) > self.settings.run_lost_after_seconds:
+                if elapsed_seconds(unreadable_since, now) > self.settings.run_lost_after_seconds:
                     self._kill(run)
                     self._lost(session, run, "its queued job's status could not be read")
                     self._unreadable.pop(run_id, None)
             elif RunStatus(run.status).is_terminal():
                 grace = max(self._grace(run), KILL_AFTER_GRACE_SECONDS)
-                if _seconds(max(unreadable_since, run.completed_at or unreadable_since), now) > grace:
+                if elapsed_seconds(max(unreadable_since, run.completed_at or unreadable_since), now) > grace:
                     self._kill(run)
                     run.worker_exited_at = now
                     self._revoke_key(session, run)
@@ -276,7 +256,7 @@ class Supervisor:
     def _release_stale_claim(self, run_id: int, external_id: str) -> None:
         """A pass that claimed a run and died before launching it: give the run back to dispatch."""
         claimed_at = datetime.fromisoformat(external_id.removeprefix(LAUNCHING))
-        if _seconds(claimed_at, utcnow()) > STALE_LAUNCH_SECONDS:
+        if elapsed_seconds(claimed_at, utcnow()) > STALE_LAUNCH_SECONDS:
             with self.ctx.db.session() as session:
                 session.execute(update(Run).where(Run.id == run_id, Run.external_id == external_id)
                                 .values(external_id=None).execution_options(synchronize_session=False))
@@ -289,7 +269,7 @@ class Supervisor:
                 self._begin_attempt(session, run)  # Ray placed it: the clock starts now
             if RunStatus(run.status).is_terminal():
                 # The worker keeps its key meanwhile: its next event is answered ``cancelled: true``.
-                overdue = _seconds(run.completed_at, now) - self._grace(run)
+                overdue = elapsed_seconds(run.completed_at, now) - self._grace(run)
                 if overdue > KILL_AFTER_GRACE_SECONDS:
                     log.warning("run %s: its worker ignored the stop; killing it", run.id)
                     self._kill(run)
@@ -299,9 +279,9 @@ class Supervisor:
                     self.executor.stop(run.external_id or "")
             elif run.status in (RunStatus.STARTING, RunStatus.RUNNING):
                 heard = max(filter(None, [run.last_event_at, run.attempt_started_at]), default=None)
-                if _seconds(heard, now) > self.settings.run_lost_after_seconds:
+                if elapsed_seconds(heard, now) > self.settings.run_lost_after_seconds:
                     self._kill(run)
-                    self._lost(session, run, f"no event for {int(_seconds(heard, now))} s")
+                    self._lost(session, run, f"no event for {int(elapsed_seconds(heard, now))} s")
             return
         # The worker is gone.
         if RunStatus(run.status).is_terminal():
@@ -318,7 +298,7 @@ class Supervisor:
             self._lost(session, run, status.message or "worker lost")
             return
         first_seen = self._exits.setdefault(run.id, now)
-        if _seconds(first_seen, now) < EXIT_GRACE_SECONDS:
+        if elapsed_seconds(first_seen, now) < EXIT_GRACE_SECONDS:
             return  # its last events may still be on their way
         self._exits.pop(run.id, None)
         tail = self._log_tail(run)
@@ -334,8 +314,7 @@ class Supervisor:
 
     def _kill(self, run: Run) -> None:
         try:
-            kill = getattr(self.executor, "kill", None)
-            (kill or self.executor.stop)(run.external_id or "")
+            self.executor.kill(run.external_id or "")
         except Exception:
             log.exception("could not stop the worker of run %s", run.id)
 
@@ -361,11 +340,11 @@ class Supervisor:
         if not try_transition(session, run, RunStatus.LOST, reason=f"lost: {reason}"[:200]):
             return
         if started is not None:
-            run.billed_seconds = (run.billed_seconds or 0.0) + _seconds(started, end)
+            run.billed_seconds = (run.billed_seconds or 0.0) + elapsed_seconds(started, end)
             run.attempt_started_at = None
         run.worker_exited_at = now
         self._exits.pop(run.id, None)
-        self._refund_excess(session, run, reason="Refund: time after the worker was lost")
+        self.charging.refund_excess(session, run, reason="Refund: time after the worker was lost")
         if run.attempt <= self.settings.run_max_relaunches:
             try_transition(session, run, RunStatus.PENDING, reason=f"relaunch {run.attempt + 1} with resume")
             run.external_id = None
@@ -390,153 +369,16 @@ class Supervisor:
                 run.worker_exited_at = utcnow()
                 self._revoke_key(session, run)  # no worker: even a run already settled (cancelled) keeps none
 
-    # --- meter -----------------------------------------------------------------------------------
+    # --- learn -----------------------------------------------------------------------------------
 
-    def meter(self) -> None:
-        with self.ctx.db.session() as session:
-            running = list(session.scalars(select(Run.id).where(
-                Run.executor.is_not(None), Run.attempt_started_at.is_not(None),
-                Run.status.in_([RunStatus.STARTING.value, RunStatus.RUNNING.value]))))
-        now = utcnow()
-        every = self.settings.meter_interval_seconds
-        for run_id in running:
-            last = self._metered.get(run_id)
-            if last is not None and _seconds(last, now) < every:
-                continue  # one ledger row per run per interval, not per pass
-            self._metered[run_id] = now
-            with self.ctx.db.session() as session:
-                run = session.get(Run, run_id)
-                if run is None or run.attempt_started_at is None or RunStatus(run.status).is_terminal():
-                    continue
-                seconds = (run.billed_seconds or 0.0) + _seconds(run.attempt_started_at, utcnow())
-                self._charge(session, run, seconds, stop_when_short=True)
-
-    def _charge(self, session: Session, run: Run, seconds: float, *, stop_when_short: bool) -> None:
-        price = run.price_micros_per_hour or 0
-        target = cost_micros(price, seconds)
-        capped = run.max_cost_micros is not None and target >= run.max_cost_micros
-        if capped:
-            target = run.max_cost_micros or 0
-        model = session.get(ModelRecord, run.model_id)
-        owner = model.owner_id if model is not None else None
-        if owner is None:
-            return
-        shortfall = billing.charge_run_to(session, user_id=owner, run_id=run.id, target_micros=target,
-                                          model_id=run.model_id, gpu_type=run.gpu_type,
-                                          description=f"Training on {run.gpu_type}")
-        if not stop_when_short:
-            return
-        if capped:
-            self._stop_run(session, run, "budget_reached")
-        elif shortfall > 0:
-            self._stop_run(session, run, "credit_exhausted")
-
-    def _stop_run(self, session: Session, run: Run, reason: str) -> None:
-        """Cancel through the protocol: the trainer reads ``cancelled: true`` in its next webhook response."""
-        if try_transition(session, run, RunStatus.CANCELLED, reason=reason):
-            log.warning("run %s cancelled: %s", run.id, reason)
-
-    def _refund_excess(self, session: Session, run: Run, *, reason: str) -> None:
-        model = session.get(ModelRecord, run.model_id)
-        if model is None:
-            return
-        target = cost_micros(run.price_micros_per_hour or 0, run.billed_seconds or 0.0)
-        if run.max_cost_micros is not None:
-            target = min(target, run.max_cost_micros)
-        billing.refund_run_to(session, user_id=model.owner_id, run_id=run.id, target_micros=target, reason=reason,
-                              model_id=run.model_id, gpu_type=run.gpu_type)
-
-    # --- collect ---------------------------------------------------------------------------------
-
-    def collect(self, force: bool = False) -> None:
-        """Delete superseded checkpoint uploads (about once a minute): a long run uploads its ``last.pt`` every
-        few minutes, and only the newest is needed for a relaunch."""
+    def learn(self, force: bool = False) -> None:
+        """About once a minute, running runs teach the GPU advisor (``learn.learn_from_running``)."""
         now = time.monotonic()
-        if not force and now - self._collected_at < COLLECT_EVERY_SECONDS:
+        if not force and now - self._learned_at < LEARN_EVERY_SECONDS:
             return
-        self._collected_at = now
-        from lanner.storage.gc import collect_checkpoints
-
-        collect_checkpoints(self.ctx.db, self.ctx.blobs, self.settings.checkpoint_grace_seconds)
-        self.learn_from_running()
-
-    def learn_from_running(self) -> None:
-        """A run still training already teaches the GPU advisor: its calibration point is refreshed with the
-        epochs so far (the completed run's point replaces it at the end)."""
-        from lanner.gpus.calibration import record_run
-
-        with self.ctx.db.session() as session:
-            running = list(session.scalars(select(Run).where(
-                Run.executor.is_not(None), Run.status == RunStatus.RUNNING.value)))
-            for run in running:
-                model = session.get(ModelRecord, run.model_id)
-                if model is None:
-                    continue
-                try:
-                    with session.begin_nested():
-                        record_run(session, model, run, refresh=True)
-                except Exception:  # best effort: calibration never stops supervision
-                    log.exception("could not refresh the calibration point of running run %s", run.id)
-
-    # --- settle ----------------------------------------------------------------------------------
-
-    def settle(self) -> None:
-        with self.ctx.db.session() as session:
-            ended = list(session.scalars(select(Run.id).where(
-                Run.executor.is_not(None), Run.settled_at.is_(None),
-                Run.status.in_([RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value]))))
-        for run_id in ended:
-            with self.ctx.db.session() as session:
-                run = session.get(Run, run_id)
-                if run is None or run.settled_at is not None:
-                    continue
-                self._settle(session, run)
-        self._revoke_finished_keys()
-
-    def _revoke_finished_keys(self) -> None:
-        """A settled run whose worker is gone keeps no valid key, whichever path (or server, before a restart)
-        ended it: settlement leaves a live worker's key alone, and this catches it once the worker is gone."""
-        with self.ctx.db.session() as session:
-            stale = list(session.scalars(select(Run).join(ApiKey, ApiKey.id == Run.api_key_id).where(
-                Run.executor.is_not(None), Run.settled_at.is_not(None), ApiKey.revoked_at.is_(None),
-                or_(Run.worker_exited_at.is_not(None), Run.external_id.is_(None)))))
-            for run in stale:
-                self._revoke_key(session, run)
-
-    def _settle(self, session: Session, run: Run) -> None:
-        if run.attempt_started_at is not None:
-            run.billed_seconds = (run.billed_seconds or 0.0) + _seconds(run.attempt_started_at, run.completed_at)
-            run.attempt_started_at = None
-        self._charge(session, run, run.billed_seconds or 0.0, stop_when_short=False)
-        self._refund_excess(session, run, reason="Refund: charged beyond the run's end")
-        model = session.get(ModelRecord, run.model_id)
-        if model is not None:
-            billing.release_hold(session, user_id=model.owner_id, run_id=run.id, model_id=run.model_id,
-                                 gpu_type=run.gpu_type)
-        if run.worker_exited_at is not None or run.external_id is None:
-            # A worker still alive keeps its key until it is gone, so its next event is answered with the
-            # protocol's ``cancelled: true`` (a 401 would only make the trainer stop reporting, not training).
-            self._revoke_key(session, run)
-        self._metered.pop(run.id, None)
-        run.settled_at = utcnow()
-        if run.smoke and run.status == RunStatus.COMPLETED and model is not None:
-            from lanner.training.smoke import estimate_full_run
-
-            try:
-                with session.begin_nested():
-                    model.full_run_estimate = estimate_full_run(session, self.ctx, run, model)
-            except Exception:
-                log.exception("could not re-estimate the full run of quick run %s", run.id)
+        self._learned_at = now
+        learn_from_running(self.ctx.db, catalogue=self.catalogue)
 
 
 def _bin_dir() -> str:
-    from pathlib import Path
-
     return str(Path(sys.executable).parent)
-
-
-def billing_seconds(run: Run, now: datetime | None = None) -> float:
-    """Seconds charged so far: finished attempts plus the running one."""
-    now = now or utcnow()
-    return (run.billed_seconds or 0.0) + (_seconds(run.attempt_started_at, now) if run.attempt_started_at else 0.0)
-

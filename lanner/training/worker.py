@@ -42,7 +42,7 @@ def resolve_device(device: str | None) -> str:
     if device and device != "auto":
         return device
     try:
-        import torch
+        import torch  # the worker imports only the standard library at start; torch may be absent
 
         return "0" if torch.cuda.is_available() else "cpu"
     except Exception:
@@ -103,7 +103,7 @@ def train_arguments(spec: dict[str, Any], cwd: Path) -> list[str]:
 
 def upload_resume_checkpoint(spec: dict[str, Any], last: Path) -> bool:
     """Stage ``last.pt`` as this run's resume checkpoint: not promoted onto the model, only kept for a relaunch."""
-    import httpx
+    import httpx  # the worker imports only the standard library at start (it runs in LANNER_WORKER_PYTHON)
 
     base = os.environ.get("ULTRALYTICS_PLATFORM_URL", "").rstrip("/")
     key = os.environ.get("ULTRALYTICS_API_KEY", "")

@@ -20,6 +20,7 @@ from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
 from lanner.storage.models import UploadSession
 from lanner.storage.signing import URLSigner
+from lanner.training import state as training_state
 
 ASSET_TYPES = ("datasets", "models")
 DATASET_UPLOAD_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".ndjson")
@@ -76,6 +77,4 @@ def attach_model_weights(session: Session, principal: Principal, upload: UploadS
     model.weights_sha256 = upload.sha256
     model.weights_size = upload.size
     model.weights_name = upload.filename
-    # An uploaded checkpoint is a trained model, ready to use or train from.
-    if model.status == "untrained":
-        model.status = "completed"  # TODO(state): training.state
+    training_state.mark_model_uploaded(session, model)  # an untrained model becomes a trained one

@@ -102,9 +102,10 @@ def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int =
     """A run as the protocol stores it, with epoch timestamps set to a known cadence."""
     from sqlalchemy import select, update
 
-    from lanner.gpus.calibration import record_run
+    from lanner.gpus.catalogue import load_catalogue
     from lanner.gpus.profile import model_profile
     from lanner.projects.models import ModelRecord, Project
+    from lanner.training.learn import record_run
     from lanner.training.models import ConsoleChunk, EpochMetric, Run, SystemMetric
 
     with app.state.lanner.db.session() as session:
@@ -135,7 +136,7 @@ def _fake_run(app, alice, *, epoch_seconds: float, epochs: int = 4, imgsz: int =
                             .values(created_at=start + timedelta(seconds=10 + epoch_seconds * (epoch + 1))))
         session.flush()
         run = session.scalar(select(Run).where(Run.id == run.id))
-        point = record_run(session, model, run)
+        point = record_run(session, model, run, catalogue=load_catalogue())
         assert point is not None and point.epoch_seconds == pytest.approx(epoch_seconds)
         assert point.train_images == 64 and point.val_images == 16 and point.gpu_type == (gpu_type or "cpu")
         return point
@@ -158,7 +159,7 @@ def test_finished_runs_calibrate_the_estimate(client, alice, app):
 
 
 def test_measured_peak_memory_corrects_the_memory_model_within_bounds(client, alice, app):
-    from lanner.gpus.advisor import MEMORY_CORRECTION_BOUNDS
+    from lanner.gpus.fit import MEMORY_CORRECTION_BOUNDS
 
     body = {"model": "yolo11n.yaml", "imageCount": {"train": 64, "val": 16}, "gpuTypes": ["l40s", "a40"],
             "trainArgs": {"epochs": 4, "imgsz": 320, "batch": 8, "workers": 2}}

@@ -20,14 +20,18 @@ from lanner.gpus.catalogue import (
     Catalogue,
     GpuType,
     UnknownGpuType,
-    catalogue_from_settings,
     get_catalogue,
     load_catalogue,
 )
-from lanner.gpus.router import catalogue_dependency
+from lanner.training.dependencies import catalogue_dependency
 
 REFERENCE_CSV = Path("/work/shared/reference/gpus.csv")
 PACKAGED_CSV = Path(__file__).parents[2] / "lanner" / "gpus" / "catalogue.csv"
+
+
+def setting(value: str | None) -> Any:
+    """Settings with ``LANNER_GPU_CATALOGUE`` set to ``value``, as ``get_catalogue`` reads them."""
+    return SimpleNamespace(gpu_catalogue=value)
 
 
 def sdk_gpu_types() -> set[str]:
@@ -130,7 +134,7 @@ def test_unknown_tier_and_unknown_type_are_clear():
 
 def test_catalogue_is_immutable_and_cached():
     catalogue = load_catalogue()
-    assert catalogue is load_catalogue() and catalogue is catalogue_from_settings(None)
+    assert catalogue is load_catalogue() and catalogue is get_catalogue(setting(None))
     assert isinstance(catalogue.all(), tuple)
     with pytest.raises(AttributeError):
         catalogue.get("l4").price_per_hour = 0.0  # type: ignore[misc]
@@ -203,41 +207,40 @@ def test_bad_overrides_name_the_field(overrides: dict, named: str):
 
 def test_setting_inline_json_json_file_and_yaml_file(tmp_path: Path):
     overrides = {"offered": ["cpu", "rtx-4090"], "gpus": {"rtx-4090": {"price_per_hour": 0.2}}}
-    inline = catalogue_from_settings(json.dumps(overrides))
+    inline = get_catalogue(setting(json.dumps(overrides)))
     json_file = tmp_path / "gpus.json"
     json_file.write_text(json.dumps(overrides))
     yaml_file = tmp_path / "gpus.yaml"
     yaml_file.write_text("offered: [cpu, rtx-4090]\ngpus:\n  rtx-4090:\n    price_per_hour: 0.2\n")
-    for catalogue in (inline, catalogue_from_settings(str(json_file)), catalogue_from_settings(str(yaml_file))):
+    for catalogue in (inline, get_catalogue(setting(str(json_file))), get_catalogue(setting(str(yaml_file)))):
         assert [g.id for g in catalogue.offered()] == ["cpu", "rtx-4090"]
         assert catalogue.get("rtx-4090").price_per_hour == 0.2
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
-    assert catalogue_from_settings(str(empty)) is load_catalogue()
-    assert catalogue_from_settings("  ") is load_catalogue()
+    assert get_catalogue(setting(str(empty))) is load_catalogue()
+    assert get_catalogue(setting("  ")) is load_catalogue()
 
 
 def test_setting_errors_name_the_setting(tmp_path: Path):
     with pytest.raises(ValueError, match="LANNER_GPU_CATALOGUE: no such file"):
-        catalogue_from_settings(str(tmp_path / "missing.yaml"))
+        get_catalogue(setting(str(tmp_path / "missing.yaml")))
     with pytest.raises(ValueError, match="LANNER_GPU_CATALOGUE: inline JSON is invalid"):
-        catalogue_from_settings("{offered: }")
+        get_catalogue(setting("{offered: }"))
     broken = tmp_path / "broken.yaml"
     broken.write_text("offered: [cpu\n")
     with pytest.raises(ValueError, match="is not valid YAML"):
-        catalogue_from_settings(str(broken))
+        get_catalogue(setting(str(broken)))
     listed = tmp_path / "list.yaml"
     listed.write_text("- cpu\n")
     with pytest.raises(ValueError, match="LANNER_GPU_CATALOGUE: must be an object"):
-        catalogue_from_settings(str(listed))
+        get_catalogue(setting(str(listed)))
 
 
 def test_get_catalogue_reads_the_setting_and_caches_per_value():
     inline = json.dumps({"gpus": {"l4": {"price_per_hour": 0.01}}})
-    ctx = SimpleNamespace(settings=SimpleNamespace(gpu_catalogue=inline))
-    first = get_catalogue(ctx)
-    assert first.get("l4").price_per_hour == 0.01 and get_catalogue(ctx) is first
-    assert get_catalogue(SimpleNamespace(settings=SimpleNamespace())) is load_catalogue()
+    first = get_catalogue(setting(inline))
+    assert first.get("l4").price_per_hour == 0.01 and get_catalogue(setting(inline)) is first
+    assert get_catalogue(setting(None)) is load_catalogue()
 
 
 # ------------------------------------------------------------------------------------------------ API

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanner.gpus.catalogue import default_catalogue
+from lanner.gpus.catalogue import load_catalogue
 from lanner.gpus.probe import gpu_type_for_name
 
 
@@ -41,4 +41,4 @@ from lanner.gpus.probe import gpu_type_for_name
 def test_device_names_map_to_their_catalogue_type(name: str, gpu_type: str | None) -> None:
     assert gpu_type_for_name(name) == gpu_type
     if gpu_type is not None:
-        assert gpu_type in default_catalogue()
+        assert gpu_type in load_catalogue()

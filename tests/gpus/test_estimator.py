@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from lanner.billing.metering import cost_micros
 from lanner.gpus.estimator import (
     DeviceSpeed,
     FixedCosts,
@@ -14,7 +15,6 @@ from lanner.gpus.estimator import (
     Range,
     Workload,
     cents,
-    cost_micros,
     cost_range_cents,
     estimate_time,
     recommend,
@@ -86,12 +86,13 @@ def test_cost_is_billed_per_second_in_micro_dollars_and_shown_rounded_up():
     assert cost_micros(60, 3.6) == 60_000          # one minute at $3.60/h = 6 cents exactly
     assert cost_micros(59.2, 3.6) == 60_000        # partial seconds are billed as whole seconds
     assert cents(60_000) == 6 and cents(60_001) == 7
-    assert cost_range_cents(Range(3600, 1800, 7200), 1.0).as_dict(0) == {"value": 100, "low": 50, "high": 200}
+    priced = cost_range_cents(Range(3600, 1800, 7200), 1.0, cost_micros)
+    assert priced.as_dict(0) == {"value": 100, "low": 50, "high": 200}
 
 
 def option(gpu, seconds, price, *, fits=True, allowed=True):
     total = Range(seconds, seconds * 0.8, seconds * 1.2)
-    return Option(gpu, gpu.upper(), price, fits, allowed, total, cost_range_cents(total, price))
+    return Option(gpu, gpu.upper(), price, fits, allowed, total, cost_range_cents(total, price, cost_micros))
 
 
 def test_recommendation_respects_fit_tier_deadline_and_budget():

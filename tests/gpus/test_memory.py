@@ -9,7 +9,6 @@ that head and leaves out the assigner loss the YOLOv5 trainer did not have: that
 from __future__ import annotations
 
 import pytest
-import torch
 
 from lanner.gpus import memory
 from lanner.gpus.memory import GIB, estimate_memory, training_memory
@@ -31,7 +30,7 @@ def test_meta_measurement_equals_a_real_cpu_forward() -> None:
     from ultralytics.nn.tasks import DetectionModel, yaml_model_load
 
     real = DetectionModel(yaml_model_load("yolov8n.yaml"), verbose=False).train()
-    cpu = memory._saved_bytes(real, 128, "cpu") // 2
+    cpu = memory.saved_bytes(real, 128, "cpu") // 2
     assert cpu == memory.activation_bytes_per_image("yolov8n.yaml", 128)
 
 
@@ -85,22 +84,8 @@ def test_autobatch_picks_a_sensible_batch(n: ModelProfile, s: ModelProfile) -> N
 
 def _head_bytes(profile: ModelProfile, imgsz: int) -> int:
     """Saved bytes first packed inside the detection head (YOLOv5's own head is one 1x1 conv: ~0)."""
-    module, inside, seen = meta_model(profile), [False], {}
-    params = {p.untyped_storage()._cdata for p in module.parameters()}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        key = t.untyped_storage()._cdata
-        if key not in params and key not in seen:
-            seen[key] = (t.untyped_storage().nbytes(), inside[0])
-        return t
-
-    hook = module.model[-1].register_forward_pre_hook(lambda *args: inside.__setitem__(0, True))
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            module(torch.empty(2, 3, imgsz, imgsz, device="meta"))
-    finally:
-        hook.remove()
-    return sum(size for size, head in seen.values() if head) // 2
+    module = meta_model(profile)
+    return memory.saved_bytes(module, imgsz, within=module.model[-1]) // 2
 
 
 def _yolov5(name: str, imgsz: int) -> float:

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from lanner.gpus import memory, priors
-from lanner.gpus.catalogue import default_catalogue
+from lanner.gpus.catalogue import load_catalogue
 from lanner.gpus.estimator import Workload, estimate_time
 from lanner.gpus.profile import model_profile
 
@@ -19,7 +19,7 @@ from .test_memory import _yolov5
 
 @pytest.fixture(scope="module")
 def specs() -> priors.Specs:
-    return priors.catalogue_specs(default_catalogue().all())
+    return priors.catalogue_specs(load_catalogue().all())
 
 
 def test_measured_constants_are_what_they_say() -> None:

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from lanner.config import Settings
-from lanner.training.executors import Capacity, JobState, JobStatus, LaunchSpec
+from lanner.training.executors import Capacity, Executor, JobState, JobStatus, LaunchSpec
 from tests.conftest import TEST_URL
 from tests.datasets.helpers import package, upload_dataset
 from tests.synthetic import make_detection_dataset
 
 
-class FakeExecutor:
+class FakeExecutor(Executor):
     """Records launches; a test sets each job's state. Offers ``cpu`` (capacity ``slots``) and ``h100-sxm``."""
 
     name = "local"

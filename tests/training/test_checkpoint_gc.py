@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import String, select, update
 
 from lanner.db import Base, utcnow
+from lanner.maintenance.gc import BLOB_REFERENCES, collect_checkpoints
 from lanner.projects.models import ModelRecord
 from lanner.storage.blobs import LocalBlobStore
-from lanner.storage.gc import BLOB_REFERENCES, collect_checkpoints
 from lanner.training.executors import JobState
 from lanner.training.models import Run, StagedUpload
 from tests.training.conftest import new_model
@@ -85,11 +85,11 @@ def test_a_running_run_keeps_its_newest_resume_checkpoint_and_a_settled_run_none
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
     supervisor.tick()
     assert run_row(app, run_id).settled_at is not None
-    supervisor.collect(force=True)
+    collect_checkpoints(ctx.db, ctx.blobs, GRACE)
     assert staged_digests(app, run_id) == {newest}  # settled just now: kept for the grace period
 
     age_everything(app, GRACE + 1)
-    supervisor.collect(force=True)
+    collect_checkpoints(ctx.db, ctx.blobs, GRACE)
     assert staged_digests(app, run_id) == set() and not ctx.blobs.exists(newest)
     assert ctx.blobs.exists(first)  # still another model's weights
 

@@ -5,18 +5,22 @@ and settlement (charge to the end, refund lost time, release the hold) done exac
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from lanner.billing import service as billing
+from lanner.billing.metering import charge_for
 from lanner.billing.models import LedgerPosting, LedgerTransaction
 from lanner.db import utcnow
+from lanner.gpus.models import CalibrationPoint
 from lanner.training import supervisor as supervisor_module
-from lanner.training.executors import JobState, JobStatus
-from lanner.training.models import Run
+from lanner.training.executors import Capability, JobState, JobStatus
+from lanner.training.models import EpochMetric, Run
 from tests.training.conftest import ARGS, new_model
 from tests.training.test_start_api import backdate, credit
 
@@ -47,6 +51,36 @@ def kinds(app: Any, run_id: int) -> dict[str, int]:
 def charged(app: Any, run_id: int) -> int:
     with app.state.lanner.db.session() as session:
         return billing.run_charged(session, run_id)
+
+
+@dataclass
+class LaunchedRun:
+    model_id: str
+    started: dict[str, Any]  # the training.start response
+    send: Callable[[str, dict[str, Any]], dict[str, Any]]  # report an event as the run's worker (200 asserted)
+
+
+@pytest.fixture
+def launch_run(shapes, app, alice, client, supervisor, fake_executor) -> Callable[..., LaunchedRun]:
+    """Start a run on the CPU through the API and let the supervisor launch it; then report as its worker."""
+
+    def launch(name: str, train_args: dict[str, Any], **body: Any) -> LaunchedRun:
+        credit(app, alice, 10_000_000)
+        model_id = new_model(shapes, name)
+        started = client.post("/api/training/start", headers=alice.headers, json={
+            "modelId": model_id, "gpuType": "cpu", "trainArgs": {**ARGS, **train_args}, **body}).json()
+        supervisor.tick()
+        worker = {"Authorization": f"Bearer {fake_executor.launched[-1].env['ULTRALYTICS_API_KEY']}"}
+
+        def send(event: str, data: dict[str, Any]) -> dict[str, Any]:
+            response = client.post("/api/webhooks/training/metrics", headers=worker,
+                                   json={"event": event, "modelId": model_id, "data": data})
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        return LaunchedRun(model_id, started, send)
+
+    return launch
 
 
 def test_launch_gives_the_worker_a_run_scoped_key_and_a_clean_spec(shapes, app, alice, client, supervisor,
@@ -82,20 +116,20 @@ def test_metering_charges_per_second_and_settlement_releases_the_rest(shapes, ap
     backdate(app, seconds=3600, alive=True)
     supervisor.tick()
     hour = charged(app, run_id)
-    assert HOUR <= hour <= billing.charge_for(3602, HOUR)  # one hour at $0.50 (a started second counts)
+    assert HOUR <= hour <= charge_for(3602, HOUR)  # one hour at $0.50 (a started second counts)
     supervisor.tick()
-    assert charged(app, run_id) <= billing.charge_for(3602, HOUR)  # a repeated pass adds only the new seconds
+    assert charged(app, run_id) <= charge_for(3602, HOUR)  # a repeated pass adds only the new seconds
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
     supervisor.tick()
     run = run_row(app, run_id)
     assert run.status == "cancelled" and run.settled_at is not None
-    assert HOUR <= charged(app, run_id) <= billing.charge_for(3605, HOUR)
+    assert HOUR <= charged(app, run_id) <= charge_for(3605, HOUR)
     total = charged(app, run_id)
     with app.state.lanner.db.session() as session:
         assert billing.run_held(session, run_id) == 0
         assert billing.balance_micros(session, user_id=alice.user_id) == 10_000_000 - total
     supervisor.tick()
-    supervisor.settle()
+    supervisor.charging.settle()
     assert kinds(app, run_id).get("release", 0) <= 1  # settled once
 
 
@@ -109,12 +143,12 @@ def test_lost_worker_is_relaunched_with_resume_and_lost_time_refunded(shapes, ap
         run.last_event_at = run.attempt_started_at + timedelta(seconds=200)
         run.status = "running"
     supervisor.tick()  # metered up to now: 600 s
-    assert billing.charge_for(600, HOUR) <= charged(app, run_id) <= billing.charge_for(602, HOUR)
+    assert charge_for(600, HOUR) <= charged(app, run_id) <= charge_for(602, HOUR)
     fake_executor.set(run_id, 1, JobState.LOST, -9, "worker killed by signal 9")
     supervisor.watch()  # a whole tick would relaunch at once; look in between
     run = run_row(app, run_id)
     assert run.status == "pending" and run.attempt == 1 and 199 <= run.billed_seconds <= 201
-    assert charged(app, run_id) == billing.charge_for(run.billed_seconds, HOUR)  # the 400 silent s refunded
+    assert charged(app, run_id) == charge_for(run.billed_seconds, HOUR)  # the 400 silent s refunded
     assert kinds(app, run_id)["refund"] == 1
     supervisor.tick()
     assert run_row(app, run_id).attempt == 2
@@ -226,28 +260,10 @@ def test_every_transaction_balances(shapes, app, alice, supervisor):
         assert sums and all(total == 0 for _, total in sums)
 
 
-def test_quick_run_re_estimates_the_full_run_from_its_measured_speed(shapes, app, alice, client, supervisor,
-                                                                     fake_executor):
-    from datetime import timedelta
-
-    from sqlalchemy import update
-
-    from lanner.training.models import EpochMetric
-
-    credit(app, alice, 10_000_000)
-    model_id = new_model(shapes, "quick")
-    started = client.post("/api/training/start", headers=alice.headers, json={
-        "modelId": model_id, "gpuType": "cpu", "trainArgs": {**ARGS, "fraction": 0.5, "epochs": 2},
-        "fullRunEpochs": 50}).json()
-    assert started["smokeRun"] is True
-    supervisor.tick()
-    worker = {"Authorization": f"Bearer {fake_executor.launched[0].env['ULTRALYTICS_API_KEY']}"}
-
-    def send(event: str, data: dict[str, Any]) -> dict[str, Any]:
-        response = client.post("/api/webhooks/training/metrics", headers=worker,
-                               json={"event": event, "modelId": model_id, "data": data})
-        assert response.status_code == 200, response.text
-        return response.json()
+def test_quick_run_re_estimates_the_full_run_from_its_measured_speed(shapes, app, supervisor, launch_run):
+    run = launch_run("quick", {"fraction": 0.5, "epochs": 2}, fullRunEpochs=50)
+    assert run.started["smokeRun"] is True
+    send, started = run.send, run.started
 
     send("training_started", {"trainArgs": {"fraction": "0.5", "epochs": "2"}, "epochs": 2, "device": "cpu"})
     for epoch in (0, 1):
@@ -308,7 +324,7 @@ def test_a_model_with_an_unsettled_run_cannot_be_deleted(shapes, app, alice, cli
 
 def test_a_queued_job_lost_before_it_ran_is_launched_again(shapes, app, alice, supervisor, fake_executor):
     run_id = started_run(shapes, app, alice)
-    fake_executor.name = "ray"  # Ray keeps a job queued; the run stays pending until it runs
+    fake_executor.capabilities = Capability.QUEUES_JOBS  # like Ray: the run stays pending until its job runs
 
     def queue(spec: Any) -> str:
         fake_executor.launched.append(spec)
@@ -353,33 +369,18 @@ def test_a_silent_run_whose_status_cannot_be_read_is_lost_not_metered_forever(sh
     assert run.billed_seconds < 3600  # the silent hour is not charged
 
 
-def test_a_one_epoch_quick_run_re_estimates_from_its_only_epoch(shapes, app, alice, client, supervisor,
-                                                                fake_executor):
-    from sqlalchemy import update
-
-    from lanner.training.models import EpochMetric
-
-    credit(app, alice, 10_000_000)
-    model_id = new_model(shapes, "one")
-    started = client.post("/api/training/start", headers=alice.headers, json={
-        "modelId": model_id, "gpuType": "cpu", "trainArgs": {**ARGS, "fraction": 0.5, "epochs": 1},
-        "fullRunEpochs": 40}).json()
-    assert started["smokeRun"] is True
-    supervisor.tick()
-    worker = {"Authorization": f"Bearer {fake_executor.launched[0].env['ULTRALYTICS_API_KEY']}"}
-
-    def send(event: str, data: dict[str, Any]) -> None:
-        response = client.post("/api/webhooks/training/metrics", headers=worker,
-                               json={"event": event, "modelId": model_id, "data": data})
-        assert response.status_code == 200, response.text
+def test_a_one_epoch_quick_run_re_estimates_from_its_only_epoch(shapes, app, supervisor, launch_run):
+    run = launch_run("one", {"fraction": 0.5, "epochs": 1}, fullRunEpochs=40)
+    assert run.started["smokeRun"] is True
+    send, started = run.send, run.started
 
     send("training_started", {"trainArgs": {"fraction": "0.5", "epochs": "1"}, "epochs": 1, "device": "cpu"})
     send("epoch_end", {"epoch": 0, "metrics": {"train/box_loss": 1.0, "metrics/mAP50(B)": 0.1}, "fitness": 0.1})
     with app.state.lanner.db.session() as session:  # the trainer was ready 4 s before its only epoch ended
-        run = session.get(Run, started["runId"])
+        row = session.get(Run, started["runId"])
         ready = utcnow() - timedelta(seconds=4)
-        run.launch = {**run.launch, "trainerStartedAt": ready.isoformat()}
-        session.execute(update(EpochMetric).where(EpochMetric.run_id == run.id).values(created_at=utcnow()))
+        row.launch = {**row.launch, "trainerStartedAt": ready.isoformat()}
+        session.execute(update(EpochMetric).where(EpochMetric.run_id == row.id).values(created_at=utcnow()))
     send("training_complete", {"results": {"metrics": {"fitness": 0.1}}, "runId": started["runId"]})
     supervisor.tick()
     estimate = shapes.models.retrieve("alice", "p", "one")["model"]["fullRunEstimate"]
@@ -389,24 +390,9 @@ def test_a_one_epoch_quick_run_re_estimates_from_its_only_epoch(shapes, app, ali
     assert epoch["low"] <= 0.75 * epoch["value"] + 0.1 < epoch["value"] <= epoch["high"]
 
 
-def test_a_running_run_feeds_calibration_and_keeps_one_point(shapes, app, alice, client, supervisor,
-                                                            fake_executor):
-    from sqlalchemy import update
-
-    from lanner.gpus.models import CalibrationPoint
-    from lanner.training.models import EpochMetric
-
-    credit(app, alice, 10_000_000)
-    model_id = new_model(shapes, "learning")
-    run_id = client.post("/api/training/start", headers=alice.headers, json={
-        "modelId": model_id, "gpuType": "cpu", "trainArgs": {**ARGS, "epochs": 10}}).json()["runId"]
-    supervisor.tick()
-    worker = {"Authorization": f"Bearer {fake_executor.launched[0].env['ULTRALYTICS_API_KEY']}"}
-
-    def send(event: str, data: dict[str, Any]) -> None:
-        response = client.post("/api/webhooks/training/metrics", headers=worker,
-                               json={"event": event, "modelId": model_id, "data": data})
-        assert response.status_code == 200, response.text
+def test_a_running_run_feeds_calibration_and_keeps_one_point(app, supervisor, launch_run):
+    run = launch_run("learning", {"epochs": 10})
+    send, run_id = run.send, run.started["runId"]
 
     def epochs_every(seconds: float, count: int) -> None:
         for epoch in range(count):
@@ -428,10 +414,10 @@ def test_a_running_run_feeds_calibration_and_keeps_one_point(shapes, app, alice,
         "train: Scanning /x/labels/train... 16 images, 0 backgrounds, 0 corrupt: 100%\n"
         "val: Scanning /x/labels/val... 8 images, 0 backgrounds, 0 corrupt: 100%\n")})
     epochs_every(6.0, 3)
-    supervisor.collect(force=True)
+    supervisor.learn(force=True)
     [point] = points()
     assert point.epoch_seconds == pytest.approx(6.0) and point.train_images == 16 and point.gpu_type == "cpu"
     epochs_every(8.0, 5)  # later epochs, slower: the same run's point is replaced, not duplicated
-    supervisor.collect(force=True)
+    supervisor.learn(force=True)
     [point] = points()
     assert point.epoch_seconds == pytest.approx(8.0)

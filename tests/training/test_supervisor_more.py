@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from lanner.training.executors import JobState, JobStatus
+from lanner.training.capacity import availability_level
+from lanner.training.executors import Capability, JobState, JobStatus
 from lanner.training.models import Run
-from lanner.training.router import availability_level
 from lanner.training.supervisor import KILL_AFTER_GRACE_SECONDS, Supervisor
 from tests.training.conftest import ARGS, FakeExecutor, new_model
 from tests.training.test_start_api import backdate, credit
@@ -129,7 +129,7 @@ def test_a_cancelled_run_whose_status_cannot_be_read_still_loses_its_key(shapes,
 def test_a_queued_job_whose_status_cannot_be_read_is_submitted_again(shapes, app, alice, supervisor,
                                                                     fake_executor):
     run_id = started_run(shapes, app, alice)
-    fake_executor.name = "ray"
+    fake_executor.capabilities = Capability.QUEUES_JOBS  # like Ray: it queues the job itself
 
     def queue(spec: Any) -> str:
         fake_executor.launched.append(spec)

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 from lanner.config import Settings
-from lanner.training.executors.base import Capacity, Executor, JobState, JobStatus, LaunchSpec
+from lanner.training.executors.base import Capability, Capacity, Executor, JobState, JobStatus, LaunchSpec
+from lanner.training.executors.local import LocalExecutor
+from lanner.training.executors.ray import RayExecutor
 
-__all__ = ["Capacity", "Executor", "JobState", "JobStatus", "LaunchSpec", "make_executor"]
+__all__ = ["Capability", "Capacity", "Executor", "JobState", "JobStatus", "LaunchSpec", "make_executor"]
 
 
 def make_executor(settings: Settings) -> Executor:
     if settings.executor == "local":
-        from lanner.training.executors.local import LocalExecutor
-
         return LocalExecutor(settings.resolved_home / "runs", max_cpu_runs=settings.local_max_runs)
     if settings.executor == "ray":
         if not settings.ray_address:
             raise ValueError("LANNER_EXECUTOR=ray needs LANNER_RAY_ADDRESS (the Ray Jobs address, "
                              "e.g. http://127.0.0.1:8265)")
-        from lanner.training.executors.ray import RayExecutor
-
-        return RayExecutor(settings.ray_address, num_gpus=settings.ray_num_gpus)
+        return RayExecutor(settings.ray_address, num_gpus=settings.ray_num_gpus, worker_dir=settings.ray_worker_dir)
     raise ValueError(f"LANNER_EXECUTOR must be 'local' or 'ray', not {settings.executor!r}")

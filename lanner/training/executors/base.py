@@ -1,11 +1,13 @@
 """One interface for every place a run can execute (SkyPilot's pattern): the supervisor launches, polls and
-stops attempts through it and never cares whether a pid or a Ray job is behind the id it gets back."""
+stops attempts through it and never cares whether a pid or a Ray job is behind the id it gets back. Where
+executors differ in behaviour, each declares it (``capabilities``, ``worker_env``); the supervisor asks for a
+capability, never for an executor by name."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Protocol
+from enum import Flag, StrEnum, auto
 
 
 class JobState(StrEnum):
@@ -47,21 +49,48 @@ class LaunchSpec:
     devices: list[str] = field(default_factory=list)  # local GPU indices, when the executor assigns them
 
 
-class Executor(Protocol):
-    name: str
+class Capability(Flag):
+    """What an executor does that the supervisor must not do for it."""
 
+    NONE = 0
+    # It holds a launched job until a device is free (Ray): Lanner neither counts free slots before launching nor
+    # starts an attempt's clock at launch; the attempt starts when its status first says RUNNING.
+    QUEUES_JOBS = auto()
+
+
+class Executor(ABC):
+    name: str
+    capabilities: Capability = Capability.NONE
+
+    def can(self, capability: Capability) -> bool:
+        return capability in self.capabilities
+
+    @abstractmethod
     def offers(self, gpu_type: str) -> bool:
         """Whether a run for this type can ever run here (Ray: any type, a node may join later)."""
 
+    @abstractmethod
     def capacity(self) -> dict[str, Capacity]:
         """Devices per GPU type, and how many are free right now."""
 
+    @abstractmethod
     def launch(self, spec: LaunchSpec) -> str:
         """Start (or queue) the attempt; returns the id to poll and stop it by."""
 
+    @abstractmethod
     def status(self, external_id: str) -> JobStatus: ...
 
+    @abstractmethod
     def stop(self, external_id: str) -> None:
         """Stop for certain: ask politely, then kill the whole process tree."""
 
+    def kill(self, external_id: str) -> None:
+        """Stop at once, for a worker that stopped reporting (it may be hung). By default: ``stop``."""
+        self.stop(external_id)
+
+    @abstractmethod
     def log_tail(self, external_id: str, lines: int = 20) -> str: ...
+
+    def worker_env(self, env: dict[str, str], *, run_id: int) -> dict[str, str]:
+        """The worker's environment as this executor must change it (paths on the node that runs it)."""
+        return env

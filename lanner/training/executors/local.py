@@ -16,7 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from lanner.training.executors.base import Capacity, JobState, JobStatus, LaunchSpec
+from lanner.gpus.probe import gpu_type_for_name
+from lanner.training.executors.base import Capacity, Executor, JobState, JobStatus, LaunchSpec
 
 log = logging.getLogger("lanner.executor.local")
 KILL_AFTER_SECONDS = 10.0
@@ -25,13 +26,11 @@ KILL_AFTER_SECONDS = 10.0
 def discover_gpus() -> dict[str, list[str]]:
     """GPU type -> NVML device indices on this machine; empty without NVIDIA GPUs or without NVML."""
     try:
-        import pynvml
+        import pynvml  # optional: only machines with NVIDIA drivers have it
 
         pynvml.nvmlInit()
     except Exception:
         return {}
-    from lanner.gpus.probe import gpu_type_for_name
-
     found: dict[str, list[str]] = {}
     try:
         for index in range(pynvml.nvmlDeviceGetCount()):
@@ -75,7 +74,7 @@ def _started_ms(pid: int) -> int | None:
         return None
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     name = "local"
 
     def __init__(self, root: Path, *, max_cpu_runs: int = 1, gpus: dict[str, list[str]] | None = None) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from lanner.training.executors.base import Capacity, JobState, JobStatus, LaunchSpec
+from lanner.training.executors.base import Capability, Capacity, Executor, JobState, JobStatus, LaunchSpec
 
 log = logging.getLogger("lanner.executor.ray")
 RESOURCE_PREFIX = "lanner-gpu:"
@@ -29,19 +29,22 @@ def resource_for(gpu_type: str) -> str:
     return f"{RESOURCE_PREFIX}{gpu_type}"
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     name = "ray"
+    capabilities = Capability.QUEUES_JOBS
 
-    def __init__(self, address: str, *, num_gpus: float = 1.0, client: Any = None) -> None:
+    def __init__(self, address: str, *, num_gpus: float = 1.0, worker_dir: str = "~/.lanner-worker/runs",
+                 client: Any = None) -> None:
         self.address = address.rstrip("/")
         self.num_gpus = num_gpus
+        self.worker_dir = worker_dir
         self._client = client
 
     @property
     def client(self) -> Any:
         if self._client is None:
             try:
-                from ray.job_submission import JobSubmissionClient
+                from ray.job_submission import JobSubmissionClient  # optional: lanner[ray]
             except ImportError as exc:  # pragma: no cover - depends on the install
                 raise RuntimeError("LANNER_EXECUTOR=ray needs Ray: pip install 'lanner[ray]'") from exc
             self._client = JobSubmissionClient(self.address)
@@ -123,8 +126,12 @@ class RayExecutor:
         except Exception as exc:
             log.warning("could not stop Ray job %s: %s", external_id, exc)
 
-    def kill(self, external_id: str) -> None:
-        self.stop(external_id)
+    def worker_env(self, env: dict[str, str], *, run_id: int) -> dict[str, str]:
+        """The worker runs on another node: this server's home is not there, so its files go under
+        ``ray_worker_dir`` on that node (and HOME stays the node's own)."""
+        worker_dir = f"{self.worker_dir.rstrip('/')}/{run_id}"
+        env = {key: value for key, value in env.items() if key != "HOME"}
+        return {**env, "YOLO_CONFIG_DIR": f"{worker_dir}/config", "LANNER_WORKER_DIR": worker_dir}
 
     def log_tail(self, external_id: str, lines: int = 20) -> str:
         try:

@@ -1,4 +1,7 @@
-"""Learning from runs: a finished run becomes a calibration point (epoch time, start-up, workload)."""
+"""Learning from runs: a run becomes a calibration point of the GPU advisor (epoch time, start-up, workload,
+peak memory). A completed run records its point when it completes; a running one refreshes its point as its
+epochs come in (the supervisor asks about once a minute), so the advisor learns before the run ends. Recording
+reads training's tables; fitting the points is the advisor's (``lanner.gpus.fit``)."""
 
 from __future__ import annotations
 
@@ -10,12 +13,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lanner.db import Database
+from lanner.gpus.catalogue import Catalogue
 from lanner.gpus.models import CalibrationPoint
 from lanner.gpus.probe import gpu_type_for_name
 from lanner.projects.models import ModelRecord
-from lanner.training.models import ConsoleChunk, EpochMetric, Run
+from lanner.training.models import ConsoleChunk, EpochMetric, Run, SystemMetric
+from lanner.training.state import RunStatus
 
-log = logging.getLogger("lanner.gpus")
+log = logging.getLogger("lanner.training.learn")
 # The trainer logs its dataset scan ("train: Scanning .../labels/train... 16 images, 0 backgrounds, ...");
 # the protocol itself never says how many images a run trains on.
 _SCAN = re.compile(r"\b(train|val): Scanning .*?(\d+) images")
@@ -38,16 +44,20 @@ def _image_counts(session: Session, run: Run) -> dict[str, int]:
     return counts
 
 
-def peak_gpu_memory_gb(session: Session, run: Run, gpu_type: str) -> float | None:
+def epoch_timing(session: Session, run: Run) -> tuple[list[Any], float | None]:
+    """The run's (epoch, created_at) rows in order, and the median time between consecutive epochs (None with
+    fewer than two in a row): the measured epoch time of both calibration and quick-run re-estimates."""
+    stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at)
+                                  .where(EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
+    durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
+                 if b.epoch == a.epoch + 1]
+    return stamps, statistics.median(durations) if durations else None
+
+
+def peak_gpu_memory_gb(session: Session, run: Run, gpu_type: str, *, catalogue: Catalogue) -> float | None:
     """The highest GPU memory the trainer's system metrics showed (percent of the card, as nvidia-smi counts
     it), in GB of this GPU type; None on the CPU or without GPU readings."""
-    if gpu_type == "cpu":
-        return None
-    from lanner.gpus.catalogue import default_catalogue
-    from lanner.training.models import SystemMetric
-
-    catalogue = default_catalogue()
-    if gpu_type not in catalogue:
+    if gpu_type == "cpu" or gpu_type not in catalogue:
         return None
     peak = 0.0
     for data in session.scalars(select(SystemMetric.data).where(SystemMetric.run_id == run.id)):
@@ -60,21 +70,16 @@ def peak_gpu_memory_gb(session: Session, run: Run, gpu_type: str) -> float | Non
     return round(peak / 100.0 * catalogue.get(gpu_type).vram_gb, 2) if peak > 0 else None
 
 
-def record_run(session: Session, model: ModelRecord, run: Run, *, refresh: bool = True) -> CalibrationPoint | None:
+def record_run(session: Session, model: ModelRecord, run: Run, *, catalogue: Catalogue,
+               refresh: bool = True) -> CalibrationPoint | None:
     """Turn a run into its calibration point (one per run: a later call with more epochs replaces it); None when
     it lacks what a point needs (2+ epochs, sizes). ``refresh=False`` keeps an existing point."""
     existing = session.scalar(select(CalibrationPoint).where(CalibrationPoint.run_id == run.id))
     if existing is not None and not refresh:
         return None
-    stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at).where(
-        EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
-    if len(stamps) < 2:
+    stamps, epoch_seconds = epoch_timing(session, run)
+    if epoch_seconds is None:
         return None
-    durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
-                 if b.epoch == a.epoch + 1]
-    if not durations:
-        return None
-    epoch_seconds = statistics.median(durations)
     counts = _image_counts(session, run)
     args = run.train_args or {}
     if "train" not in counts:
@@ -98,7 +103,7 @@ def record_run(session: Session, model: ModelRecord, run: Run, *, refresh: bool 
     family = str(args.get("model", "")).split(".")[0].rstrip("nsmlx") or "unknown"
     if not gflops:
         try:
-            from lanner.gpus.profile import model_profile
+            from lanner.gpus.profile import model_profile  # torch: loaded only when a run lacks its GFLOPs
 
             gflops = model_profile(str(args.get("model"))).gflops(imgsz)
         except Exception:
@@ -111,10 +116,36 @@ def record_run(session: Session, model: ModelRecord, run: Run, *, refresh: bool 
         val_images=counts.get("val", 0), workers=_arg(args, "workers", 8, int),
         host_cpus=float(environment.get("cpuCount") or 1), cache=str(args.get("cache")) in ("True", "ram", "disk"),
         epoch_seconds=epoch_seconds, startup_seconds=max(0.0, startup),
-        peak_memory_gb=peak_gpu_memory_gb(session, run, gpu_type), run_id=run.id)
+        peak_memory_gb=peak_gpu_memory_gb(session, run, gpu_type, catalogue=catalogue), run_id=run.id)
     if existing is not None:  # replaced only by a complete point: a failed refresh keeps the old one
         session.delete(existing)
         session.flush()
     session.add(point)
     session.flush()
     return point
+
+
+def learn_from(session: Session, model: ModelRecord, run: Run, *, catalogue: Catalogue) -> None:
+    """A completed run teaches the GPU advisor its real speed; a failure here must never fail the event."""
+    try:
+        with session.begin_nested():
+            record_run(session, model, run, catalogue=catalogue)
+    except Exception:  # calibration is best effort
+        log.exception("could not record run %s as a calibration point", run.id)
+
+
+def learn_from_running(db: Database, *, catalogue: Catalogue) -> None:
+    """A run still training already teaches the GPU advisor: its calibration point is refreshed with the
+    epochs so far (the completed run's point replaces it at the end)."""
+    with db.session() as session:
+        running = list(session.scalars(select(Run).where(
+            Run.executor.is_not(None), Run.status == RunStatus.RUNNING.value)))
+        for run in running:
+            model = session.get(ModelRecord, run.model_id)
+            if model is None:
+                continue
+            try:
+                with session.begin_nested():
+                    record_run(session, model, run, catalogue=catalogue, refresh=True)
+            except Exception:  # best effort: calibration never stops supervision
+                log.exception("could not refresh the calibration point of running run %s", run.id)

@@ -6,29 +6,28 @@ for this model and data, not an average over other runs."""
 
 from __future__ import annotations
 
-import statistics
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.models import User
 from lanner.accounts.service import Principal
-from lanner.gpus.catalogue import get_catalogue
+from lanner.billing.metering import cost_micros
+from lanner.gpus.catalogue import Catalogue
 from lanner.gpus.estimator import Range, cost_range_cents
 from lanner.projects.models import ModelRecord
-from lanner.training.models import EpochMetric, Run
+from lanner.training.launch import resolve_base_model, resolve_dataset, run_estimate
+from lanner.training.learn import epoch_timing
+from lanner.training.models import Run
 
 
 def measured_epoch_seconds(session: Session, run: Run) -> tuple[float, bool] | None:
     """The median time between consecutive epochs; with a single epoch, that epoch timed from the moment the
     trainer reported ready (second value True: it includes the first epoch's warm-up, so it overstates)."""
-    stamps = list(session.execute(select(EpochMetric.epoch, EpochMetric.created_at)
-                                  .where(EpochMetric.run_id == run.id).order_by(EpochMetric.epoch)))
-    durations = [(b.created_at - a.created_at).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
-                 if b.epoch == a.epoch + 1]
-    if durations:
-        return statistics.median(durations), False
+    stamps, median = epoch_timing(session, run)
+    if median is not None:
+        return median, False
     ready = (run.launch or {}).get("trainerStartedAt")
     if len(stamps) == 1 and stamps[0].epoch == 0 and ready:
         seconds = (stamps[0].created_at - datetime.fromisoformat(ready)).total_seconds()
@@ -40,10 +39,8 @@ def _scaled(value: dict[str, float], ratio: float, digits: int = 1) -> dict[str,
     return {key: round(number * ratio, digits) for key, number in value.items()}
 
 
-def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) -> dict[str, Any] | None:
-    from lanner.accounts.models import User
-    from lanner.training.launch import resolve_base_model, resolve_dataset, run_estimate
-
+def estimate_full_run(session: Session, run: Run, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any] | None:
+    """The full run's time and cost, corrected by how fast this quick run really was; None without timings."""
     timing = measured_epoch_seconds(session, run)
     launch = run.launch or {}
     args = dict(launch.get("trainArgs") or {})
@@ -53,7 +50,6 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
     user = session.get(User, model.owner_id)
     assert user is not None
     principal = Principal.of(user)
-    catalogue = get_catalogue(ctx)
     gpu = catalogue.get(run.gpu_type)
     dataset = resolve_dataset(session, principal, args.get("data"))
     _, architecture = resolve_base_model(session, principal, args.get("model"))
@@ -84,5 +80,5 @@ def estimate_full_run(session: Session, ctx: Any, run: Run, model: ModelRecord) 
         "basis": "first epoch only (includes warm-up)" if first_epoch_only else "consecutive epochs",
         "epochSeconds": epoch_seconds,
         "totalSeconds": total,
-        "costCents": cost_range_cents(Range(**total), gpu.price_per_hour).as_dict(0),
+        "costCents": cost_range_cents(Range(**total), gpu.price_per_hour, cost_micros).as_dict(0),
     }

@@ -25,7 +25,8 @@ from typing import Any
 from lanner.accounts.service import Principal
 from lanner.db import Database
 from lanner.errors import LannerError
-from lanner.training import service
+from lanner.gpus.catalogue import Catalogue
+from lanner.training import protocol
 from lanner.training.schemas import MetricsEvent
 from lanner.training.writes import HOT_EVENTS, BatchState
 
@@ -51,11 +52,12 @@ def _resolve(future: asyncio.Future, outcome: tuple[bool, Any]) -> None:
         future.set_exception(value)
 
 
-class IngestWriter:
-    def __init__(self, db: Database, public_url: str, *, max_batch: int = 512, linger_seconds: float = 0.002,
-                 gap_seconds: float = 0.0005) -> None:
+class GroupCommitWriter:
+    def __init__(self, db: Database, public_url: str, catalogue: Catalogue, *, max_batch: int = 512,
+                 linger_seconds: float = 0.002, gap_seconds: float = 0.0005) -> None:
         self._db = db
         self._public_url = public_url
+        self._catalogue = catalogue
         self._max_batch = max_batch
         self._linger = linger_seconds
         self._gap = gap_seconds
@@ -108,13 +110,13 @@ class IngestWriter:
                 return
 
     def _apply(self, session: Any, state: BatchState, item: _Item) -> tuple[bool, Any]:
-        ctx = service.EventContext(session, item.principal, self._public_url, state)
+        ctx = protocol.EventContext(session, item.principal, self._public_url, self._catalogue, state)
         try:
             if item.body.event in HOT_EVENTS:
                 # Validated and looked up before anything is queued, so a failure leaves nothing behind.
-                return True, service.handle_event(ctx, item.body)
+                return True, protocol.handle_event(ctx, item.body)
             with session.begin_nested():
-                return True, service.handle_event(ctx, item.body)
+                return True, protocol.handle_event(ctx, item.body)
         except LannerError as exc:
             return False, exc
 

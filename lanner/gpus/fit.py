@@ -1,0 +1,226 @@
+"""Fitting the time model to what was measured here: calibration points (probes, finished and running runs)
+scale each GPU type's prior speed, give the uncertainty band, correct the memory model and the start-up time, and
+grade the fit (leave-one-out accuracy). Pure reads of ``CalibrationPoint`` rows: recording them from runs is
+training's business (``lanner.training.learn``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.gpus import priors
+from lanner.gpus.catalogue import Catalogue, GpuType
+from lanner.gpus.estimator import DeviceSpeed, FixedCosts, LoaderSpeed, Workload, estimate_time
+from lanner.gpus.models import CalibrationPoint
+
+PRIOR_SPREAD = (0.7, 1.45)     # before any calibration the band is wide, and says so
+MIN_SPREAD = (0.85, 1.15)      # calibration never claims better than +/-15 %
+
+
+@dataclass
+class Calibration:
+    """A GPU type's speed as fitted here, the band its residuals leave, and how many points it rests on."""
+
+    speed: DeviceSpeed
+    spread: tuple[float, float]
+    points: int
+    loader: LoaderSpeed = priors.LOADER_640
+
+
+def loader_prior(gpu: GpuType) -> LoaderSpeed:
+    """The local machine's loader until probed; rented GPU hosts have more and faster cores."""
+    return priors.LOADER_640 if gpu.id == "cpu" else priors.CLOUD_LOADER_640
+
+
+def _workload(point: CalibrationPoint) -> Workload:
+    activation_bytes, task = (0.0, "detect") if point.gpu_type == "cpu" else activations(point.model_name,
+                                                                                         point.imgsz, True)
+    return Workload(gflops=point.gflops, train_images=point.train_images, val_images=point.val_images, epochs=1,
+                    batch=point.batch, workers=point.workers, host_cpus=point.host_cpus, imgsz=point.imgsz,
+                    cache=point.cache, activation_bytes=activation_bytes, task=task)
+
+
+@functools.lru_cache(maxsize=256)
+def activations(model: Any, imgsz: int, amp: bool, nc: int | None = None) -> tuple[float, str]:
+    """(bytes autograd saves per training image as trained, task) for the GPU time model; (0, detect) when the
+    model cannot be profiled (the estimate then falls back to the FLOP model)."""
+    from lanner.gpus import memory, profile  # torch: loaded on the first estimate, not at server start
+
+    try:
+        prof = model if isinstance(model, profile.ModelProfile) else profile.model_profile(str(model), nc=nc)
+        saved = memory.activation_bytes_per_image(prof, imgsz)
+    except Exception:  # a calibration point of a model that no longer builds here
+        return 0.0, "detect"
+    return saved * (memory.AMP_FACTOR if amp else 1.0), prof.task
+
+
+def prior_speed(catalogue: Catalogue, gpu: GpuType) -> DeviceSpeed:
+    if gpu.id == "cpu":
+        return priors.cpu_prior()
+    specs = priors.catalogue_specs(catalogue.all())
+    if gpu.id not in specs or priors.REFERENCE_GPU not in specs:
+        return priors.gpu_prior(0.5, "prior (no specifications)", gpu.fp16_tflops)
+    return priors.gpu_prior(priors.relative_speeds(specs)[gpu.id], "prior", gpu.fp16_tflops, specs)
+
+
+def _points(session: Session, gpu_type: str) -> list[CalibrationPoint]:
+    return list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu_type)
+                                .order_by(CalibrationPoint.id.desc()).limit(200)))
+
+
+def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType, family: str | None = None) -> Calibration:
+    """Scale the device's throughput so that its recorded points are predicted without bias (median ratio 1),
+    and take the uncertainty band from the spread of what is left (the residuals).
+
+    The closest evidence wins: points of this GPU type and this model family, else of this GPU type, else the
+    efficiency other GPU types of the same architecture showed against their priors, else the prior."""
+    prior = prior_speed(catalogue, gpu)
+    points = _points(session, gpu.id)
+    loader = loader_prior(gpu)
+    same_family = [p for p in points if family and p.family == family]
+    if same_family:
+        points = same_family
+    if not points:
+        borrowed = _architecture_speed(session, catalogue, gpu, prior)
+        if borrowed is None:
+            return Calibration(prior, PRIOR_SPREAD, 0, loader)
+        return Calibration(borrowed, PRIOR_SPREAD, 0, loader)
+    speed = _fit_speed(prior, points, loader)
+    if same_family:
+        speed = dataclasses.replace(speed, source=f"{speed.source} of {family}")
+    residuals = [p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points]
+    if len(residuals) >= 3:
+        ordered = sorted(residuals)
+        low = min(MIN_SPREAD[0], ordered[max(0, int(0.1 * len(ordered)) - 1)] * 0.95)
+        high = max(MIN_SPREAD[1], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1.05)
+    else:
+        low, high = 0.8, 1.25
+    return Calibration(speed, (low, high), len(points), loader)
+
+
+ACCURACY_POINTS = 50  # per GPU type: leave-one-out refits are quadratic, and recent runs matter most
+
+
+def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
+    """How well the current model predicts recorded runs: each run predicted from the other points of its device
+    (leave-one-out), so a point never grades the fit it took part in."""
+    errors = []
+    for gpu in catalogue.all():
+        points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id)
+                                      .order_by(CalibrationPoint.id.desc()).limit(ACCURACY_POINTS)))
+        if len(points) < 2:
+            continue
+        prior, loader = prior_speed(catalogue, gpu), loader_prior(gpu)
+        for point in points:
+            if point.source == "probe":
+                continue
+            speed = _fit_speed(prior, [p for p in points if p.id != point.id], loader)
+            predicted = _predicted_epoch(point, speed, loader)
+            errors.append(abs(predicted - point.epoch_seconds) / point.epoch_seconds)
+    if not errors:
+        return {"runs": 0, "medianAbsErrorPct": None, "worstAbsErrorPct": None,
+                "note": "no finished runs measured yet: bands are the wide prior ones"}
+    return {"runs": len(errors), "medianAbsErrorPct": round(100 * statistics.median(errors), 1),
+            "worstAbsErrorPct": round(100 * max(errors), 1)}
+
+
+def _predicted_epoch(point: CalibrationPoint, speed: DeviceSpeed, loader: LoaderSpeed) -> float:
+    return estimate_time(_workload(point), speed, loader, priors.LOCAL_FIXED).epoch_seconds.value
+
+
+def _fit_speed(prior: DeviceSpeed, points: list[CalibrationPoint], loader: LoaderSpeed) -> DeviceSpeed:
+    """Scale the device's compute (FLOP rate and per-step cost together) until its points are predicted without
+    bias: the median of measured/predicted is 1. The loader part is not scaled, so this is iterated."""
+    speed = prior
+    for _ in range(30):
+        scale = statistics.median(p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points)
+        speed = _scaled_speed(speed, scale, f"calibrated on {len(points)} measurement(s)")
+        if abs(scale - 1) < 1e-4:
+            break
+    return speed
+
+
+def _measured_scale(session: Session, catalogue: Catalogue, gpu: GpuType) -> float | None:
+    """How many times slower than its prior a measured type ran; remembered during one estimate (which asks it
+    once per sibling of every unmeasured type, and a refit walks all of the type's points)."""
+    memo = session.info.setdefault("lanner.measured_scales", {})
+    if gpu.id not in memo:
+        points = _points(session, gpu.id)
+        if not points:
+            memo[gpu.id] = None
+        else:
+            prior = prior_speed(catalogue, gpu)
+            memo[gpu.id] = prior.train_tflops / _fit_speed(prior, points, loader_prior(gpu)).train_tflops
+    return memo[gpu.id]
+
+
+def _architecture_speed(session: Session, catalogue: Catalogue, gpu: GpuType,
+                        prior: DeviceSpeed) -> DeviceSpeed | None:
+    """A type never measured here learns from its siblings: how far measured cards of the same architecture ran
+    from their own priors (median over types) scales this one's prior the same way."""
+    if gpu.id == "cpu" or not gpu.architecture:
+        return None
+    scales = []
+    for other in catalogue.all():
+        if other.id in (gpu.id, "cpu") or other.architecture != gpu.architecture:
+            continue
+        scale = _measured_scale(session, catalogue, other)
+        if scale is not None:
+            scales.append(scale)
+    if not scales:
+        return None
+    scale = statistics.median(scales)
+    return _scaled_speed(prior, scale, f"prior scaled by {len(scales)} measured {gpu.architecture} type(s)")
+
+
+def _scaled_speed(speed: DeviceSpeed, scale: float, source: str) -> DeviceSpeed:
+    """The same device ``scale`` times slower (compute rates divided, per-step and per-image costs multiplied)."""
+    return DeviceSpeed(train_tflops=speed.train_tflops / scale, step_overhead_s=speed.step_overhead_s * scale,
+                       val_speedup=speed.val_speedup, overlaps_loader=speed.overlaps_loader, source=source,
+                       activation_gbs=speed.activation_gbs / scale if speed.activation_gbs else None,
+                       peak_tflops=speed.peak_tflops / scale if speed.peak_tflops else None,
+                       segment_image_s=speed.segment_image_s * scale)
+
+
+MEMORY_CORRECTION_BOUNDS = (0.67, 1.5)  # a reading outside is more likely a shared card than our model's error
+
+
+def memory_correction(session: Session, gpu: GpuType) -> float:
+    """Measured over predicted device memory (median) of the runs on this GPU type that reported it, bounded:
+    the memory model's constants come from published profiles, a real card here has the last word."""
+    from lanner.gpus import memory, profile  # torch: loaded on the first estimate, not at server start
+
+    ratios = []
+    for point in _points(session, gpu.id)[:20]:
+        if not point.peak_memory_gb:
+            continue
+        try:
+            predicted = memory.training_memory(profile.model_profile(point.model_name), imgsz=point.imgsz,
+                                               batch=point.batch, amp=True, vram_gb=gpu.vram_gb).device_gb
+        except Exception:  # a model that no longer builds here
+            continue
+        if predicted > 0:
+            ratios.append(point.peak_memory_gb / predicted)
+    if not ratios:
+        return 1.0
+    low, high = MEMORY_CORRECTION_BOUNDS
+    return min(high, max(low, statistics.median(ratios)))
+
+
+def fixed_costs(session: Session | None, gpu: GpuType) -> FixedCosts:
+    """The prior start-up, unless runs on this GPU type measured it: then the median of what they spent before
+    their first epoch, less the dataset and model parts the prior models separately."""
+    prior = priors.LOCAL_FIXED if gpu.id == "cpu" else priors.CLOUD_FIXED
+    if session is None:
+        return prior
+    measured = [p.startup_seconds - prior.per_image_download_s * (p.train_images + p.val_images) - prior.model_build_s
+                for p in _points(session, gpu.id) if p.source != "probe" and p.startup_seconds is not None]
+    if not measured:
+        return prior
+    return dataclasses.replace(prior, provision_s=max(0.0, statistics.median(measured)))

@@ -1,0 +1,65 @@
+"""Checkpoint uploads: the trainer asks for an upload slot (``/api/webhooks/models/upload``), uploads, then names
+the checkpoint in ``checkpoint_saved`` or ``training_complete``; only then does it become the model's weights
+(promotion). Staged uploads of a run also feed a relaunch's resume (the supervisor)."""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.db import utcnow
+from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
+from lanner.projects.models import ModelRecord
+from lanner.training import service
+from lanner.training.models import Run, StagedUpload
+from lanner.training.schemas import UploadCheckpointRequest
+
+
+def stage_checkpoint_upload(session: Session, principal: Principal, body: UploadCheckpointRequest) -> StagedUpload:
+    filename = body.filename.replace("\\", "/").rsplit("/", 1)[-1]
+    if not filename or filename in (".", "..") or not filename.endswith((".pt", ".pth", ".onnx", ".zip")):
+        raise Unprocessable("filename must be a checkpoint file name such as best.pt")
+    if principal.run_id is not None:
+        scoped = session.get(Run, principal.run_id)
+        if scoped is None or (body.modelId and body.modelId != scoped.model_id):
+            raise Forbidden("this worker key may only upload for its own run")
+        model = service.writable_model(session, principal, scoped.model_id)
+    elif body.modelId:
+        model = service.writable_model(session, principal, body.modelId)
+    else:
+        model = service.model_by_name(session, principal, body.project, body.name)
+    run_id = None
+    if body.runId is not None:
+        run = session.get(Run, body.runId)
+        if run is None or run.model_id != model.id:
+            raise NotFound(f"run {body.runId} not found for this model")
+        run_id = run.id
+    path = f"checkpoints/{model.id}/{run_id or 0}/{secrets.token_hex(8)}/{filename}"
+    staged = StagedUpload(path=path, model_id=model.id, run_id=run_id, filename=filename)
+    session.add(staged)
+    session.flush()
+    return staged
+
+
+def promote_checkpoint(session: Session, model: ModelRecord, path: str, run_id: int | None) -> bool:
+    staged = session.get(StagedUpload, path)
+    if staged is None or staged.model_id != model.id:
+        raise NotFound(f"no upload '{path}' for this model")
+    if run_id is not None and staged.run_id is not None and staged.run_id != run_id:
+        raise Unprocessable("checkpoint_saved: the upload belongs to another run")
+    if staged.sha256 is None:
+        raise Conflict(f"checkpoint '{path}' was not uploaded yet")
+    model.weights_sha256 = staged.sha256
+    model.weights_size = staged.size
+    model.weights_name = staged.filename
+    staged.promoted_at = staged.promoted_at or utcnow()
+    return True
+
+
+def promote_if_uploaded(session: Session, model: ModelRecord, path: str, run_id: int | None) -> None:
+    """``training_complete`` names its best weights; they become the model's only if that upload arrived."""
+    staged = session.get(StagedUpload, path)
+    if staged is not None and staged.model_id == model.id and staged.sha256:
+        promote_checkpoint(session, model, path, run_id)

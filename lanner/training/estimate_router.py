@@ -1,0 +1,47 @@
+"""Where and at what cost to train (Lanner extensions): ``GET /api/gpus`` (the catalogue) and
+``POST /api/training/estimate``. HTTP only: the logic is ``training/estimates.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.deps import DbSession
+from lanner.gpus.schemas import GpuList
+from lanner.training import estimates
+from lanner.training.capacity import availability_now
+from lanner.training.dependencies import CurrentCatalogue, Runtime
+from lanner.training.schemas import EstimateRequest
+
+router = APIRouter(tags=["gpus"])
+
+
+@router.get(
+    "/api/gpus",
+    response_model=GpuList,
+    summary="List GPU types (Lanner extension)",
+    description=(
+        "Every GPU type `training.start` accepts, plus `cpu`, with specs, price per hour (USD) and the lowest "
+        "account tier that may use it. `offered` says whether this server offers the type at all; `allowed` "
+        "says whether the caller's tier may start training on it. Operators change prices, tiers and the "
+        "offered list with `LANNER_GPU_CATALOGUE`. Not part of the Ultralytics Platform API."
+    ),
+)
+def list_gpus(principal: CurrentPrincipal, catalogue: CurrentCatalogue) -> GpuList:
+    return GpuList.from_catalogue(catalogue, tier=principal.tier)
+
+
+@router.post("/api/training/estimate", summary="Estimate time, memory and cost on every GPU type (Lanner)",
+             description="Before launch: per GPU type the batch used (AutoBatch resolved), whether it fits, peak "
+                         "memory, the largest batch that fits, epoch and total time and cost as value/low/high "
+                         "ranges from the calibration residuals, whether the run is loader-bound, and a cheapest / "
+                         "fastest / balanced recommendation under an optional deadline and budget.")
+def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSession, catalogue: CurrentCatalogue,
+             runtime: Runtime) -> dict[str, Any]:
+    result = estimates.estimate(session, principal, body, catalogue=catalogue)
+    levels = availability_now(runtime.executor, catalogue)
+    for item in result["estimates"]:  # from the executors' free capacity right now; null: nothing here has one
+        item["availability"] = levels.get(item["gpuType"])
+    return result
