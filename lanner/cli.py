@@ -159,7 +159,6 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
 
     from lanner.datasets import service as datasets_service
     from lanner.datasets.ingest import ingest_path
-    from lanner.datasets.records import ImportRefused
     from lanner.errors import NotFound
     from lanner.slugs import slugify
 
@@ -187,8 +186,8 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
             with ctx.db.session() as session:
                 result = ingest_path(session, blobs=ctx.blobs, settings=ctx.settings, dataset_id=dataset_id,
                                      source=source, queued=False, progress=progress)
-    except (ImportRefused, LannerError) as exc:
-        _fail(str(exc))
+    except LannerError as exc:  # ImportRefused is one
+        _fail(exc.message)
     for issue in result.issues[:20]:
         err.print(f"[yellow]skipped[/yellow] {issue.name}: {issue.reason}")
     if len(result.issues) > 20:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,15 +21,23 @@ def _location(loc: tuple) -> str:
     return ".".join(parts) or "body"
 
 
-def describe_validation(exc: RequestValidationError) -> str:
+def describe_errors(errors: Sequence[Any], *, limit: int = 5, within: str | None = None) -> str:
+    """Pydantic's errors as one line for a person: ``field.path: what is wrong``; ``within`` names the object
+    the paths are inside (a webhook's ``data``). Used for request bodies and for payloads checked later."""
     messages = []
-    for err in exc.errors()[:5]:
-        where = _location(tuple(err.get("loc", ())))
+    for err in list(errors)[:limit]:
         if err.get("type") == "json_invalid":
             messages.append("request body is not valid JSON")
-        else:
-            messages.append(f"{where}: {err.get('msg', 'invalid value')}")
+            continue
+        where = _location(tuple(err.get("loc", ())))
+        if within:
+            where = within if where == "body" else f"{within}.{where}"
+        messages.append(f"{where}: {err.get('msg', 'invalid value')}")
     return "; ".join(messages)
+
+
+def describe_validation(exc: RequestValidationError) -> str:
+    return describe_errors(exc.errors())
 
 
 def install(app: FastAPI) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lanner.config import Settings
+from lanner.errors import Unprocessable
 
 TASKS = ("detect", "segment", "pose", "obb", "classify")
 SPLITS = ("train", "val", "test")
@@ -77,7 +78,7 @@ class ImportPlan:
     kpt_shape: list[int] | None = None
 
 
-class ImportRefused(Exception):
+class ImportRefused(Unprocessable):
     """The upload as a whole cannot be understood or is unsafe; nothing is stored."""
 
 

@@ -56,9 +56,8 @@ def retrieve_dataset(owner: str, dataset: str, principal: CurrentPrincipal, sess
 @router.patch("/api/datasets/{owner}/{dataset}")
 def update_dataset(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession,
                    body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
-    service.update_dataset(session, principal, record, body)
-    return {"success": True, "dataset": record.slug}
+    updated = service.update_dataset(session, principal, owner=owner, slug=dataset, changes=body)
+    return {"success": True, "dataset": updated.slug}
 
 
 @router.delete("/api/datasets/{owner}/{dataset}")

@@ -115,8 +115,10 @@ def create_dataset(session: Session, principal: Principal, *, name: str, slug: s
     return dataset
 
 
-def update_dataset(session: Session, principal: Principal, dataset: Dataset, changes: Mapping[str, Any]) -> None:
+def update_dataset(session: Session, principal: Principal, *, owner: str, slug: str,
+                   changes: Mapping[str, Any]) -> Dataset:
     """``datasets.update``: the owned-resource fields, and ``classNames`` to rename or add classes."""
+    dataset = get_dataset(session, principal, owner=owner, slug=slug, write=True)
     apply_changes(session, dataset, changes, what="dataset", where=f"{principal.username}/")
     names = changes.get("classNames")
     if names is not None:
@@ -127,6 +129,7 @@ def update_dataset(session: Session, principal: Principal, dataset: Dataset, cha
         dataset.class_names = names
         touch(dataset)
     dataset.updated_at = utcnow()
+    return dataset
 
 
 def touch(dataset: Dataset) -> None:

@@ -9,12 +9,12 @@ failure is logged and retried on the next pass, so one broken job never stops th
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 
 from lanner.context import AppContext
 from lanner.datasets.trash import purge_expired
 from lanner.maintenance.gc import Collected, collect_checkpoints
+from lanner.periodic import PeriodicThread
 
 log = logging.getLogger("lanner.maintenance")
 
@@ -28,8 +28,8 @@ class Pass:
 class Maintenance:
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = PeriodicThread("lanner-maintenance", self.run_once,
+                                      lambda: ctx.settings.maintenance_interval_seconds, log)
 
     def run_once(self) -> Pass:
         checkpoints = purged = None
@@ -47,19 +47,8 @@ class Maintenance:
         return Pass(checkpoints=checkpoints, purged_datasets=purged)
 
     def start(self) -> None:
-        interval = self.ctx.settings.maintenance_interval_seconds
-        if interval <= 0 or self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, args=(interval,), name="lanner-maintenance", daemon=True)
-        self._thread.start()
+        if self.ctx.settings.maintenance_interval_seconds > 0:
+            self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-
-    def _loop(self, interval: float) -> None:
-        while not self._stop.wait(interval):
-            self.run_once()
+        self._thread.stop()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from lanner.errors import Unprocessable
+
 CHUNK = 1 << 20
 
 
@@ -64,8 +66,8 @@ class BlobStore(ABC):
                 yield chunk
 
 
-class BlobTooLarge(Exception):
-    pass
+class BlobTooLarge(Unprocessable):
+    """More bytes than the upload slot allows; the partial file is gone."""
 
 
 class LocalBlobStore(BlobStore):

@@ -7,7 +7,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from collections.abc import Mapping
 from urllib.parse import quote, urlencode
+
+from lanner.errors import Forbidden
 
 
 class URLSigner:
@@ -36,6 +39,11 @@ class URLSigner:
             return False
         expected = self._signature(method, path, int(expires))
         return hmac.compare_digest(expected, signature)
+
+    def require(self, method: str, path: str, query: Mapping[str, str]) -> None:
+        """Refuse (403) a request to ``path`` whose query does not carry a valid, unexpired signature for it."""
+        if not self.verify(method, path, query.get("expires"), query.get("signature")):
+            raise Forbidden("invalid or expired signature")
 
     def download_url(self, sha256: str, filename: str, ttl_seconds: int | None = None) -> str:
         """The one way to hand out a blob: a signed GET on Lanner's blob route, named ``filename``."""

@@ -43,6 +43,14 @@ def stage_checkpoint_upload(session: Session, principal: Principal, body: Upload
     return staged
 
 
+def record_checkpoint_upload(session: Session, path: str, *, sha256: str, size: int) -> None:
+    """The bytes of a staged checkpoint arrived on its signed PUT (``uploads.router``)."""
+    staged = session.get(StagedUpload, path)
+    if staged is None:
+        raise NotFound("upload slot not found")
+    staged.sha256, staged.size, staged.uploaded_at = sha256, size, utcnow()
+
+
 def promote_checkpoint(session: Session, model: ModelRecord, path: str, run_id: int | None) -> bool:
     staged = session.get(StagedUpload, path)
     if staged is None or staged.model_id != model.id:

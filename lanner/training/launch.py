@@ -17,7 +17,7 @@ from lanner.accounts.service import Principal
 from lanner.billing import service as billing
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset
-from lanner.errors import Conflict, Forbidden, LannerError, NotFound, Unprocessable
+from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from lanner.gpus import advisor
 from lanner.gpus.catalogue import Catalogue, GpuType
 from lanner.projects import service as projects_service
@@ -143,7 +143,7 @@ def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, *
                               gpu_types=[gpu.id], tier=principal.tier, nc=dataset.nc)
     try:
         body = advise(session, catalogue, request)
-    except LannerError as exc:
+    except BadRequest as exc:  # what the estimate endpoint calls a bad request is, in training.start, bad trainArgs
         raise Unprocessable(exc.message) from None
     return body["estimates"][0]
 

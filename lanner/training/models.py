@@ -65,15 +65,20 @@ class RunEvent(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class EpochMetric(Base):
+class _RunOutput:
+    """What a run reports about its model (epochs, console text): kept per model, traced to the run."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+
+
+class EpochMetric(_RunOutput, Base):
     """One row per (model, epoch): a retried or resumed epoch replaces itself instead of duplicating."""
 
     __tablename__ = "epoch_metrics"
     __table_args__ = (UniqueConstraint("model_id", "epoch"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     epoch: Mapped[int]
     metrics: Mapped[dict[str, Any]] = mapped_column()
     fitness: Mapped[float | None]
@@ -81,13 +86,10 @@ class EpochMetric(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class ConsoleChunk(Base):
+class ConsoleChunk(_RunOutput, Base):
     __tablename__ = "console_chunks"
     __table_args__ = (UniqueConstraint("model_id", "chunk_id"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     chunk_id: Mapped[int] = mapped_column(BigInteger)
     content: Mapped[str] = mapped_column(Text)
     line_count: Mapped[int] = mapped_column(default=0)

@@ -18,6 +18,7 @@ from lanner.accounts.service import Principal
 from lanner.db import iso, utcnow
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.gpus.catalogue import Catalogue
+from lanner.handlers import describe_errors
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.training import checkpoints, service
@@ -43,9 +44,7 @@ def parse(model: type[BaseModel], data: dict[str, Any], event: str) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "data"
-        raise Unprocessable(f"{event}: data.{where}: {first.get('msg', 'invalid value')}") from None
+        raise Unprocessable(f"{event}: {describe_errors(exc.errors(), limit=1, within='data')}") from None
 
 
 class EventContext:

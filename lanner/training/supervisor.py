@@ -33,6 +33,7 @@ from lanner.billing.metering import elapsed_seconds
 from lanner.context import AppContext
 from lanner.db import iso, utcnow
 from lanner.gpus.catalogue import get_catalogue
+from lanner.periodic import PeriodicThread
 from lanner.projects.models import ModelRecord
 from lanner.training.charging import Charging
 from lanner.training.executors import Capability, Executor, JobState, LaunchSpec
@@ -57,8 +58,8 @@ class Supervisor:
         self.settings = ctx.settings
         self.catalogue = get_catalogue(ctx.settings)
         self.charging = Charging(ctx, self.catalogue)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = PeriodicThread("lanner-supervisor", self.tick,
+                                      lambda: self.settings.supervisor_interval_seconds, log)
         self._exits: dict[int, datetime] = {}  # run -> when its worker was first seen gone
         self._unreadable: dict[int, datetime] = {}  # run -> first of the status polls failing since
         self._learned_at = float("-inf")  # monotonic time of the last refresh of running runs' calibration
@@ -67,23 +68,10 @@ class Supervisor:
     # --- loop ------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="lanner-supervisor", daemon=True)
-            self._thread.start()
+        self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.settings.supervisor_interval_seconds):
-            try:
-                self.tick()
-            except Exception:
-                log.exception("supervisor pass failed; the next pass retries")
+        self._thread.stop()
 
     def tick(self) -> None:
         with self._lock:

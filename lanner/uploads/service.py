@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
+from lanner.config import Settings
 from lanner.datasets.models import Dataset
 from lanner.db import iso, utcnow
 from lanner.errors import BadRequest, NotFound
@@ -20,11 +21,15 @@ from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
 from lanner.storage.models import UploadSession
 from lanner.storage.signing import URLSigner
+from lanner.training import checkpoints
 from lanner.training import state as training_state
 
 ASSET_TYPES = ("datasets", "models")
 DATASET_UPLOAD_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".ndjson")
 UPLOAD_URL_TTL = timedelta(hours=12)
+
+MAX_CHECKPOINT_BYTES = 20 * 1024**3
+SESSION_PREFIX = "sessions/"  # the slot keys of upload sessions; every other key is a training checkpoint's
 
 
 def signed_url(session: Session, principal: Principal, *, signer: URLSigner, max_bytes: int, asset_type: str,
@@ -52,7 +57,7 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, max
         owner_id=principal.user_id, asset_type=asset_type, asset_id=asset_id, filename=filename,
         content_type=content_type, total_bytes=total_bytes))
     ttl = int(UPLOAD_URL_TTL.total_seconds())
-    return {"sessionId": upload.id, "uploadUrl": signer.upload_url(f"sessions/{upload.id}/{filename}", ttl),
+    return {"sessionId": upload.id, "uploadUrl": signer.upload_url(f"{SESSION_PREFIX}{upload.id}/{filename}", ttl),
             "expiresAt": iso(utcnow().replace(microsecond=0) + UPLOAD_URL_TTL),
             "headers": {"Content-Type": "application/octet-stream"}}
 
@@ -78,3 +83,19 @@ def attach_model_weights(session: Session, principal: Principal, upload: UploadS
     model.weights_size = upload.size
     model.weights_name = upload.filename
     training_state.mark_model_uploaded(session, model)  # an untrained model becomes a trained one
+
+
+
+def upload_limit(key: str, settings: Settings) -> int:
+    return settings.max_upload_bytes if key.startswith(SESSION_PREFIX) else MAX_CHECKPOINT_BYTES
+
+
+def record_upload(session: Session, key: str, *, sha256: str, size: int) -> None:
+    """Bytes arrived on the slot ``key``: an upload session's (``sessions/<id>/<file>``) or a checkpoint's."""
+    if key.startswith(SESSION_PREFIX):
+        upload = session.get(UploadSession, key.split("/")[1])
+        if upload is None:
+            raise NotFound("upload session not found")
+        upload_sessions.mark_uploaded(session, upload, sha256=sha256, size=size)
+    else:
+        checkpoints.record_checkpoint_upload(session, key, sha256=sha256, size=size)

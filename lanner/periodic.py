@@ -1,0 +1,43 @@
+"""A background thread that runs one job every few seconds until stopped: the supervisor and the maintenance
+loop are both this. A failing pass is logged and the next one retries, so one bad row never stops the loop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+
+class PeriodicThread:
+    def __init__(self, name: str, job: Callable[[], object], interval: Callable[[], float],
+                 log: logging.Logger) -> None:
+        """``interval`` is read before every wait, so a test or an operator can change it while it runs."""
+        self.name = name
+        self._job = job
+        self._interval = interval
+        self._log = log
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval()):
+            try:
+                self._job()
+            except Exception:
+                self._log.exception("%s pass failed; the next pass retries", self.name)
