@@ -9,9 +9,9 @@ import httpx
 import pytest
 from ultralytics_platform import Platform
 
+from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, upload_dataset
 from tests.servers import lanner_cli, start_server, trainer_env, yolo, yolo_workspace
-from tests.synthetic import make_detection_dataset
 
 pytestmark = pytest.mark.e2e
 MARK = [0.123456, 0.654321, 0.111111, 0.111111]

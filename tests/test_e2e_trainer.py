@@ -11,9 +11,9 @@ import pytest
 import torch
 from ultralytics_platform import Platform
 
+from lanner.synthetic import make_detection_dataset
 from tests.sdk_types import assert_sdk_type
 from tests.servers import VENV_BIN, lanner_cli, start_server, trainer_env, yolo, yolo_workspace
-from tests.synthetic import make_detection_dataset
 
 pytestmark = pytest.mark.e2e
 

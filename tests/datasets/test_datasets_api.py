@@ -8,9 +8,9 @@ import httpx
 import pytest
 from ultralytics_platform import APIError
 
+from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, upload_dataset
 from tests.sdk_types import assert_sdk_type
-from tests.synthetic import make_detection_dataset
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from lanner.errors import Conflict
 from lanner.status import InvalidStatusChange, StatusEvent
 from lanner.storage import upload_sessions
 from lanner.storage.models import UploadSession
+from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, upload_dataset
-from tests.synthetic import make_detection_dataset
 
 
 def _events(session: Any, row: Any) -> list[tuple[str | None, str]]:

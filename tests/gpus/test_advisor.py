@@ -87,8 +87,8 @@ def test_bad_input_names_the_field(client, alice, change, status, field):
 
 
 def test_estimate_from_a_dataset_uses_its_counts(client, alice, sdk, tmp_path):
+    from lanner.synthetic import make_detection_dataset
     from tests.datasets.helpers import package, upload_dataset
-    from tests.synthetic import make_detection_dataset
 
     archive = package(make_detection_dataset(tmp_path / "d", train=10, val=5).parent, tmp_path / "zip")
     upload_dataset(sdk(alice), client, "alice", "shapes", archive)

@@ -39,8 +39,8 @@ def test_gpus_list_shows_the_catalogue_with_its_specifications(lanner_cli: Calla
 
 def test_estimate_reads_the_dataset_as_its_owner_and_sorts_by_cost(lanner_cli: Callable[..., Any], sdk: Any,
                                                                    client: Any, alice: Any, tmp_path: Any) -> None:
+    from lanner.synthetic import make_detection_dataset
     from tests.datasets.helpers import package, upload_dataset
-    from tests.synthetic import make_detection_dataset
 
     archive = package(make_detection_dataset(tmp_path / "d", train=10, val=5).parent, tmp_path / "zip")
     upload_dataset(sdk(alice), client, "alice", "shapes", archive)
@@ -70,8 +70,8 @@ def test_estimate_as_another_owner_cannot_read_a_private_dataset(lanner_cli: Cal
                                                                  client: Any, alice: Any, bob: Any,
                                                                  tmp_path: Any) -> None:
     """--owner overrides the URI's owner, with that user's access: bob may not see alice's private data."""
+    from lanner.synthetic import make_detection_dataset
     from tests.datasets.helpers import package, upload_dataset
-    from tests.synthetic import make_detection_dataset
 
     archive = package(make_detection_dataset(tmp_path / "d", train=4, val=2).parent, tmp_path / "zip")
     upload_dataset(sdk(alice), client, "alice", "private", archive)

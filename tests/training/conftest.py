@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from lanner.config import Settings
+from lanner.synthetic import make_detection_dataset
 from lanner.training.executors import Capacity, Executor, JobState, JobStatus, LaunchSpec
 from tests.conftest import TEST_URL
 from tests.datasets.helpers import package, upload_dataset
-from tests.synthetic import make_detection_dataset
 
 
 class FakeExecutor(Executor):

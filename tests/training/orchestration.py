@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 from ultralytics_platform import Platform
 
+from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, upload_dataset
 from tests.servers import Server, lanner_cli, start_server
-from tests.synthetic import make_detection_dataset
 
 TRAIN_ARGS = {"model": "yolo11n.yaml", "data": "ul://alice/datasets/shapes", "imgsz": 128, "batch": 8,
               "workers": 0, "plots": False}

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from ultralytics_platform import Platform
 
+from lanner.synthetic import make_detection_dataset
 from tests.servers import VENV_BIN, trainer_env, yolo_workspace
-from tests.synthetic import make_detection_dataset
 from tests.training.orchestration import balance_micros, server_with_credit, settled, wait_for
 
 pytestmark = pytest.mark.e2e
