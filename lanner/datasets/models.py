@@ -121,17 +121,3 @@ class DatasetExport(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None]
-
-
-class Star(Base):
-    """Not used: no endpoint stars anything (``starCount`` is always 0). The table was created by migration 0002;
-    the class stays so the models match the migrations. Dropping the table takes a migration."""
-
-    __tablename__ = "stars"
-    __table_args__ = (UniqueConstraint("user_id", "target_type", "target_id"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    target_type: Mapped[str] = mapped_column(String(20))
-    target_id: Mapped[str] = mapped_column(String(32), index=True)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)

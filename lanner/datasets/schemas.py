@@ -53,7 +53,7 @@ def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: i
         "splits": splits_of(stats),
         "annotationCount": stats.get("annotations", 0),
         "totalBytes": float(size),
-        "starCount": 0,  # nothing is starred in Lanner (see ``models.Star``)
+        "starCount": 0,  # nothing is starred in Lanner
         "isStarred": False,
         "status": dataset.status,
         "source": {"provider": "local"},
