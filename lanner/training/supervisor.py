@@ -36,7 +36,7 @@ from lanner.gpus.catalogue import get_catalogue
 from lanner.periodic import PeriodicThread
 from lanner.projects.models import ModelRecord
 from lanner.training.charging import Charging
-from lanner.training.executors import Capability, Executor, JobState, LaunchSpec
+from lanner.training.executors import Capability, Executor, JobState, LaunchDeferred, LaunchSpec
 from lanner.training.keys import issue_run_key, revoke_run_key
 from lanner.training.learn import learn_from_running
 from lanner.training.models import Run, StagedUpload
@@ -111,6 +111,10 @@ class Supervisor:
                 spec = self._prepare(session, run)
             try:
                 external_id = self.executor.launch(spec)
+            except LaunchDeferred as exc:
+                log.warning("run %s waits: the executor cannot take it yet (%s)", run_id, exc)
+                self._release_claim(run_id, unlaunched=True)
+                continue
             except Exception as exc:
                 log.exception("could not launch run %s", run_id)
                 self._fail(run_id, f"could not launch the worker: {exc}", code="launch_failed")
@@ -245,9 +249,19 @@ class Supervisor:
         """A pass that claimed a run and died before launching it: give the run back to dispatch."""
         claimed_at = datetime.fromisoformat(external_id.removeprefix(LAUNCHING))
         if elapsed_seconds(claimed_at, utcnow()) > STALE_LAUNCH_SECONDS:
-            with self.ctx.db.session() as session:
-                session.execute(update(Run).where(Run.id == run_id, Run.external_id == external_id)
-                                .values(external_id=None).execution_options(synchronize_session=False))
+            self._release_claim(run_id, external_id)
+
+    def _release_claim(self, run_id: int, external_id: str | None = None, *, unlaunched: bool = False) -> None:
+        """Give a claimed run back to dispatch (only the claim ``external_id``, when given). ``unlaunched``: the
+        executor refused it, so the attempt it was prepared as never happened and is not counted (a run's
+        second attempt resumes from a checkpoint the first would have written)."""
+        with self.ctx.db.session() as session:
+            claim = Run.external_id == external_id if external_id else Run.external_id.startswith(LAUNCHING)
+            values: dict[str, Any] = {"external_id": None}
+            if unlaunched:
+                values["attempt"] = Run.attempt - 1
+            session.execute(update(Run).where(Run.id == run_id, claim).values(**values)
+                            .execution_options(synchronize_session=False))
 
     def _observe(self, session: Session, run: Run, status: Any) -> None:
         now = utcnow()

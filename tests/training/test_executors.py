@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lanner.training.executors import Capability, Executor, JobState, JobStatus
+import pytest
+
+from lanner.training.executors import Capability, Executor, JobState, JobStatus, LaunchDeferred, LaunchSpec
 from lanner.training.executors.local import LocalExecutor
 from lanner.training.executors.ray import RayExecutor
 from tests.training.conftest import FakeExecutor
@@ -34,3 +36,22 @@ def test_kill_falls_back_to_stop() -> None:
     executor.states["job"] = JobStatus(JobState.RUNNING)
     executor.kill("job")
     assert executor.stopped == ["job"] and executor.killed == []
+
+
+def test_ray_defers_a_launch_its_dashboard_asks_to_retry_and_fails_anything_else(tmp_path: Path) -> None:
+    class Dashboard:
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        def submit_job(self, **_: object) -> str:
+            raise self.error
+
+    spec = LaunchSpec(run_id=1, attempt=1, gpu_type="h100-sxm", command=["true"], env={}, workdir=str(tmp_path))
+    busy = RuntimeError("Request failed with status code 500: No available agent to submit job, please try again "
+                        "later..")
+    with pytest.raises(LaunchDeferred):
+        RayExecutor("http://head:8265", client=Dashboard(busy)).launch(spec)
+    with pytest.raises(LaunchDeferred):
+        RayExecutor("http://head:8265", client=Dashboard(ConnectionError("refused"))).launch(spec)
+    with pytest.raises(RuntimeError, match="bad runtime_env"):
+        RayExecutor("http://head:8265", client=Dashboard(RuntimeError("bad runtime_env"))).launch(spec)

@@ -310,6 +310,32 @@ def test_a_launch_that_fails_fails_the_run_and_releases_the_hold(shapes, app, al
         assert billing.balances(session, user_id=alice.user_id).available == 10_000_000
 
 
+def test_an_executor_not_ready_yet_leaves_the_run_pending_for_the_next_pass(shapes, app, alice, supervisor,
+                                                                            fake_executor, monkeypatch):
+    """Ray's dashboard answers "No available agent to submit job, please try again later" while its job agent
+    starts (seen on a busy machine): that is no reason to fail the run."""
+    from lanner.training.executors import LaunchDeferred
+
+    launch = fake_executor.launch
+    refusals = iter([LaunchDeferred("No available agent to submit job, please try again later")])
+
+    def not_yet(spec: Any) -> str:
+        refusal = next(refusals, None)
+        if refusal is not None:
+            raise refusal
+        return launch(spec)
+
+    monkeypatch.setattr(fake_executor, "launch", not_yet)
+    run_id = started_run(shapes, app, alice)
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert run.status == "pending" and run.external_id is None and not fake_executor.launched
+    supervisor.tick()
+    run = run_row(app, run_id)
+    assert [s.run_id for s in fake_executor.launched] == [run_id] and run.status == "starting"
+    assert run.attempt == 1 and run.settled_at is None
+
+
 def test_a_model_with_an_unsettled_run_cannot_be_deleted(shapes, app, alice, client, supervisor):
     run_id = started_run(shapes, app, alice)
     assert client.delete("/api/models/alice/p/m", headers=alice.headers).status_code == 409

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from lanner.config import Settings
-from lanner.training.executors.base import Capability, Capacity, Executor, JobState, JobStatus, LaunchSpec
+from lanner.training.executors.base import (
+    Capability,
+    Capacity,
+    Executor,
+    JobState,
+    JobStatus,
+    LaunchDeferred,
+    LaunchSpec,
+)
 from lanner.training.executors.local import LocalExecutor
 from lanner.training.executors.ray import RayExecutor
 
-__all__ = ["Capability", "Capacity", "Executor", "JobState", "JobStatus", "LaunchSpec", "make_executor"]
+__all__ = ["Capability", "Capacity", "Executor", "JobState", "JobStatus", "LaunchDeferred", "LaunchSpec",
+           "make_executor"]
 
 
 def make_executor(settings: Settings) -> Executor:

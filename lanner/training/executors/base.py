@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from enum import Flag, StrEnum, auto
 
 
+class LaunchDeferred(Exception):
+    """The executor cannot take a job right now (Ray's job agent still starting, its API unreachable): nothing
+    was launched, and the run stays ``pending`` for a later pass. Any other launch error fails the run."""
+
+
 class JobState(StrEnum):
     QUEUED = "queued"  # accepted, waiting for a device (Ray: PENDING)
     RUNNING = "running"

@@ -19,7 +19,15 @@ from typing import Any
 
 import httpx
 
-from lanner.training.executors.base import Capability, Capacity, Executor, JobState, JobStatus, LaunchSpec
+from lanner.training.executors.base import (
+    Capability,
+    Capacity,
+    Executor,
+    JobState,
+    JobStatus,
+    LaunchDeferred,
+    LaunchSpec,
+)
 
 log = logging.getLogger("lanner.executor.ray")
 RESOURCE_PREFIX = "lanner-gpu:"
@@ -94,6 +102,8 @@ class RayExecutor(Executor):
         except Exception as exc:
             if "already exists" in str(exc):  # a retried launch: the job is there already
                 return submission_id
+            if _transient(exc):
+                raise LaunchDeferred(str(exc)) from exc
             raise
 
     def status(self, external_id: str) -> JobStatus:
@@ -144,3 +154,12 @@ class RayExecutor(Executor):
 def _lost_words(message: str) -> bool:
     lowered = message.lower()
     return any(hint in lowered for hint in ("node", "died", "signal", "supervisor actor", "unexpectedly"))
+
+
+# What Ray's dashboard answers while its job agent starts or is busy: nothing was submitted, try again later.
+_TRANSIENT_MESSAGES = ("try again later", "no available agent", "failed to connect", "connection refused")
+
+
+def _transient(exc: Exception) -> bool:
+    return isinstance(exc, ConnectionError | TimeoutError) or any(
+        text in str(exc).lower() for text in _TRANSIENT_MESSAGES)
