@@ -413,6 +413,10 @@ def _profile_sql_main(spec_json: str) -> int:
         finally:
             db.close()
 
+    # Only the listing's own statements: no supervisor or maintenance pass runs SQL in this process meanwhile.
+    os.environ["LANNER_SUPERVISOR_INTERVAL_SECONDS"] = "0"
+    os.environ["LANNER_MAINTENANCE_INTERVAL_SECONDS"] = "0"
+    get_settings.cache_clear()
     out = []
     with TestClient(create_app(), base_url="http://127.0.0.1") as client:
         headers = {"Authorization": f"Bearer {spec['key']}"}
@@ -425,7 +429,7 @@ def _profile_sql_main(spec_json: str) -> int:
                 client.get(path, headers=headers).raise_for_status()
             request_ms = (time.perf_counter() - t0) / spec["runs"] * 1000
             statements = []
-            for statement, (count, hook_ms, params) in seen.items():
+            for statement, (count, hook_ms, params) in list(seen.items()):
                 per_run = replay(statement, params)
                 ms = hook_ms / spec["runs"] if per_run is None else per_run * count / spec["runs"]
                 statements.append((_short_sql(statement), ms, round(count / spec["runs"])))
