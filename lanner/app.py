@@ -1,6 +1,6 @@
-"""The composition root: ``create_app()`` builds the request context, the training runtime and the maintenance
-thread, mounts every router and ties the threads to the app's lifespan. Used by ``lanner serve``, tests and
-benchmarks."""
+"""The composition root: ``create_app()`` builds the request context, the training runtime, the import queue
+and the maintenance thread, mounts every router and ties the threads to the app's lifespan. Used by ``lanner
+serve``, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
 from lanner.context import AppContext
 from lanner.datasets.image_router import router as dataset_images_router
+from lanner.datasets.import_queue import ImportQueue
 from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
@@ -43,16 +44,18 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         upgrade_database(ctx.db.url)
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
     training = TrainingRuntime(ctx)
+    imports = ImportQueue(ctx)
     maintenance = Maintenance(ctx)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         training.start()
+        imports.start()
         maintenance.start()
         yield
         maintenance.stop()
+        imports.stop()
         training.stop()
-        ctx.shutdown_jobs()
         ctx.db.dispose()
 
     app = FastAPI(
@@ -63,6 +66,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     )
     app.state.lanner = ctx
     app.state.training = training
+    app.state.imports = imports
     app.state.maintenance = maintenance
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)

@@ -54,15 +54,21 @@ def _fail(message: str) -> NoReturn:
 
 
 @contextmanager
-def _session() -> Iterator[tuple[AppContext, Session]]:
-    """Every command's frame: settings, a migrated database and one transaction, committed when the command's
-    block ends; a refused action (``LannerError``) is one red line and exit code 1, with nothing written."""
-    ctx = _context()
+def _refusals() -> Iterator[None]:
+    """A refused action (``LannerError``) is one red line and exit code 1."""
     try:
-        with ctx.db.session() as session:
-            yield ctx, session
+        yield
     except LannerError as exc:
         _fail(exc.message)
+
+
+@contextmanager
+def _session() -> Iterator[tuple[AppContext, Session]]:
+    """Every command's frame: settings, a migrated database and one transaction, committed when the command's
+    block ends; a refused action is one red line and exit code 1, with nothing written."""
+    ctx = _context()
+    with _refusals(), ctx.db.session() as session:
+        yield ctx, session
 
 
 def _principal(session: Session, username: str) -> Principal:
@@ -153,41 +159,44 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
                     owner: Annotated[str, typer.Option(help="Workspace (username) that owns the dataset.")],
                     name: Annotated[str, typer.Option(help="Dataset name; created if it does not exist.")],
                     public: Annotated[bool, typer.Option(help="Make a new dataset public.")] = False) -> None:
-    """Import a local dataset in one step (a Rich progress bar on stderr); prints the dataset's ul:// URI."""
+    """Import a local dataset in one step (a Rich progress bar on stderr); prints the dataset's ul:// URI.
+
+    All or nothing: the images are stored first, then one transaction creates the dataset (if new) and adds
+    them, so a refused or interrupted import leaves no dataset behind (its stored images are collected)."""
     # start-up cost: each command imports only its own domain (the importers bring PIL and NumPy)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from lanner.datasets import service as datasets_service
-    from lanner.datasets.ingest import ingest_path
-    from lanner.errors import NotFound
+    from lanner.datasets.ingest import commit_import, prepare_import
+    from lanner.errors import Conflict, NotFound
     from lanner.slugs import slugify
 
     source = Path(path).expanduser()
     if not source.exists():
         _fail(f"{source} does not exist")
     with _session() as (ctx, session):
-        principal = _principal(session, owner)
-        try:
-            dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name), write=True)
-        except NotFound:
-            dataset = datasets_service.create_dataset(session, principal, name=name,
-                                                      visibility="public" if public else "private")
-        if dataset.status == "processing":
-            _fail("this dataset is already processing an import")
-        dataset_id, slug = dataset.id, dataset.slug
-    try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err) as bar:
-            task = bar.add_task("unpacking", total=None)
+        _principal(session, owner)  # an unknown owner fails before any work
+    with _refusals(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                               TimeElapsedColumn(), console=err) as bar:
+        task = bar.add_task("unpacking", total=None)
 
-            def progress(stage: str, done: int, total: int) -> None:
-                bar.update(task, description=stage, completed=done, total=total or None)
+        def progress(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total or None)
 
-            with ctx.db.session() as session:
-                result = ingest_path(session, blobs=ctx.blobs, settings=ctx.settings, dataset_id=dataset_id,
-                                     source=source, queued=False, progress=progress)
-    except LannerError as exc:  # ImportRefused is one
-        _fail(exc.message)
+        with prepare_import(blobs=ctx.blobs, settings=ctx.settings, source=source, progress=progress) as prepared, \
+                ctx.db.session() as session:
+            principal = _principal(session, owner)
+            try:
+                dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name),
+                                                       write=True)
+            except NotFound:
+                dataset = datasets_service.create_dataset(session, principal, name=name,
+                                                          visibility="public" if public else "private")
+            if dataset.status == "processing":
+                raise Conflict("this dataset is already processing an import")
+            result = commit_import(session, prepared, blobs=ctx.blobs, dataset=dataset, queued=False,
+                                   progress=progress)
+            slug = dataset.slug
     for issue in result.issues[:20]:
         err.print(f"[yellow]skipped[/yellow] {issue.name}: {issue.reason}")
     if len(result.issues) > 20:
@@ -358,5 +367,20 @@ def demo(username: str = "demo") -> None:
                f"  API key:  {key}\n  export ULTRALYTICS_PLATFORM_URL={public} ULTRALYTICS_API_KEY={key}")
 
 
+def main() -> None:
+    """The ``lanner`` entry point: whatever goes wrong, the user reads one line, never a traceback (the
+    traceback goes to the log with ``LANNER_DEBUG=1``)."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("[red]error:[/red] interrupted")
+        raise SystemExit(130) from None
+    except Exception as exc:  # an unexpected failure: say what and where to look, not a stack trace
+        if os.environ.get("LANNER_DEBUG"):
+            raise
+        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}".splitlines()[0][:300], soft_wrap=True)
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()

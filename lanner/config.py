@@ -35,7 +35,23 @@ class Settings(BaseSettings):
     import_max_files: int = Field(default=1_000_000, description="Most files in one uploaded archive.")
     import_max_ratio: float = Field(default=200.0, description="Highest compression ratio an archive may have.")
     import_max_file_bytes: int = Field(default=2 * 1024**3, description="Largest single file inside an upload.")
-    max_upload_bytes: int = Field(default=100 * 1024**3, description="Largest file accepted on a signed upload URL.")
+    max_upload_bytes: int = Field(default=100 * 1024**3, description="Largest file accepted on a signed upload URL "
+                                  "(an upload that declares its size, as the SDK does, may not send more).")
+    upload_url_ttl_seconds: int = Field(default=12 * 3600, description="Lifetime of an upload URL (the hosted "
+                                        "platform's 12 h); an upload not finished by then is expired and its "
+                                        "file collected.")
+    import_workers: int = Field(default=2, description="Imports run at once by this server, each in its own "
+                                "worker process.")
+    import_max_per_user: int = Field(default=1, description="Imports of one user run at once (0: no cap); the "
+                                     "rest wait, so one user's uploads never hold up another's.")
+    import_memory_bytes: int = Field(default=4 * 1024**3, description="Address space one import worker may use "
+                                     "(0: unlimited); an upload that needs more fails with that reason.")
+    import_timeout_seconds: float = Field(default=6 * 3600.0, description="An import running longer is stopped "
+                                          "and failed (0: never).")
+    import_poll_seconds: float = Field(default=1.0, description="How often the import queue looks for work and "
+                                       "for imports whose server died (a new upload wakes it at once).")
+    blob_grace_seconds: float = Field(default=3600.0, description="A blob, half-written upload or scratch folder "
+                                      "nothing refers to is deleted once nobody wrote it for this long.")
     gpu_catalogue: str | None = Field(
         default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
 

@@ -1,13 +1,10 @@
-"""What every request may depend on for the life of the app: settings, database, blob store, signer, the API
-key cache and the background job queue. It knows no domain: engines built on top of it (training's runtime)
+"""What every request may depend on for the life of the app: settings, database, blob store, signer and the API
+key cache. It knows no domain: engines built on top of it (training's runtime)
 are composed by ``lanner.app.create_app``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from lanner.config import Settings
 from lanner.db import Database
@@ -22,18 +19,6 @@ class AppContext:
     blobs: BlobStore
     signer: URLSigner
     key_cache: dict[str, tuple[float, object]] = field(default_factory=dict)
-    _jobs: ThreadPoolExecutor | None = None
-
-    def submit_job(self, fn: Callable[..., Any], *args: Any) -> Future:
-        """Background work (dataset imports) on one worker thread: imports run one at a time, in order."""
-        if self._jobs is None:
-            self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lanner-job")
-        return self._jobs.submit(fn, *args)
-
-    def shutdown_jobs(self) -> None:
-        if self._jobs is not None:
-            self._jobs.shutdown(wait=True)
-            self._jobs = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AppContext:

@@ -46,6 +46,11 @@ class Conflict(LannerError):
     status_code, code = 409, "conflict"
 
 
+class PayloadTooLarge(LannerError):
+    """413: the body is larger than this endpoint or upload slot accepts; nothing of it was kept."""
+    status_code, code = 413, "too_large"
+
+
 class Unprocessable(LannerError):
     """422: well-formed but not acceptable as a whole (a training event that contradicts the run, an upload
     too large for its slot)."""
