@@ -17,7 +17,9 @@ drops its reference to the uploaded file, which the collector then frees (``main
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from datetime import datetime
+
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
@@ -90,6 +92,14 @@ def interrupted(session: Session, job: ImportJob, why: str) -> None:
 
 def live_jobs(session: Session) -> list[ImportJob]:
     return list(session.scalars(select(ImportJob).where(ImportJob.status.in_(LIVE)).order_by(ImportJob.created_at)))
+
+
+def last_starts(session: Session, owner_ids: set[str]) -> dict[str, datetime]:
+    """When each of these users' most recent import started (users who never imported are absent)."""
+    rows = session.execute(select(ImportJob.owner_id, func.max(ImportJob.started_at))
+                           .where(ImportJob.owner_id.in_(owner_ids), ImportJob.started_at.is_not(None))
+                           .group_by(ImportJob.owner_id))
+    return {owner: started for owner, started in rows}
 
 
 def stranded_datasets(session: Session) -> list[Dataset]:

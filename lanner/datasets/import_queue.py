@@ -26,9 +26,10 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 
 from lanner.context import AppContext
 from lanner.datasets import import_jobs, state
@@ -55,6 +56,7 @@ class ImportQueue:
         self.host = socket.gethostname()
         self.instance = secrets.token_hex(4)  # several apps may share one process (tests)
         self._workers: dict[str, _Worker] = {}
+        self.worker_command = [sys.executable, "-m", "lanner.datasets.import_worker"]  # reads its job on stdin
         self._last_heartbeat = 0.0
         self._thread = PeriodicThread("lanner-imports", self.run_once,
                                       lambda: ctx.settings.import_poll_seconds, log)
@@ -127,7 +129,7 @@ class ImportQueue:
             for dataset in import_jobs.stranded_datasets(session):
                 state.fail_import(session, dataset, STRANDED)
 
-    def _lost(self, job: ImportJob, stale: object) -> bool:
+    def _lost(self, job: ImportJob, stale: datetime) -> bool:
         host, server, instance, _ = ((job.worker or "") + ":::").split(":", 3)
         if job.id in self._workers:
             return False
@@ -136,7 +138,7 @@ class ImportQueue:
                 return True  # claimed by this queue, which no longer runs it
             if not _alive(int(server)):
                 return True  # its server process is gone
-        return job.heartbeat_at is None or job.heartbeat_at < stale  # type: ignore[operator]
+        return job.heartbeat_at is None or job.heartbeat_at < stale
 
     def _heartbeat(self) -> None:
         if not self._workers or time.monotonic() - self._last_heartbeat < HEARTBEAT_SECONDS:
@@ -160,24 +162,29 @@ class ImportQueue:
                 job_id = job.id
             self._spawn(job_id, worker)
 
-    def _next_job(self, session: object, per_user: int) -> ImportJob | None:
-        """The oldest queued job of the user with the fewest imports running (anywhere), under the cap."""
-        jobs = import_jobs.live_jobs(session)  # type: ignore[arg-type]
+    def _next_job(self, session: Session, per_user: int) -> ImportJob | None:
+        """Round robin between users: of the users under the cap, the one with the fewest imports running
+        (anywhere), then the one whose last import started longest ago; that user's oldest queued job."""
+        jobs = import_jobs.live_jobs(session)
         running: dict[str, int] = {}
         for job in jobs:
             if job.status == import_jobs.RUNNING:
                 running[job.owner_id] = running.get(job.owner_id, 0) + 1
         queued = [job for job in jobs if job.status == import_jobs.QUEUED
                   and (per_user <= 0 or running.get(job.owner_id, 0) < per_user)]
-        return min(queued, key=lambda job: (running.get(job.owner_id, 0), job.created_at), default=None)
+        if not queued:
+            return None
+        last_start = import_jobs.last_starts(session, {job.owner_id for job in queued})
+        never = datetime.min.replace(tzinfo=UTC)
+        return min(queued, key=lambda job: (running.get(job.owner_id, 0), last_start.get(job.owner_id) or never,
+                                            job.created_at))
 
     def _spawn(self, job_id: str, worker: str) -> None:
         spec = {"settings": self.ctx.settings.model_dump(mode="json"), "job": job_id, "worker": worker,
                 "parent": os.getpid()}
         env = {**os.environ, "MALLOC_ARENA_MAX": "2"}  # per-thread arenas would eat the address-space limit
         try:
-            process = subprocess.Popen([sys.executable, "-m", "lanner.datasets.import_worker"], stdin=subprocess.PIPE,
-                                       env=env, text=True)
+            process = subprocess.Popen(self.worker_command, stdin=subprocess.PIPE, env=env, text=True)
             assert process.stdin is not None
             process.stdin.write(json.dumps(spec))
             process.stdin.close()
