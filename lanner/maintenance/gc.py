@@ -50,6 +50,9 @@ BLOB_REFERENCES: tuple[Any, ...] = (
 )
 SHARDS = tuple(f"{i:02x}" for i in range(256))
 SHARDS_PER_PASS = 16  # a full sweep every 16 maintenance passes (16 minutes at the default interval)
+# A half-written file is being written right now unless it sat still this long, whatever the grace period: every
+# chunk a PUT or an import writes refreshes its time, and deleting it under its writer fails that write.
+PARTIAL_MIN_IDLE_SECONDS = 600.0
 
 
 def is_referenced(session: Session, sha256: str) -> bool:
@@ -166,7 +169,7 @@ def sweep(db: Any, blobs: BlobStore, settings: Settings, shards: tuple[str, ...]
         image_rows += _forget_unused_images(db, idle)
         deleted += delete_unreferenced(db, blobs, set(idle), grace)["blobs"]
     result = Swept(upload_sessions=expired_count, exports=exports or 0, image_rows=image_rows, blobs=deleted,
-                   partial_uploads=blobs.collect_partial(grace),
+                   partial_uploads=blobs.collect_partial(max(grace, PARTIAL_MIN_IDLE_SECONDS)),
                    scratch=scratch.collect(settings.resolved_home, grace))
     if any(vars(result).values()):
         log.info("collected %s", result)
