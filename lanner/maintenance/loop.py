@@ -1,9 +1,10 @@
 """The maintenance thread: work nobody asks for but everybody relies on.
 
 Every ``LANNER_MAINTENANCE_INTERVAL_SECONDS`` it forgets superseded training checkpoints and deletes the blobs
-nothing refers to any more (``gc.collect_checkpoints``), and permanently deletes datasets whose days in the
-trash are over (the trash's ``daysRemaining`` is a promise). Each job runs in its own transaction and a
-failure is logged and retried on the next pass, so one broken job never stops the others.
+nothing refers to any more (``gc.collect_checkpoints``), permanently deletes datasets whose days in the trash
+are over (the trash's ``daysRemaining`` is a promise) and deletes expired web sessions (a browser that never
+comes back would otherwise leave its row forever). Each job runs in its own transaction and a failure is
+logged and retried on the next pass, so one broken job never stops the others.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from lanner.accounts.sessions import delete_expired_sessions
 from lanner.context import AppContext
 from lanner.datasets.trash import purge_expired
 from lanner.maintenance.gc import Collected, collect_checkpoints
@@ -23,6 +25,7 @@ log = logging.getLogger("lanner.maintenance")
 class Pass:
     checkpoints: Collected | None
     purged_datasets: int | None
+    expired_sessions: int | None = None
 
 
 class Maintenance:
@@ -44,7 +47,13 @@ class Maintenance:
                 log.info("purged %d datasets whose time in the trash was over", purged)
         except Exception:
             log.exception("trash purge failed; the next pass retries")
-        return Pass(checkpoints=checkpoints, purged_datasets=purged)
+        try:
+            with self.ctx.db.session() as session:
+                sessions = delete_expired_sessions(session)
+        except Exception:
+            sessions = None
+            log.exception("deleting expired web sessions failed; the next pass retries")
+        return Pass(checkpoints=checkpoints, purged_datasets=purged, expired_sessions=sessions)
 
     def start(self) -> None:
         if self.ctx.settings.maintenance_interval_seconds > 0:
