@@ -84,8 +84,9 @@ class Settings(BaseSettings):
                                             "older resume checkpoint, or any upload of a settled run) is deleted "
                                             "this long after it was superseded, its blob once nothing refers to it.")
     maintenance_interval_seconds: float = Field(default=60.0, description="How often superseded checkpoints "
-                                                "and unreferenced blobs are collected and datasets past their "
-                                                "days in the trash are purged (0: never).")
+                                                "and unreferenced blobs are collected, datasets past their "
+                                                "days in the trash are purged and expired web sessions deleted "
+                                                "(0: never).")
     run_max_relaunches: int = Field(default=3, description="Relaunches of a lost run before it fails.")
     cancel_grace_seconds: float = Field(default=20.0, description="Time a cancelled trainer gets to stop by itself "
                                         "before its process or Ray job is killed.")
