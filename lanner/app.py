@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from lanner import __version__, handlers
 from lanner.accounts.router import router as accounts_router
@@ -24,12 +25,14 @@ from lanner.gpus.catalogue import get_catalogue
 from lanner.maintenance.loop import Maintenance
 from lanner.migrate import upgrade_database
 from lanner.projects.router import router as projects_router
+from lanner.security_headers import SecurityHeaders
 from lanner.storage.router import router as storage_router
 from lanner.training import views as training_views
 from lanner.training.estimate_router import router as estimate_router
 from lanner.training.router import router as training_router
 from lanner.training.runtime import TrainingRuntime
 from lanner.uploads.router import router as uploads_router
+from lanner.web.router import STATIC_DIR
 from lanner.web.router import router as web_router
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
@@ -70,8 +73,10 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.maintenance = maintenance
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
+    app.add_middleware(SecurityHeaders)
     for router in ROUTERS:
         app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/api/health", tags=["meta"])
     def health() -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,8 +14,8 @@ import typer
 from rich.console import Console
 from sqlalchemy.orm import Session
 
+from lanner.accounts import passwords
 from lanner.accounts import service as accounts_service
-from lanner.accounts.security import hash_password
 from lanner.accounts.service import Principal
 from lanner.billing import service as billing_service
 from lanner.config import get_settings
@@ -107,6 +108,23 @@ def users_create(name: str,
                                    description="Initial credits")
         username = user.username
     typer.echo(username)
+
+
+def _read_password() -> str:
+    """From a hidden prompt (typed twice) at a terminal, else the first line of stdin, so a script can pipe it
+    in: never a command-line argument, which other users of the machine can read in the process list."""
+    if sys.stdin.isatty():
+        return typer.prompt("New password", hide_input=True, confirmation_prompt=True)
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+@users_app.command("set-password")
+def users_set_password(name: str) -> None:
+    """Set user NAME's web password (prompted, or read from stdin); signs them out of every browser."""
+    password = _read_password()
+    with _session() as (_, session):
+        passwords.set_password(session, user=accounts_service.require_user(session, username=name),
+                               password=password)
 
 
 @keys_app.command("create")
@@ -360,7 +378,7 @@ def demo(username: str = "demo") -> None:
             billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(50),
                                    description="Initial credits")
         else:
-            user.password_hash = hash_password(password)
+            passwords.set_password(session, user=user, password=password)
         _, key = accounts_service.create_api_key(session, user=user, name="demo")
     public = get_settings().public_url
     typer.echo(f"Demo workspace ready at {public}\n  login:    {username}\n  password: {password}\n"

@@ -1,6 +1,6 @@
-"""What every request may depend on for the life of the app: settings, database, blob store, signer and the API
-key cache. It knows no domain: engines built on top of it (training's runtime)
-are composed by ``lanner.app.create_app``."""
+"""What every request may depend on for the life of the app: settings, database, blob store, signer, the API
+key cache and the rate limits. It knows no domain: engines built on top of it (training's runtime, the import
+queue) are composed by ``lanner.app.create_app``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from lanner.config import Settings
 from lanner.db import Database
+from lanner.ratelimit import RateLimits
 from lanner.storage.blobs import BlobStore, LocalBlobStore
 from lanner.storage.signing import URLSigner
 
@@ -18,6 +19,7 @@ class AppContext:
     db: Database
     blobs: BlobStore
     signer: URLSigner
+    limits: RateLimits
     key_cache: dict[str, tuple[float, object]] = field(default_factory=dict)
 
     @classmethod
@@ -29,4 +31,5 @@ class AppContext:
             db=Database(settings.resolved_database_url),
             blobs=LocalBlobStore(settings.blob_root),
             signer=URLSigner(settings.load_secret_key(), settings.public_url, settings.signed_url_ttl_seconds),
+            limits=RateLimits(settings),
         )

@@ -67,9 +67,11 @@ def owner_name(session: Session, dataset: Dataset) -> str:
 
 
 def list_datasets(session: Session, principal: Principal, *, owner: str, limit: int | None = None) -> list[Dataset]:
+    """An unknown owner is answered like a known one with nothing public (an empty list): a 404 would tell
+    anyone which usernames exist."""
     user = accounts_service.get_user_by_username(session, username=owner)
     if user is None:
-        raise NotFound(f"workspace '{owner}' not found")
+        return []
     query = select(Dataset).where(Dataset.owner_id == user.id, Dataset.deleted_at.is_(None)).order_by(
         Dataset.created_at.desc())
     if user.id != principal.user_id:

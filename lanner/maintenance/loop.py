@@ -2,8 +2,9 @@
 
 Every ``LANNER_MAINTENANCE_INTERVAL_SECONDS`` it forgets superseded training checkpoints and deletes the blobs
 nothing refers to any more (``gc.collect_checkpoints``), permanently deletes datasets whose days in the trash
-are over (the trash's ``daysRemaining`` is a promise) with the bytes they alone used, and sweeps a sixteenth of
-the blob store for anything else nobody refers to (``gc.sweep``). Each job runs in its own transaction and a
+are over (the trash's ``daysRemaining`` is a promise) with the bytes they alone used, deletes expired web
+sessions (a browser that never comes back would otherwise leave its row forever), and sweeps a sixteenth of the
+blob store for anything else nobody refers to (``gc.sweep``). Each job runs in its own transaction and a
 failure is logged and retried on the next pass, so one broken job never stops the others.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from lanner.accounts.sessions import delete_expired_sessions
 from lanner.context import AppContext
 from lanner.datasets.trash import purge_expired
 from lanner.maintenance.gc import (
@@ -32,7 +34,8 @@ log = logging.getLogger("lanner.maintenance")
 class Pass:
     checkpoints: Collected | None
     purged_datasets: int | None
-    swept: Swept | None
+    swept: Swept | None = None
+    expired_sessions: int | None = None
 
 
 class Maintenance:
@@ -63,7 +66,13 @@ class Maintenance:
             swept = sweep(ctx.db, ctx.blobs, ctx.settings, shards)
         except Exception:
             log.exception("the collector's sweep failed; the next pass retries")
-        return Pass(checkpoints=checkpoints, purged_datasets=purged, swept=swept)
+        try:
+            with self.ctx.db.session() as session:
+                sessions = delete_expired_sessions(session)
+        except Exception:
+            sessions = None
+            log.exception("deleting expired web sessions failed; the next pass retries")
+        return Pass(checkpoints=checkpoints, purged_datasets=purged, swept=swept, expired_sessions=sessions)
 
     def start(self) -> None:
         if self.ctx.settings.maintenance_interval_seconds > 0:

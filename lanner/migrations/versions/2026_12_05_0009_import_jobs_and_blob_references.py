@@ -1,7 +1,7 @@
 """import jobs and blob references
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-12-05 04:48:18
 
 Imports become durable jobs (a server that dies mid-import finds them on start-up). Every column that holds a
@@ -16,8 +16,8 @@ from alembic import op
 
 import lanner.db
 
-revision: str = '0008'
-down_revision: str | None = '0007'
+revision: str = '0009'
+down_revision: str | None = '0008'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
