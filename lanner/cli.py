@@ -177,10 +177,8 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
                     owner: Annotated[str, typer.Option(help="Workspace (username) that owns the dataset.")],
                     name: Annotated[str, typer.Option(help="Dataset name; created if it does not exist.")],
                     public: Annotated[bool, typer.Option(help="Make a new dataset public.")] = False) -> None:
-    """Import a local dataset in one step (a Rich progress bar on stderr); prints the dataset's ul:// URI.
-
-    All or nothing: the images are stored first, then one transaction creates the dataset (if new) and adds
-    them, so a refused or interrupted import leaves no dataset behind (its stored images are collected)."""
+    """Import a local dataset in one step (a Rich progress bar on stderr); prints the dataset's ul:// URI. All or
+    nothing: images are stored first, then one transaction creates the dataset (if new) and adds them."""
     # start-up cost: each command imports only its own domain (the importers bring PIL and NumPy)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -271,9 +269,7 @@ def gpus_probe(model: Annotated[str, typer.Option(help="Model YAML or weights to
 
 def _uri_owner(uri: str | None) -> str | None:
     """The owner (a username) of a ul://owner/... URI; None for anything else."""
-    if not uri or not uri.startswith("ul://"):
-        return None
-    return uri.removeprefix("ul://").split("/")[0] or None
+    return (uri.removeprefix("ul://").split("/")[0] or None) if uri and uri.startswith("ul://") else None
 
 
 def _duration(text: str) -> float:
@@ -386,8 +382,7 @@ def demo(username: str = "demo") -> None:
 
 
 def main() -> None:
-    """The ``lanner`` entry point: whatever goes wrong, the user reads one line, never a traceback (the
-    traceback goes to the log with ``LANNER_DEBUG=1``)."""
+    """The ``lanner`` entry point: whatever goes wrong is one line, never a traceback (``LANNER_DEBUG=1``: both)."""
     try:
         app()
     except KeyboardInterrupt:
