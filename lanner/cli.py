@@ -210,7 +210,7 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
                                                           visibility="public" if public else "private")
             if dataset.status == "processing":
                 raise Conflict("this dataset is already processing an import")
-            result = commit_import(session, prepared, blobs=ctx.blobs, dataset=dataset, queued=False,
+            result = commit_import(session, prepared, dataset=dataset, queued=False,
                                    progress=progress)
             slug = dataset.slug
     for issue in result.issues[:20]:

@@ -48,6 +48,7 @@ STRANDED = "the import was interrupted and cannot be resumed; upload the file ag
 class _Worker:
     process: subprocess.Popen
     started: float
+    name: str  # the job's ``worker``: a job requeued and claimed by someone else is no longer this one's
 
 
 class ImportQueue:
@@ -88,7 +89,7 @@ class ImportQueue:
             worker.process.wait()
             with self.ctx.db.session() as session:
                 job = session.get(ImportJob, job_id)
-                if job is not None and job.status == import_jobs.RUNNING:
+                if job is not None and job.status == import_jobs.RUNNING and job.worker == worker.name:
                     import_jobs.interrupted(session, job, "the server stopped")
         self._workers.clear()
 
@@ -115,7 +116,8 @@ class ImportQueue:
             del self._workers[job_id]
             with self.ctx.db.session() as session:
                 job = session.get(ImportJob, job_id)
-                if job is not None and job.status == import_jobs.RUNNING:  # the worker ended without an outcome
+                if job is not None and job.status == import_jobs.RUNNING and job.worker == worker.name:
+                    # the worker ended without an outcome
                     log.warning("import job %s: %s", job_id, message)
                     import_jobs.fail(session, job, message)
 
@@ -195,7 +197,7 @@ class ImportQueue:
                 if job is not None:
                     import_jobs.fail(session, job, "the server could not start an import worker; try again later")
             return
-        self._workers[job_id] = _Worker(process, time.monotonic())
+        self._workers[job_id] = _Worker(process, time.monotonic(), worker)
 
 
 def _alive(pid: int) -> bool:

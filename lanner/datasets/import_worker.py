@@ -56,7 +56,7 @@ def run_job(db: Database, blobs: BlobStore, settings: Settings, job_id: str, wor
                 dataset = session.get(Dataset, job.dataset_id)
                 if dataset is None or dataset.deleted_at is not None:
                     raise ImportRefused("the dataset was deleted during the import")
-                commit_import(session, prepared, blobs=blobs, dataset=dataset, queued=True)
+                commit_import(session, prepared, dataset=dataset, queued=True)
                 import_jobs.succeed(session, job)
         return "succeeded"
     except ImportRefused as exc:

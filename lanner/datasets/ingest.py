@@ -148,16 +148,16 @@ def prepare_import(*, blobs: BlobStore, settings: Settings, source: Path, progre
         for issue in plan.issues:
             result.skip(issue.name, issue.reason, "invalid")
         stored = _probe_all(blobs, plan.images, result, progress)
+        _keep_stored(blobs, stored)  # just before the caller's short transaction references them
         yield PreparedImport(plan=plan, stored=stored, result=result, started=started)
 
 
-def commit_import(session: Session, prepared: PreparedImport, *, blobs: BlobStore, dataset: Dataset, queued: bool,
+def commit_import(session: Session, prepared: PreparedImport, *, dataset: Dataset, queued: bool,
                   progress: Progress | None = None) -> IngestResult:
     """One short transaction: the dataset's manifest becomes the current one plus the new items, swapped in.
     ``queued``: the dataset is ``processing`` (an API import) rather than imported directly (``lanner datasets
     import``); see ``datasets/state.py``. The caller commits."""
     plan, stored, result = prepared.plan, prepared.stored, prepared.result
-    _keep_stored(blobs, stored)
     has_items = service.counts(session, dataset.manifest_id)["images"] > 0
     class_map = _merge_classes(dataset, plan.task, plan.class_names, has_items)
     if plan.kpt_shape and not dataset.kpt_shape:
@@ -191,11 +191,12 @@ def ingest_path(session: Session, *, blobs: BlobStore, settings: Settings, datas
         dataset = session.get(Dataset, dataset_id)
         if dataset is None:
             raise ImportRefused("the dataset was deleted during the import")
-        return commit_import(session, prepared, blobs=blobs, dataset=dataset, queued=queued, progress=progress)
+        return commit_import(session, prepared, dataset=dataset, queued=queued, progress=progress)
 
 
 def _keep_stored(blobs: BlobStore, stored: list[tuple[ImportedImage, ImageInfo, str | None]]) -> None:
-    """Refresh every blob this import stored, just before the rows that reference them are written.
+    """Refresh every blob this import stored, just before the rows that reference them are written (outside
+    any transaction: refreshing 100,000 files takes seconds).
 
     Until then nothing refers to them, so the collector (``maintenance.gc``) may take any that sat idle past its
     grace period (a very long import). Refreshing makes them fresh again, and one already taken is stored again
