@@ -32,7 +32,8 @@ def describe_errors(errors: Sequence[Any], *, limit: int = 5, within: str | None
         where = _location(tuple(err.get("loc", ())))
         if within:
             where = within if where == "body" else f"{within}.{where}"
-        messages.append(f"{where}: {err.get('msg', 'invalid value')}")
+        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")  # our validators' own words
+        messages.append(f"{where}: {message}")
     return "; ".join(messages)
 
 

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.bounds import BigCount, PageSize, RowId
 from lanner.datasets import service
 from lanner.datasets import trash as trash_service
 from lanner.datasets.schemas import TrashRequest
@@ -17,9 +18,9 @@ router = APIRouter(tags=["datasets"])
 
 
 @router.get("/api/trash")
-def trash(principal: CurrentPrincipal, session: DbSession, page: int = Query(default=1, ge=1),
-               limit: int = Query(default=20, ge=1, le=100), type: str | None = None, id: str | None = None,
-               ) -> dict[str, Any]:
+def trash(principal: CurrentPrincipal, session: DbSession, page: RowId = 1,
+          limit: Annotated[PageSize, Query(le=100)] = 20, type: str | None = None, id: str | None = None,
+          ) -> dict[str, Any]:
     return trash_service.listing(session, principal, page=page, limit=limit, type=type, item_id=id)
 
 
@@ -38,6 +39,6 @@ def empty_trash(principal: CurrentPrincipal, session: DbSession,
 
 @router.get("/api/explore/search")
 def explore(principal: CurrentPrincipal, session: DbSession, q: str | None = None, type: str | None = None,
-            task: str | None = None, offset: int = Query(default=0, ge=0),
-            limit: int = Query(default=20, ge=1, le=100), sort: str | None = None) -> dict[str, Any]:
+            task: str | None = None, offset: BigCount = 0, limit: Annotated[PageSize, Query(le=100)] = 20,
+            sort: str | None = None) -> dict[str, Any]:
     return service.explore(session, q=q, type=type, task=task, limit=limit, offset=offset)
