@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from lanner import __version__, handlers
+from lanner import __version__, body_limit, handlers
 from lanner.accounts.router import router as accounts_router
 from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.maintenance = maintenance
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
+    body_limit.install(app, max_bytes=settings.max_body_bytes)
     for router in ROUTERS:
         app.include_router(router)
 

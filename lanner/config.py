@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     import_max_ratio: float = Field(default=200.0, description="Highest compression ratio an archive may have.")
     import_max_file_bytes: int = Field(default=2 * 1024**3, description="Largest single file inside an upload.")
     max_upload_bytes: int = Field(default=100 * 1024**3, description="Largest file accepted on a signed upload URL.")
+    max_body_bytes: int = Field(default=32 * 1024**2, description="Largest request body (JSON) any other route "
+                                "accepts; larger is a 413. The trainer's training_complete of a 1000-class model "
+                                "is about 13 MB.")
     gpu_catalogue: str | None = Field(
         default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
 

@@ -55,7 +55,8 @@ def install(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         if exc.status_code == 404 and message == "Not Found":
             message = "not found"
-        return JSONResponse({"error": message, "code": "http_error"}, status_code=exc.status_code)
+        code = getattr(exc, "code", "http_error")  # body_limit.RequestTooLarge names its own
+        return JSONResponse({"error": message, "code": code}, status_code=exc.status_code)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
