@@ -170,3 +170,11 @@ class BulkSplitRequest(_Body):
 class TrashRequest(_Body):
     id: str
     type: str
+
+
+class EmptyTrashRequest(_Body):
+    """``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash (``trash.empty``)."""
+
+    id: str | None = None
+    type: str | None = None
+    all: bool | None = None

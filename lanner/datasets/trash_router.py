@@ -11,7 +11,7 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import BigCount, PageSize, RowId
 from lanner.datasets import service
 from lanner.datasets import trash as trash_service
-from lanner.datasets.schemas import TrashRequest
+from lanner.datasets.schemas import EmptyTrashRequest, TrashRequest
 from lanner.deps import DbSession
 
 router = APIRouter(tags=["datasets"])
@@ -32,9 +32,10 @@ def restore_from_trash(body: TrashRequest, principal: CurrentPrincipal, session:
 
 @router.delete("/api/trash")
 def empty_trash(principal: CurrentPrincipal, session: DbSession,
-                body: dict[str, Any] = Body(default_factory=dict)) -> dict[str, Any]:
+                body: EmptyTrashRequest = Body(default_factory=EmptyTrashRequest)) -> dict[str, Any]:
     """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash."""
-    return {"success": True, "deletedCount": trash_service.empty(session, principal, body)}
+    changes = body.model_dump(exclude_none=True)
+    return {"success": True, "deletedCount": trash_service.empty(session, principal, changes)}
 
 
 @router.get("/api/explore/search")
