@@ -76,7 +76,8 @@ def storable_json(value: Any, *, max_bytes: int | None = JSON_FIELD_MAX_BYTES) -
     try:
         size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
     except (TypeError, orjson.JSONEncodeError):
-        raise ValueError("cannot be stored: integers must fit in 64 bits and nesting in 255 levels") from None
+        raise ValueError("cannot be stored: integers must fit in 64 bits, nesting in 255 levels, and text must "
+                         "be valid Unicode") from None
     if _contains_non_finite(value):
         raise ValueError("must not contain NaN or Infinity")
     if max_bytes is not None and size > max_bytes:

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lanner.errors import LannerError
@@ -62,3 +63,12 @@ def install(app: FastAPI) -> None:
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
         return JSONResponse({"error": "internal server error", "code": "internal"}, status_code=500)
+
+    @app.exception_handler(DataError)
+    async def _data(request: Request, exc: DataError) -> JSONResponse:
+        # PostgreSQL cannot hold a NUL character in text (SQLite can): any string a request carries may reach a
+        # query, so the refusal is made here, once, rather than in every schema and path parameter.
+        if "NUL" in str(exc.orig):
+            return JSONResponse({"error": "text must not contain the NUL character (\\u0000)", "code": "invalid"},
+                                status_code=422)
+        return await _unexpected(request, exc)

@@ -2,7 +2,7 @@
 
 Datasets and projects are both such a resource. Their shared columns, their PATCH (rename, visibility and the
 plain descriptive fields) and the fields a create request shares are written here once, so the two domains
-cannot drift apart. This module knows no domain: it stands on ``db``, ``errors`` and ``slugs`` only.
+cannot drift apart. This module knows no domain: it stands on ``db``, ``errors``, ``slugs`` and ``bounds`` only.
 """
 
 from __future__ import annotations

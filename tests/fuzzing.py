@@ -38,10 +38,11 @@ from tests.world import DATASET, MODEL, PROJECT, Owned, build, make_user, operat
 
 # What a hostile client sends where a number or a short string is expected: the bounds of 32- and 64-bit
 # columns and past them, negatives, non-finite floats (sent as the NaN/Infinity literals Python's JSON parser
-# accepts) and strings longer than any column.
+# accepts), strings longer than any column and text with a NUL character (PostgreSQL cannot hold it).
 INT_EDGES = (2**31, 2**63, 2**64, -1, -(2**63) - 1)
 FLOAT_EDGES = (math.nan, math.inf, -math.inf)
-EDGES = {int: INT_EDGES + FLOAT_EDGES, float: FLOAT_EDGES + INT_EDGES, str: ("x" * 300, "9" * 30) + INT_EDGES}
+EDGES = {int: INT_EDGES + FLOAT_EDGES, float: FLOAT_EDGES + INT_EDGES,
+         str: ("x" * 300, "9" * 30, "nul\x00char") + INT_EDGES}
 
 # The webhook's ``data`` is a free object in the document; aimed cases send what the trainer sends per event.
 WEBHOOK_DATA: dict[str, dict[str, Any]] = {
