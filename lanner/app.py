@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from lanner import __version__, handlers
+from lanner import __version__, body_limit, handlers
 from lanner.accounts.router import router as accounts_router
 from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
@@ -74,6 +74,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
     app.add_middleware(SecurityHeaders)
+    body_limit.install(app, max_bytes=settings.max_body_bytes)
     for router in ROUTERS:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

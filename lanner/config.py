@@ -76,6 +76,9 @@ class Settings(BaseSettings):
                                        "for imports whose server died (a new upload wakes it at once).")
     blob_grace_seconds: float = Field(default=3600.0, description="A blob, half-written upload or scratch folder "
                                       "nothing refers to is deleted once nobody wrote it for this long.")
+    max_body_bytes: int = Field(default=32 * 1024**2, description="Largest request body (JSON) any other route "
+                                "accepts; larger is a 413. The trainer's training_complete of a 1000-class model "
+                                "is about 13 MB.")
     gpu_catalogue: str | None = Field(
         default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
 

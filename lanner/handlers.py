@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lanner.errors import LannerError
@@ -32,7 +33,8 @@ def describe_errors(errors: Sequence[Any], *, limit: int = 5, within: str | None
         where = _location(tuple(err.get("loc", ())))
         if within:
             where = within if where == "body" else f"{within}.{where}"
-        messages.append(f"{where}: {err.get('msg', 'invalid value')}")
+        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")  # our validators' own words
+        messages.append(f"{where}: {message}")
     return "; ".join(messages)
 
 
@@ -55,9 +57,19 @@ def install(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         if exc.status_code == 404 and message == "Not Found":
             message = "not found"
-        return JSONResponse({"error": message, "code": "http_error"}, status_code=exc.status_code)
+        code = getattr(exc, "code", "http_error")  # body_limit.RequestTooLarge names its own
+        return JSONResponse({"error": message, "code": code}, status_code=exc.status_code)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
         return JSONResponse({"error": "internal server error", "code": "internal"}, status_code=500)
+
+    @app.exception_handler(DataError)
+    async def _data(request: Request, exc: DataError) -> JSONResponse:
+        # PostgreSQL cannot hold a NUL character in text (SQLite can): any string a request carries may reach a
+        # query, so the refusal is made here, once, rather than in every schema and path parameter.
+        if "NUL" in str(exc.orig):
+            return JSONResponse({"error": "text must not contain the NUL character (\\u0000)", "code": "invalid"},
+                                status_code=422)
+        return await _unexpected(request, exc)

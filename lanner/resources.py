@@ -2,18 +2,19 @@
 
 Datasets and projects are both such a resource. Their shared columns, their PATCH (rename, visibility and the
 plain descriptive fields) and the fields a create request shares are written here once, so the two domains
-cannot drift apart. This module knows no domain: it stands on ``db``, ``errors`` and ``slugs`` only.
+cannot drift apart. This module knows no domain: it stands on ``db``, ``errors``, ``slugs`` and ``bounds`` only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, select
 from sqlalchemy.orm import Mapped, Session, declared_attr, mapped_column
 
+from lanner.bounds import TEXT_MAX_CHARS, JsonObject, StoredJson
 from lanner.db import TimestampMixin, id_column
 from lanner.errors import BadRequest
 from lanner.slugs import renamed_slug
@@ -48,12 +49,30 @@ class OwnedResourceCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(min_length=1, max_length=200)
-    owner: str | None = None
-    description: str = Field(default="", max_length=5000)
+    owner: str | None = Field(default=None, max_length=64)
+    description: str = Field(default="", max_length=TEXT_MAX_CHARS)
     visibility: str = "private"
-    tags: list[str] | None = None
-    license: str | None = None
-    metadata: dict[str, Any] | None = None
+    tags: Annotated[list[str], StoredJson] | None = None
+    license: str | None = Field(default=None, max_length=40)
+    metadata: JsonObject | None = None
+
+
+class OwnedResourceUpdate(BaseModel):
+    """What a PATCH of any owned resource may change (``apply_changes``): each field bounded by its column, so
+    a hostile value is a 422 naming the field; a null or absent field is left as it is."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=TEXT_MAX_CHARS)
+    visibility: str | None = None
+    tags: Annotated[list[str], StoredJson] | None = None
+    license: str | None = Field(default=None, max_length=40)
+    metadata: JsonObject | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the request sent, for ``apply_changes`` and the domains' own updates."""
+        return self.model_dump(exclude_unset=True)
 
 
 def check_visibility(visibility: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.bounds import BigCount, Cursor, PageSize
 from lanner.datasets import items, listing, service
 from lanner.datasets.schemas import BulkSplitRequest, ImageIdsRequest
 from lanner.deps import Ctx, DbSession
@@ -17,8 +18,7 @@ router = APIRouter(tags=["datasets"])
 
 @router.get("/api/datasets/{owner}/{dataset}/images")
 def list_images(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
-                limit: int = Query(default=50, ge=1, le=1000), offset: int = Query(default=0, ge=0),
-                cursor: str | None = None, includeTotal: bool = True,
+                limit: PageSize = 50, offset: BigCount = 0, cursor: Cursor | None = None, includeTotal: bool = True,
                 split: str | None = None, hasError: bool | None = None, hasLabel: bool | None = None,
                 classIds: str | None = None, search: str | None = None, q: str | None = None,
                 issue: str | None = Query(default=None, description="Lanner: only images with this health issue"),

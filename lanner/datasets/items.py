@@ -3,6 +3,7 @@ dataset's private copy of a shared manifest (``service.writable_manifest``), so 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -10,6 +11,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
+from lanner.bounds import INT32_MAX
 from lanner.datasets import service
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.datasets.records import SPLITS
@@ -55,16 +57,17 @@ def validate_labels(dataset: Dataset, labels: Any) -> list[dict]:
     for i, raw in enumerate(labels):
         if not isinstance(raw, dict) or not isinstance(raw.get("classId"), int) or isinstance(raw["classId"], bool):
             raise BadRequest(f"labels[{i}].classId must be an integer")
-        if not 0 <= raw["classId"] < max(n_classes, 1) and n_classes:
-            raise BadRequest(f"labels[{i}].classId {raw['classId']} is outside the {n_classes} classes")
+        if not 0 <= raw["classId"] < (n_classes or INT32_MAX + 1):  # no class names yet: any id a column holds
+            raise BadRequest(f"labels[{i}].classId {raw['classId']} is outside the "
+                             f"{n_classes or 'possible'} classes")
         label: dict[str, Any] = {"classId": raw["classId"]}
         for key, size in (("bbox", 4), ("segments", None), ("keypoints", None), ("obb", 8)):
             value = raw.get(key)
             if value is None:
                 continue
             if not isinstance(value, list) or not all(isinstance(v, int | float) and not isinstance(v, bool)
-                                                      for v in value):
-                raise BadRequest(f"labels[{i}].{key} must be a list of numbers")
+                                                      and math.isfinite(v) for v in value):
+                raise BadRequest(f"labels[{i}].{key} must be a list of finite numbers")
             if size and len(value) != size:
                 raise BadRequest(f"labels[{i}].{key} must have {size} numbers")
             coords = value if key != "keypoints" else [v for j, v in enumerate(value) if j % 3 != 2]

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.bounds import PageSize
 from lanner.datasets import edits, import_jobs, service, stats, trash
 from lanner.datasets.dependencies import Imports
 from lanner.datasets.ingest import health_report
 from lanner.datasets.models import Dataset
 from lanner.datasets.schemas import (
     DatasetCreate,
+    DatasetUpdate,
     DeleteClassesRequest,
     IngestRequest,
     MergeClassesRequest,
@@ -42,7 +44,7 @@ def create_dataset(body: DatasetCreate, principal: CurrentPrincipal, session: Db
 
 @router.get("/api/datasets/{owner}")
 def list_datasets(owner: str, principal: CurrentPrincipal, session: DbSession,
-                  limit: int | None = Query(default=None, ge=1, le=1000)) -> dict[str, Any]:
+                  limit: PageSize | None = None) -> dict[str, Any]:
     datasets = service.list_datasets(session, principal, owner=owner, limit=limit)
     items = [service.dataset_view(session, d, owner=owner.lower()) for d in datasets]
     return {"datasets": items, "total": len(items), "region": REGION}
@@ -56,9 +58,9 @@ def retrieve_dataset(owner: str, dataset: str, principal: CurrentPrincipal, sess
 
 
 @router.patch("/api/datasets/{owner}/{dataset}")
-def update_dataset(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession,
-                   body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    updated = service.update_dataset(session, principal, owner=owner, slug=dataset, changes=body)
+def update_dataset(owner: str, dataset: str, body: DatasetUpdate, principal: CurrentPrincipal,
+                   session: DbSession) -> dict[str, Any]:
+    updated = service.update_dataset(session, principal, owner=owner, slug=dataset, changes=body.changes())
     return {"success": True, "dataset": updated.slug}
 
 

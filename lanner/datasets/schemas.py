@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lanner.bounds import TEXT_MAX_CHARS, BigCount, Count, FiniteFloat, RowId, StoredJson
 from lanner.datasets.models import Dataset, DatasetVersion
 from lanner.db import iso
 from lanner.projects.schemas import REGION
-from lanner.resources import OwnedResourceCreate
+from lanner.resources import OwnedResourceCreate, OwnedResourceUpdate
 from lanner.storage.signing import URLSigner
 
 SDK_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
@@ -101,10 +102,17 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+ClassNames = Annotated[list[str], StoredJson]
+
+
 class DatasetCreate(OwnedResourceCreate):
     dataset: str | None = Field(default=None, max_length=128)
-    task: str | None = None
-    classNames: list[str] | None = None
+    task: str | None = Field(default=None, max_length=20)
+    classNames: ClassNames | None = None
+
+
+class DatasetUpdate(OwnedResourceUpdate):
+    classNames: ClassNames | None = None
 
 
 class IngestRequest(_Body):
@@ -114,40 +122,40 @@ class IngestRequest(_Body):
 class CloneRequest(_Body):
     name: str | None = Field(default=None, max_length=200)
     dataset: str | None = Field(default=None, max_length=128)
-    description: str | None = None
+    description: str | None = Field(default=None, max_length=TEXT_MAX_CHARS)
     visibility: str = "private"
-    owner: str | None = None
-    version: int | None = None
+    owner: str | None = Field(default=None, max_length=64)
+    version: RowId | None = None
 
 
 class MergeClassesRequest(_Body):
-    sourceClassIds: list[int] = Field(min_length=1)
-    targetClassId: int
+    sourceClassIds: list[Count] = Field(min_length=1, max_length=10_000)
+    targetClassId: Count
 
 
 class DeleteClassesRequest(_Body):
-    classIds: list[int] = Field(min_length=1)
+    classIds: list[Count] = Field(min_length=1, max_length=10_000)
 
 
 class RedistributeRequest(_Body):
-    train: float = Field(ge=0)
-    val: float = Field(ge=0)
-    test: float = Field(default=0, ge=0)
-    seed: int = 0
+    train: FiniteFloat = Field(ge=0)
+    val: FiniteFloat = Field(ge=0)
+    test: FiniteFloat = Field(default=0, ge=0)
+    seed: BigCount = 0
 
 
 class CreateExportRequest(_Body):
-    description: str = ""
+    description: str = Field(default="", max_length=TEXT_MAX_CHARS)
     download: bool = False
 
 
 class UpdateExportRequest(_Body):
-    version: int
-    description: str = ""
+    version: RowId
+    description: str = Field(default="", max_length=TEXT_MAX_CHARS)
 
 
 class RestoreRequest(_Body):
-    version: int
+    version: RowId
 
 
 class ImageIdsRequest(_Body):
@@ -162,3 +170,11 @@ class BulkSplitRequest(_Body):
 class TrashRequest(_Body):
     id: str
     type: str
+
+
+class EmptyTrashRequest(_Body):
+    """``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash (``trash.empty``)."""
+
+    id: str | None = None
+    type: str | None = None
+    all: bool | None = None

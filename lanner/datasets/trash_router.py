@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.bounds import BigCount, PageSize, RowId
 from lanner.datasets import service
 from lanner.datasets import trash as trash_service
-from lanner.datasets.schemas import TrashRequest
+from lanner.datasets.schemas import EmptyTrashRequest, TrashRequest
 from lanner.deps import Ctx, DbSession
 from lanner.maintenance.gc import collect_after_commit
 
@@ -18,9 +19,9 @@ router = APIRouter(tags=["datasets"])
 
 
 @router.get("/api/trash")
-def trash(principal: CurrentPrincipal, session: DbSession, page: int = Query(default=1, ge=1),
-               limit: int = Query(default=20, ge=1, le=100), type: str | None = None, id: str | None = None,
-               ) -> dict[str, Any]:
+def trash(principal: CurrentPrincipal, session: DbSession, page: RowId = 1,
+          limit: Annotated[PageSize, Query(le=100)] = 20, type: str | None = None, id: str | None = None,
+          ) -> dict[str, Any]:
     return trash_service.listing(session, principal, page=page, limit=limit, type=type, item_id=id)
 
 
@@ -32,16 +33,16 @@ def restore_from_trash(body: TrashRequest, principal: CurrentPrincipal, session:
 
 @router.delete("/api/trash")
 def empty_trash(principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
-                body: dict[str, Any] = Body(default_factory=dict)) -> dict[str, Any]:
+                body: EmptyTrashRequest = Body(default_factory=EmptyTrashRequest)) -> dict[str, Any]:
     """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash. The bytes nothing else
     uses go once the deletion has committed."""
-    count, released = trash_service.empty(session, principal, body)
+    count, released = trash_service.empty(session, principal, body.model_dump(exclude_none=True))
     collect_after_commit(session, ctx, released)
     return {"success": True, "deletedCount": count}
 
 
 @router.get("/api/explore/search")
 def explore(principal: CurrentPrincipal, session: DbSession, q: str | None = None, type: str | None = None,
-            task: str | None = None, offset: int = Query(default=0, ge=0),
-            limit: int = Query(default=20, ge=1, le=100), sort: str | None = None) -> dict[str, Any]:
+            task: str | None = None, offset: BigCount = 0, limit: Annotated[PageSize, Query(le=100)] = 20,
+            sort: str | None = None) -> dict[str, Any]:
     return service.explore(session, q=q, type=type, task=task, limit=limit, offset=offset)

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.bounds import Count, Cursor, RowId
 from lanner.datasets import exports, service, versions
 from lanner.datasets.schemas import CloneRequest, CreateExportRequest, RestoreRequest, UpdateExportRequest
 from lanner.deps import Ctx, DbSession
@@ -27,7 +28,7 @@ def clone(owner: str, dataset: str, body: CloneRequest, principal: CurrentPrinci
 
 @router.get("/api/datasets/{owner}/{dataset}/export")
 def export(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
-           v: int | None = None,
+           v: RowId | None = None,
            format: str = Query(default="ndjson", description="Lanner: ndjson, yolo (zip) or coco (JSON)"),
            ) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset)
@@ -67,7 +68,7 @@ def restore(owner: str, dataset: str, body: RestoreRequest, principal: CurrentPr
 
 @router.get("/api/datasets/{owner}/{dataset}/versions/compare")
 def compare(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession,
-            base: int = Query(..., ge=0, description="version number; 0 = the current, unversioned content"),
-            head: int = Query(default=0, ge=0), cursor: str | None = None) -> dict[str, Any]:
+            base: Annotated[Count, Query(description="version number; 0 = the current, unversioned content")],
+            head: Count = 0, cursor: Cursor | None = None) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset)
     return versions.compare(session, record, base=base, head=head, cursor=cursor)

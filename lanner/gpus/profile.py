@@ -133,10 +133,14 @@ def _load_cfg(name: str) -> tuple[dict, str]:
         return cfg, path.name
     try:
         with _quiet():
-            return yaml_model_load(path), path.name
+            cfg = yaml_model_load(path)
     except Exception as exc:  # FileNotFoundError for unknown names; YAML errors for broken files
         raise ValueError(f"unknown model '{path.name}': no such Ultralytics YAML or local file "
                          f"(try yolo11n.yaml, yolov8s.yaml, yolo26m-seg.yaml; {type(exc).__name__})") from None
+    # Ultralytics resolves a name by searching its folders (a glob: '*' finds a dataset or tracker YAML)
+    if not isinstance(cfg.get("backbone"), list) or not isinstance(cfg.get("head"), list) or not cfg["head"]:
+        raise ValueError(f"unknown model '{path.name}': not a model YAML (no backbone and head)")
+    return cfg, path.name
 
 
 def _task(cfg: dict, label: str) -> str:

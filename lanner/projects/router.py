@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.bounds import PageSize
 from lanner.deps import Ctx, DbSession
 from lanner.projects import service
 from lanner.projects.models import ModelRecord, Project
-from lanner.projects.schemas import REGION, ModelCreate, ProjectCreate, model_item, model_summary, project_item
+from lanner.projects.schemas import (
+    REGION,
+    ModelCreate,
+    ModelUpdate,
+    ProjectCreate,
+    ProjectUpdate,
+    model_item,
+    model_summary,
+    project_item,
+)
 from lanner.projects.service import ModelHooks
 
 router = APIRouter(tags=["projects"])
@@ -35,7 +45,7 @@ def create_project(body: ProjectCreate, principal: CurrentPrincipal, session: Db
 
 @router.get("/api/projects/{owner}")
 def list_projects(owner: str, principal: CurrentPrincipal, session: DbSession,
-                  limit: int | None = Query(default=None, ge=1, le=1000)) -> dict[str, Any]:
+                  limit: PageSize | None = None) -> dict[str, Any]:
     projects = service.list_projects(session, principal, owner=owner, limit=limit)
     counts = service.model_counts(session, [p.id for p in projects])
     items = [project_item(p, owner=owner.lower(), model_count=counts.get(p.id, 0)) for p in projects]
@@ -61,10 +71,10 @@ def retrieve_project(owner: str, project: str, principal: CurrentPrincipal, sess
 
 
 @router.patch("/api/projects/{owner}/{project}")
-def update_project(owner: str, project: str, principal: CurrentPrincipal, session: DbSession,
-                   body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+def update_project(owner: str, project: str, body: ProjectUpdate, principal: CurrentPrincipal,
+                   session: DbSession) -> dict[str, Any]:
     proj = service.get_project(session, principal, owner=owner, slug=project, write=True)
-    service.update_project(session, principal, proj, body)
+    service.update_project(session, principal, proj, body.changes())
     return {"success": True, "project": proj.slug}
 
 
@@ -91,7 +101,7 @@ def create_model(body: ModelCreate, principal: CurrentPrincipal, session: DbSess
 
 @router.get("/api/models/{owner}/{project}")
 def list_models(owner: str, project: str, principal: CurrentPrincipal, session: DbSession,
-                limit: int | None = Query(default=None, ge=1, le=1000)) -> dict[str, Any]:
+                limit: PageSize | None = None) -> dict[str, Any]:
     proj = service.get_project(session, principal, owner=owner, slug=project)
     models = service.list_models(session, proj, limit=limit)
     return {"models": [model_item(m, owner=owner.lower(), project=proj) for m in models], "region": REGION}
@@ -109,10 +119,10 @@ def retrieve_model(owner: str, project: str, model: str, principal: CurrentPrinc
 
 
 @router.patch("/api/models/{owner}/{project}/{model}")
-def update_model(owner: str, project: str, model: str, principal: CurrentPrincipal, session: DbSession,
-                 body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+def update_model(owner: str, project: str, model: str, body: ModelUpdate, principal: CurrentPrincipal,
+                 session: DbSession) -> dict[str, Any]:
     record = service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
-    renamed = service.update_model(session, record, body)
+    renamed = service.update_model(session, record, body.changes())
     if renamed:
         return {"success": True, "slug": record.slug, "name": record.name, "renamed": True}
     return {"success": True, "model": record.slug}

@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lanner.bounds import TEXT_MAX_CHARS, Count, FiniteFloat, JsonObject
 from lanner.db import iso
 from lanner.projects.models import ModelRecord, Project
-from lanner.resources import OwnedResourceCreate
+from lanner.resources import OwnedResourceCreate, OwnedResourceUpdate
 
 REGION = "us"
 
@@ -122,12 +123,34 @@ class ProjectCreate(OwnedResourceCreate):
 
 
 class ModelCreate(_Body):
-    project: str = Field(min_length=1)
-    owner: str | None = None
+    project: str = Field(min_length=1, max_length=128)
+    owner: str | None = Field(default=None, max_length=64)
     model: str | None = Field(default=None, max_length=128)
     name: str | None = Field(default=None, max_length=200)
-    description: str = Field(default="", max_length=5000)
-    task: str | None = None
-    metadata: dict[str, Any] | None = None
-    trainArgs: dict[str, Any] | None = None
-    epochs: int | None = Field(default=None, ge=0)
+    description: str = Field(default="", max_length=TEXT_MAX_CHARS)
+    task: str | None = Field(default=None, max_length=20)
+    metadata: JsonObject | None = None
+    trainArgs: JsonObject | None = None
+    epochs: Count | None = None
+
+
+class ProjectUpdate(OwnedResourceUpdate):
+    archived: bool | None = None
+    iconColor: str | None = Field(default=None, max_length=20)
+
+
+class ModelUpdate(_Body):
+    """What ``models.update`` may change (``service.update_model``); a null or absent field is left alone."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    status: str | None = Field(default=None, max_length=20)
+    description: str | None = Field(default=None, max_length=TEXT_MAX_CHARS)
+    metadata: JsonObject | None = None
+    trainArgs: JsonObject | None = None
+    epochs: Count | None = None
+    bestEpoch: Count | None = None
+    bestFitness: FiniteFloat | None = None
+    trainingError: JsonObject | None = None
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
+from lanner.bounds import INT32_MAX
 from lanner.db import iso, utcnow
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.gpus.catalogue import Catalogue
@@ -71,8 +72,9 @@ def _check_writable(ctx: EventContext, model_id: str) -> None:
 def _run_ref(ctx: EventContext, model_id: str, run_id: Any) -> RunRef:
     lookups = ctx.batch.lookups
     if run_id is not None:
-        if isinstance(run_id, bool) or not isinstance(run_id, int | str) or not str(run_id).isdigit():
-            raise Unprocessable("data.runId must be an integer")
+        if (isinstance(run_id, bool) or not isinstance(run_id, int | str) or not str(run_id).isdigit()
+                or int(run_id) > INT32_MAX):
+            raise Unprocessable(f"data.runId must be an integer from 1 to {INT32_MAX}")
         run = lookups.run_by_id(ctx.session, int(run_id))
         if run is None or run.model_id != model_id:
             raise NotFound(f"run {run_id} not found for this model")
@@ -138,6 +140,11 @@ def _started_response(ctx: EventContext, model: ModelRecord, run: Run, *, cancel
     return response
 
 
+def _device(data: dict[str, Any]) -> str:
+    """The trainer's device string ("cuda:0", "cpu"), shown as sent: cut to its column's width, not refused."""
+    return str(data.get("device") or "")[:100]
+
+
 def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
     session, data = ctx.session, body.data
     fingerprint = _fingerprint(body)
@@ -153,8 +160,8 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
             return _started_response(ctx, model, duplicate)
 
     epochs = data.get("epochs")
-    if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0):
-        raise Unprocessable("training_started: data.epochs must be a non-negative integer")
+    if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or not 0 <= epochs <= INT32_MAX):
+        raise Unprocessable(f"training_started: data.epochs must be an integer from 0 to {INT32_MAX}")
     train_args = data.get("trainArgs")
     if train_args is not None and not isinstance(train_args, dict):
         raise Unprocessable("training_started: data.trainArgs must be an object")
@@ -178,7 +185,7 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
 
     environment = data.get("environment") if isinstance(data.get("environment"), dict) else None
     run = create_run(session, model, status=RunStatus.STARTING, reason="training_started", epochs=epochs,
-                     device=str(data.get("device") or ""), train_args=train_args, environment=environment,
+                     device=_device(data), train_args=train_args, environment=environment,
                      start_fingerprint=fingerprint, last_event_at=utcnow())
     model.train_args = train_args or model.train_args
     model.epochs = epochs if epochs is not None else model.epochs
@@ -189,7 +196,7 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
     if train_args:
         task = train_args.get("task")
         model.task = task if task in projects_service.TASKS else model.task
-        model.base_model = str(train_args.get("model") or "") or model.base_model
+        model.base_model = str(train_args.get("model") or "")[:300] or model.base_model  # the column's width
     if isinstance(data.get("modelInfo"), dict):
         model.model_info = data["modelInfo"]
     session.flush()
@@ -214,7 +221,7 @@ def _managed_run_started(ctx: EventContext, body: MetricsEvent, fingerprint: str
         run.environment = model.environment = data["environment"]
     if isinstance(data.get("trainArgs"), dict):
         run.train_args = data["trainArgs"]
-    run.device = str(data.get("device") or run.device or "")
+    run.device = _device(data) or run.device or ""
     run.start_fingerprint = fingerprint
     run.last_event_at = utcnow()
     # When this attempt's trainer was ready: a one-epoch quick run's only epoch is timed from here.

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from lanner.bounds import BigCount, Count, FiniteFloat, JsonObject, RowId, finite_or_null, storable_json
 
 EventName = Literal[
     "training_started",
@@ -24,37 +26,45 @@ class MetricsEvent(BaseModel):
 
     event: EventName
     data: dict[str, Any] = Field(default_factory=dict)
-    modelId: str | None = None
-    project: str | None = None
-    name: str | None = None
+    modelId: str | None = Field(default=None, max_length=64)
+    project: str | None = Field(default=None, max_length=300)
+    name: str | None = Field(default=None, max_length=200)
+
+    @field_validator("data")
+    @classmethod
+    def _storable(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Stored as sent (metrics, console, plots): NaN and infinities become null, as the trainer itself
+        sends them (``_sanitize_json_value``); what the database cannot store is refused. Its size is bounded by
+        the request body limit (a 1000-class model's ``training_complete`` is about 13 MB)."""
+        return storable_json(finite_or_null(data), max_bytes=None)
 
 
 class EpochEndData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    epoch: int = Field(ge=0)
+    epoch: Count
     metrics: dict[str, Any] = Field(default_factory=dict)
     system: dict[str, Any] | None = None
-    fitness: float | None = None
-    best_fitness: float | None = None
+    fitness: FiniteFloat | None = None
+    best_fitness: FiniteFloat | None = None
     modelInfo: dict[str, Any] | None = None
-    total_epochs: int | None = Field(default=None, ge=0)
-    epochs_total: int | None = Field(default=None, ge=0)
+    total_epochs: Count | None = None
+    epochs_total: Count | None = None
 
 
 class ConsoleData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    chunkId: int
+    chunkId: BigCount  # the trainer's start time in milliseconds, plus one per chunk
     content: str
-    lineCount: int = 0
+    lineCount: Count = 0
 
 
 class CheckpointSavedData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     modelPath: str = Field(min_length=1)
-    runId: int | None = None
+    runId: RowId | None = None
     uploadPath: str | None = None
 
 
@@ -64,14 +74,26 @@ class TrainingCompleteData(BaseModel):
     results: dict[str, Any] = Field(default_factory=dict)
     classNames: list[Any] | None = None
     plots: list[Any] | None = None
-    runId: int | None = None
+    runId: RowId | None = None
+
+    @field_validator("results")
+    @classmethod
+    def _stored_results(cls, results: dict[str, Any]) -> dict[str, Any]:
+        """``bestEpoch`` and ``bestFitness`` go into the model's columns: typed as such when present."""
+        _ResultColumns.model_validate(results)
+        return results
+
+
+class _ResultColumns(BaseModel):
+    bestEpoch: Count | None = None
+    bestFitness: FiniteFloat | None = None
 
 
 class TrainingFailedData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     error: str | None = None
-    code: str | None = None
+    code: str | None = Field(default=None, max_length=40)  # the run's termination reason
     instanceId: str | None = None
 
 
@@ -79,30 +101,31 @@ class UploadCheckpointRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     filename: str = Field(min_length=1, max_length=200)
-    modelId: str | None = None
-    runId: int | None = None
-    project: str | None = None
-    name: str | None = None
-    size: float | None = Field(default=None, ge=0)
+    modelId: str | None = Field(default=None, max_length=64)
+    runId: RowId | None = None
+    project: str | None = Field(default=None, max_length=300)
+    name: str | None = Field(default=None, max_length=200)
+    size: FiniteFloat | None = Field(default=None, ge=0)
 
 
 class StartRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    modelId: str = Field(min_length=1)
-    gpuType: str | None = None
+    modelId: str = Field(min_length=1, max_length=64)
+    gpuType: str | None = Field(default=None, max_length=64)
     captureDatasetVersion: bool | None = None
-    trainArgs: dict[str, Any] = Field(default_factory=dict)
-    maxCostCents: float | None = Field(default=None, gt=0, description="Lanner: cancel the run when it has cost this")
-    fullRunEpochs: int | None = Field(default=None, ge=1, description="Lanner: epochs of the full run a quick test "
-                                      "run re-estimates (default: 100)")
+    trainArgs: JsonObject = Field(default_factory=dict)
+    maxCostCents: FiniteFloat | None = Field(default=None, gt=0, description="Lanner: cancel the run when it has "
+                                             "cost this")
+    fullRunEpochs: Annotated[Count, Field(ge=1)] | None = Field(
+        default=None, description="Lanner: epochs of the full run a quick test run re-estimates (default: 100)")
 
 
 class ImageCount(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    train: int = Field(ge=1)
-    val: int = Field(default=0, ge=0)
+    train: Annotated[Count, Field(ge=1)]
+    val: Count = 0
 
 
 class EstimateRequest(BaseModel):
@@ -111,8 +134,8 @@ class EstimateRequest(BaseModel):
     model: str = Field(min_length=1, description="yolo11s.yaml, a weights file name, or ul://owner/project/model")
     dataset: str | None = Field(default=None, description="ul://owner/datasets/slug")
     imageCount: ImageCount | None = None
-    imageSize: list[int] | None = Field(default=None, description="[width, height] of a typical source image")
-    trainArgs: dict[str, Any] = Field(default_factory=dict)
+    imageSize: list[Count] | None = Field(default=None, description="[width, height] of a typical source image")
+    trainArgs: JsonObject = Field(default_factory=dict)
     gpuTypes: list[str] | None = None
-    deadlineMinutes: float | None = Field(default=None, gt=0)
-    budgetCents: float | None = Field(default=None, gt=0)
+    deadlineMinutes: FiniteFloat | None = Field(default=None, gt=0)
+    budgetCents: FiniteFloat | None = Field(default=None, gt=0)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lanner.bounds import BigCount
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -13,8 +15,8 @@ class SignedUrlRequest(_Body):
     assetType: str
     assetId: str | None = None
     filename: str = Field(min_length=1, max_length=255)
-    contentType: str | None = None
-    totalBytes: int | None = Field(default=None, ge=0)
+    contentType: str | None = Field(default=None, max_length=100)
+    totalBytes: BigCount | None = None
 
 
 class UploadCompleteRequest(_Body):

@@ -81,3 +81,12 @@ def test_an_unknown_model_uri_names_the_model_field(client: Any, alice: Any) -> 
     assert error.startswith("model: 'ul://alice/nope/m' not found") and "alice/nope" in error
     response = post(client, alice, model="ul://alice/nope")
     assert response.status_code == 400 and response.json()["error"].startswith("model")
+
+
+@pytest.mark.parametrize("model", ["*", "*.yaml", "bytetrack"])
+def test_a_name_that_finds_a_yaml_that_is_not_a_model_is_a_400(client: Any, alice: Any, model: str) -> None:
+    """Found by benchmarks/fuzz_api.py: Ultralytics resolves a name by globbing its folders, so '*' found a
+    dataset or tracker YAML, which has no head, and the profiler answered 500."""
+    response = post(client, alice, model=model)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith("model")

@@ -1,0 +1,42 @@
+"""Every operation of the OpenAPI document, fuzzed with schemathesis (``tests/fuzzing.py``): no 5xx, and every
+4xx is ``{"error": "..."}``. A bounded, derandomized run on SQLite for ``make test``; ``benchmarks/fuzz_api.py``
+runs many more cases (docs/fuzzing.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests import fuzzing
+from tests.world import openapi_document, operations
+
+EXAMPLES_PER_OPERATION = 40
+DOCUMENT = openapi_document()
+
+
+@pytest.fixture(scope="module")
+def fuzz_target() -> Iterator[fuzzing.Target]:
+    with fuzzing.target() as t:
+        yield t
+
+
+def _ordered() -> list[tuple[str, str]]:
+    ops = [op for op in operations(DOCUMENT) if op not in fuzzing.SKIPPED]
+    return sorted(ops, key=lambda op: op[0] == "DELETE")  # as Target.operations: deletes last
+
+
+@pytest.mark.parametrize("method, path", _ordered(), ids=[f"{m} {p}" for m, p in _ordered()])
+def test_no_server_error_and_one_error_shape(fuzz_target: fuzzing.Target, method: str, path: str) -> None:
+    before = len(fuzz_target.failures)
+    sent = fuzzing.fuzz(fuzz_target, method, path, examples=EXAMPLES_PER_OPERATION)
+    assert sent > 0
+    found = fuzz_target.failures[before:]
+    assert not found, f"{len(found)} failing case(s):\n" + "\n".join(str(f) for f in found[:5])
+
+
+def test_skipped_operations_exist_and_say_why() -> None:
+    ops = set(operations(DOCUMENT))
+    for op, reason in fuzzing.SKIPPED.items():
+        assert op in ops, f"{op} is skipped but no longer in the OpenAPI document"
+        assert reason.strip(), f"{op} is skipped without a reason"

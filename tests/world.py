@@ -1,0 +1,129 @@
+"""One user who owns one of everything, built through the API the way clients do: the fuzz test, the route
+matrix and ``benchmarks/fuzz_api.py`` aim their identifiers at these rows.
+
+Everything is private (a public dataset is legitimately readable by others) and named distinctively, so a
+response that leaks it can be recognised by its identifiers alone.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from ultralytics_platform import Platform
+
+from lanner.accounts import service as accounts_service
+from lanner.app import create_app
+from lanner.billing import service as billing_service
+from lanner.config import Settings
+from lanner.synthetic import make_detection_dataset
+from tests.conftest import TEST_URL
+from tests.datasets.helpers import package, upload_dataset
+
+DATASET, OLD_DATASET, PROJECT, MODEL = "alices-private-data", "alices-old-data", "alices-project", "alices-model"
+
+
+def quiet_settings(home: Path, database_url: str, **overrides: Any) -> Settings:
+    """Settings for an in-process app whose background loops never start a trainer or collect anything."""
+    return Settings(home=home, database_url=database_url, public_url=TEST_URL, secret_key="test-secret",
+                    api_key_cache_seconds=0, supervisor_interval_seconds=0, maintenance_interval_seconds=0,
+                    **overrides)
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document of the app as it is served (built once at collection: no database needed)."""
+    with tempfile.TemporaryDirectory() as home:
+        app = create_app(quiet_settings(Path(home), f"sqlite:///{home}/lanner.db"), migrate=False)
+        return app.openapi()
+
+
+def operations(document: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every (METHOD, path) of the document, in its order."""
+    return [(method.upper(), path) for path, item in document["paths"].items() for method in item
+            if method in ("get", "put", "post", "delete", "patch", "head", "options")]
+
+
+@dataclass
+class User:
+    username: str
+    user_id: str
+    key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+def make_user(app: FastAPI, username: str, *, credits_micros: int = 0) -> User:
+    with app.state.lanner.db.session() as session:
+        user = accounts_service.create_user(session, username=username, password="correct horse battery")
+        if credits_micros:
+            billing_service.top_up(session, user_id=user.id, micros=credits_micros, description="test credit")
+        _, key = accounts_service.create_api_key(session, user=user, name="main")
+        return User(user.username, user.id, key)
+
+
+@dataclass
+class Owned:
+    """What ``build`` made for one user: the identifiers others must not reach."""
+
+    user: User
+    dataset_id: str = ""
+    old_dataset_id: str = ""  # in the trash
+    image_id: str = ""
+    version: int = 0
+    model_id: str = ""
+    run_id: int = 0
+    key_id: str = ""  # a second API key, not the one requests use
+    session_id: str = ""  # a completed upload session, ready to ingest
+    checkpoint_path: str = ""  # a staged checkpoint upload
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        """Strings that only a leak of this user's private resources would put in another user's response."""
+        return [self.dataset_id, self.old_dataset_id, self.image_id, self.model_id, self.key_id, self.session_id,
+                DATASET, OLD_DATASET, PROJECT, MODEL]
+
+
+def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
+    """A private dataset with images and a version, one in the trash, a project with a model that has a run
+    (started through the trainer's webhook: no process runs), a staged checkpoint, a completed upload session
+    and a second API key."""
+    owned = Owned(user)
+    platform = Platform(api_key=user.key, base_url=TEST_URL, http_client=client, max_retries=0)
+    archive = package(make_detection_dataset(work / "shapes", train=4, val=2, size=64).parent, work / "zip")
+    owned.dataset_id = upload_dataset(platform, client, user.username, DATASET, archive)["id"]
+    owned.version = _ok(client.post(f"/api/datasets/{user.username}/{DATASET}/export", json={},
+                                    headers=user.headers))["version"]
+    owned.image_id = _ok(client.get(f"/api/datasets/{user.username}/{DATASET}/images?limit=1",
+                                    headers=user.headers))["images"][0]["id"]
+    owned.old_dataset_id = _ok(client.post("/api/datasets", json={"name": OLD_DATASET, "visibility": "private"},
+                                           headers=user.headers))["id"]
+    _ok(client.delete(f"/api/datasets/{user.username}/{OLD_DATASET}", headers=user.headers))
+    _ok(client.post("/api/projects", json={"name": PROJECT, "visibility": "private"}, headers=user.headers))
+    owned.model_id = _ok(client.post("/api/models", json={"project": PROJECT, "model": MODEL, "name": MODEL},
+                                     headers=user.headers))["id"]
+    started = _ok(client.post("/api/webhooks/training/metrics", headers=user.headers, json={
+        "event": "training_started", "modelId": owned.model_id, "data": {"epochs": 3, "device": "cpu"}}))
+    owned.run_id = started["runId"]
+    _ok(client.post("/api/webhooks/training/metrics", headers=user.headers, json={
+        "event": "epoch_end", "modelId": owned.model_id, "data": {"epoch": 0, "metrics": {"loss": 1.0}}}))
+    staged = _ok(client.post("/api/webhooks/models/upload", headers=user.headers, json={
+        "modelId": owned.model_id, "runId": owned.run_id, "filename": "last.pt"}))
+    owned.checkpoint_path = staged["uploadPath"]
+    owned.key_id = _ok(client.post("/api/api-keys", json={"name": "spare"}, headers=user.headers))["keyId"]
+    signed = _ok(client.post("/api/upload/signed-url", headers=user.headers, json={
+        "assetType": "datasets", "assetId": owned.dataset_id, "filename": "more.zip", "totalBytes": 3}))
+    _ok(client.put(signed["uploadUrl"], content=b"zip"))
+    _ok(client.post("/api/upload/complete", json={"sessionId": signed["sessionId"]}, headers=user.headers))
+    owned.session_id = signed["sessionId"]
+    return owned
+
+
+def _ok(response: Any) -> Any:
+    assert response.status_code < 300, f"{response.request.method} {response.request.url}: {response.text}"
+    return response.json()
