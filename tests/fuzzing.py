@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -167,6 +168,8 @@ def fuzz(t: Target, method: str, path: str, *, examples: int, seed: int | None =
             request["content"] = json.dumps(kwargs["json"]).encode()
         elif kwargs.get("data") is not None:
             request["content"] = kwargs["data"]
+        # A control character cannot travel raw in a URL: a client percent-encodes it, and so does this one.
+        request["url"] = re.sub(r"[\x00-\x1f\x7f]", lambda m: f"%{ord(m.group()):02X}", request["url"])
         response = t.client.request(**request)
         sent += 1
         status = response.status_code
@@ -226,6 +229,7 @@ def _aim(case: Any, params: dict[str, Any], body_ids: dict[str, Any]) -> None:
         for name in list(case.body):
             if name in body_ids:
                 case.body[name] = body_ids[name]
-        if case.body.get("event") in WEBHOOK_DATA:
+        event = case.body.get("event")
+        if isinstance(event, str) and event in WEBHOOK_DATA:
             case.body["data"] = copy.deepcopy(WEBHOOK_DATA[case.body["event"]])
             case.body["modelId"] = body_ids["modelId"]
