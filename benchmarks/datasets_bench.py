@@ -705,6 +705,8 @@ def main() -> int:
         work.mkdir()
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+        # Throughput, not the rate limits: the listing is timed with one key, far past LANNER_API_RATE_LIMIT.
+        env.update(LANNER_API_RATE_LIMIT="", LANNER_WORKER_RATE_LIMIT="")
         env.update(LANNER_HOME=str(home), LANNER_PUBLIC_URL=f"http://{HOST}:{port}",
                    NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
 

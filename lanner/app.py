@@ -1,6 +1,6 @@
-"""The composition root: ``create_app()`` builds the request context, the training runtime and the maintenance
-thread, mounts every router and ties the threads to the app's lifespan. Used by ``lanner serve``, tests and
-benchmarks."""
+"""The composition root: ``create_app()`` builds the request context, the training runtime, the import queue
+and the maintenance thread, mounts every router and ties the threads to the app's lifespan. Used by ``lanner
+serve``, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from lanner import __version__, body_limit, handlers
 from lanner.accounts.router import router as accounts_router
@@ -16,6 +17,7 @@ from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
 from lanner.context import AppContext
 from lanner.datasets.image_router import router as dataset_images_router
+from lanner.datasets.import_queue import ImportQueue
 from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
@@ -23,12 +25,14 @@ from lanner.gpus.catalogue import get_catalogue
 from lanner.maintenance.loop import Maintenance
 from lanner.migrate import upgrade_database
 from lanner.projects.router import router as projects_router
+from lanner.security_headers import SecurityHeaders
 from lanner.storage.router import router as storage_router
 from lanner.training import views as training_views
 from lanner.training.estimate_router import router as estimate_router
 from lanner.training.router import router as training_router
 from lanner.training.runtime import TrainingRuntime
 from lanner.uploads.router import router as uploads_router
+from lanner.web.router import STATIC_DIR
 from lanner.web.router import router as web_router
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
@@ -43,16 +47,18 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         upgrade_database(ctx.db.url)
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
     training = TrainingRuntime(ctx)
+    imports = ImportQueue(ctx)
     maintenance = Maintenance(ctx)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         training.start()
+        imports.start()
         maintenance.start()
         yield
         maintenance.stop()
+        imports.stop()
         training.stop()
-        ctx.shutdown_jobs()
         ctx.db.dispose()
 
     app = FastAPI(
@@ -63,12 +69,15 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     )
     app.state.lanner = ctx
     app.state.training = training
+    app.state.imports = imports
     app.state.maintenance = maintenance
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
+    app.add_middleware(SecurityHeaders)
     body_limit.install(app, max_bytes=settings.max_body_bytes)
     for router in ROUTERS:
         app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/api/health", tags=["meta"])
     def health() -> dict[str, str]:

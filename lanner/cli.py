@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,8 +14,8 @@ import typer
 from rich.console import Console
 from sqlalchemy.orm import Session
 
+from lanner.accounts import passwords
 from lanner.accounts import service as accounts_service
-from lanner.accounts.security import hash_password
 from lanner.accounts.service import Principal
 from lanner.billing import service as billing_service
 from lanner.config import get_settings
@@ -54,15 +55,21 @@ def _fail(message: str) -> NoReturn:
 
 
 @contextmanager
-def _session() -> Iterator[tuple[AppContext, Session]]:
-    """Every command's frame: settings, a migrated database and one transaction, committed when the command's
-    block ends; a refused action (``LannerError``) is one red line and exit code 1, with nothing written."""
-    ctx = _context()
+def _refusals() -> Iterator[None]:
+    """A refused action (``LannerError``) is one red line and exit code 1."""
     try:
-        with ctx.db.session() as session:
-            yield ctx, session
+        yield
     except LannerError as exc:
         _fail(exc.message)
+
+
+@contextmanager
+def _session() -> Iterator[tuple[AppContext, Session]]:
+    """Every command's frame: settings, a migrated database and one transaction, committed when the command's
+    block ends; a refused action is one red line and exit code 1, with nothing written."""
+    ctx = _context()
+    with _refusals(), ctx.db.session() as session:
+        yield ctx, session
 
 
 def _principal(session: Session, username: str) -> Principal:
@@ -101,6 +108,23 @@ def users_create(name: str,
                                    description="Initial credits")
         username = user.username
     typer.echo(username)
+
+
+def _read_password() -> str:
+    """From a hidden prompt (typed twice) at a terminal, else the first line of stdin, so a script can pipe it
+    in: never a command-line argument, which other users of the machine can read in the process list."""
+    if sys.stdin.isatty():
+        return typer.prompt("New password", hide_input=True, confirmation_prompt=True)
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+@users_app.command("set-password")
+def users_set_password(name: str) -> None:
+    """Set user NAME's web password (prompted, or read from stdin); signs them out of every browser."""
+    password = _read_password()
+    with _session() as (_, session):
+        passwords.set_password(session, user=accounts_service.require_user(session, username=name),
+                               password=password)
 
 
 @keys_app.command("create")
@@ -153,41 +177,42 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
                     owner: Annotated[str, typer.Option(help="Workspace (username) that owns the dataset.")],
                     name: Annotated[str, typer.Option(help="Dataset name; created if it does not exist.")],
                     public: Annotated[bool, typer.Option(help="Make a new dataset public.")] = False) -> None:
-    """Import a local dataset in one step (a Rich progress bar on stderr); prints the dataset's ul:// URI."""
+    """Import a local dataset in one step (a Rich progress bar on stderr); prints the dataset's ul:// URI. All or
+    nothing: images are stored first, then one transaction creates the dataset (if new) and adds them."""
     # start-up cost: each command imports only its own domain (the importers bring PIL and NumPy)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from lanner.datasets import service as datasets_service
-    from lanner.datasets.ingest import ingest_path
-    from lanner.errors import NotFound
+    from lanner.datasets.ingest import commit_import, prepare_import
+    from lanner.errors import Conflict, NotFound
     from lanner.slugs import slugify
 
     source = Path(path).expanduser()
     if not source.exists():
         _fail(f"{source} does not exist")
     with _session() as (ctx, session):
-        principal = _principal(session, owner)
-        try:
-            dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name), write=True)
-        except NotFound:
-            dataset = datasets_service.create_dataset(session, principal, name=name,
-                                                      visibility="public" if public else "private")
-        if dataset.status == "processing":
-            _fail("this dataset is already processing an import")
-        dataset_id, slug = dataset.id, dataset.slug
-    try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err) as bar:
-            task = bar.add_task("unpacking", total=None)
+        _principal(session, owner)  # an unknown owner fails before any work
+    with _refusals(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                               TimeElapsedColumn(), console=err) as bar:
+        task = bar.add_task("unpacking", total=None)
 
-            def progress(stage: str, done: int, total: int) -> None:
-                bar.update(task, description=stage, completed=done, total=total or None)
+        def progress(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total or None)
 
-            with ctx.db.session() as session:
-                result = ingest_path(session, blobs=ctx.blobs, settings=ctx.settings, dataset_id=dataset_id,
-                                     source=source, queued=False, progress=progress)
-    except LannerError as exc:  # ImportRefused is one
-        _fail(exc.message)
+        with prepare_import(blobs=ctx.blobs, settings=ctx.settings, source=source, progress=progress) as prepared, \
+                ctx.db.session() as session:
+            principal = _principal(session, owner)
+            try:
+                dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name),
+                                                       write=True)
+            except NotFound:
+                dataset = datasets_service.create_dataset(session, principal, name=name,
+                                                          visibility="public" if public else "private")
+            if dataset.status == "processing":
+                raise Conflict("this dataset is already processing an import")
+            result = commit_import(session, prepared, dataset=dataset, queued=False,
+                                   progress=progress)
+            slug = dataset.slug
     for issue in result.issues[:20]:
         err.print(f"[yellow]skipped[/yellow] {issue.name}: {issue.reason}")
     if len(result.issues) > 20:
@@ -244,9 +269,7 @@ def gpus_probe(model: Annotated[str, typer.Option(help="Model YAML or weights to
 
 def _uri_owner(uri: str | None) -> str | None:
     """The owner (a username) of a ul://owner/... URI; None for anything else."""
-    if not uri or not uri.startswith("ul://"):
-        return None
-    return uri.removeprefix("ul://").split("/")[0] or None
+    return (uri.removeprefix("ul://").split("/")[0] or None) if uri and uri.startswith("ul://") else None
 
 
 def _duration(text: str) -> float:
@@ -351,12 +374,26 @@ def demo(username: str = "demo") -> None:
             billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(50),
                                    description="Initial credits")
         else:
-            user.password_hash = hash_password(password)
+            passwords.set_password(session, user=user, password=password)
         _, key = accounts_service.create_api_key(session, user=user, name="demo")
     public = get_settings().public_url
     typer.echo(f"Demo workspace ready at {public}\n  login:    {username}\n  password: {password}\n"
                f"  API key:  {key}\n  export ULTRALYTICS_PLATFORM_URL={public} ULTRALYTICS_API_KEY={key}")
 
 
+def main() -> None:
+    """The ``lanner`` entry point: whatever goes wrong is one line, never a traceback (``LANNER_DEBUG=1``: both)."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("[red]error:[/red] interrupted")
+        raise SystemExit(130) from None
+    except Exception as exc:  # an unexpected failure: say what and where to look, not a stack trace
+        if os.environ.get("LANNER_DEBUG"):
+            raise
+        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}".splitlines()[0][:300], soft_wrap=True)
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()

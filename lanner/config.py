@@ -24,18 +24,58 @@ class Settings(BaseSettings):
         default="http://127.0.0.1:8000", description="Base URL handed out in signed links and modelUrl."
     )
     secret_key: str | None = Field(
-        default=None, description="HMAC key for signed URLs and sessions; generated under LANNER_HOME if unset."
+        default=None, description="HMAC key for signed URLs; generated under LANNER_HOME if unset."
     )
     signed_url_ttl_seconds: int = Field(default=3600, description="Lifetime of signed upload/download links.")
     api_key_cache_seconds: float = Field(
         default=5.0, description="How long a verified API key is trusted without a database lookup."
     )
 
+    # Rate limits: strings in the `limits` library's notation ("100/minute", "5 per 10 seconds"); "" or "0"
+    # turns one off. Counted in a moving window.
+    rate_limit_storage: str = Field(
+        default="memory://", description="Where rate-limit counters live: a `limits` storage URI. memory:// "
+        "counts per process (each `serve --workers` process separately); redis://host:6379 shares them.")
+    auth_failure_limit_per_ip: str = Field(
+        default="10/minute", description="Sign-in attempts and wrong API keys allowed per client address; once "
+        "spent, even a right password or a valid key from that address gets 429 until the window passes.")
+    login_limit_per_username: str = Field(
+        default="5/minute", description="Sign-in attempts allowed per username (counted before the password is "
+        "hashed, so a guesser over the limit costs nothing); then 429, right password or not.")
+    api_rate_limit: str = Field(
+        default="100/minute", description="Requests per API key (per user for a web session), the hosted "
+        "platform's default.")
+    worker_rate_limit: str = Field(
+        default="1200/minute", description="Requests per key for training workers: run-scoped keys and the "
+        "trainer's webhooks (/api/webhooks/...), instead of LANNER_API_RATE_LIMIT.")
+    inference_rate_limit: str = Field(
+        default="20/minute", description="Requests per key to shared inference (paths under "
+        "LANNER_INFERENCE_PATH_PREFIX), instead of LANNER_API_RATE_LIMIT.")
+    inference_path_prefix: str = Field(
+        default="/api/predict", description="Path prefix of the shared-inference routes that "
+        "LANNER_INFERENCE_RATE_LIMIT applies to.")
+
     import_max_bytes: int = Field(default=50 * 1024**3, description="Largest total unpacked size of one upload.")
     import_max_files: int = Field(default=1_000_000, description="Most files in one uploaded archive.")
     import_max_ratio: float = Field(default=200.0, description="Highest compression ratio an archive may have.")
     import_max_file_bytes: int = Field(default=2 * 1024**3, description="Largest single file inside an upload.")
-    max_upload_bytes: int = Field(default=100 * 1024**3, description="Largest file accepted on a signed upload URL.")
+    max_upload_bytes: int = Field(default=100 * 1024**3, description="Largest file accepted on a signed upload URL "
+                                  "(an upload that declares its size, as the SDK does, may not send more).")
+    upload_url_ttl_seconds: int = Field(default=12 * 3600, description="Lifetime of an upload URL (the hosted "
+                                        "platform's 12 h); an upload not finished by then is expired and its "
+                                        "file collected.")
+    import_workers: int = Field(default=2, description="Imports run at once by this server, each in its own "
+                                "worker process.")
+    import_max_per_user: int = Field(default=1, description="Imports of one user run at once (0: no cap); the "
+                                     "rest wait, so one user's uploads never hold up another's.")
+    import_memory_bytes: int = Field(default=4 * 1024**3, description="Address space one import worker may use "
+                                     "(0: unlimited); an upload that needs more fails with that reason.")
+    import_timeout_seconds: float = Field(default=6 * 3600.0, description="An import running longer is stopped "
+                                          "and failed (0: never).")
+    import_poll_seconds: float = Field(default=1.0, description="How often the import queue looks for work and "
+                                       "for imports whose server died (a new upload wakes it at once).")
+    blob_grace_seconds: float = Field(default=3600.0, description="A blob, half-written upload or scratch folder "
+                                      "nothing refers to is deleted once nobody wrote it for this long.")
     max_body_bytes: int = Field(default=32 * 1024**2, description="Largest request body (JSON) any other route "
                                 "accepts; larger is a 413. The trainer's training_complete of a 1000-class model "
                                 "is about 13 MB.")
@@ -63,8 +103,9 @@ class Settings(BaseSettings):
                                             "older resume checkpoint, or any upload of a settled run) is deleted "
                                             "this long after it was superseded, its blob once nothing refers to it.")
     maintenance_interval_seconds: float = Field(default=60.0, description="How often superseded checkpoints "
-                                                "and unreferenced blobs are collected and datasets past their "
-                                                "days in the trash are purged (0: never).")
+                                                "and unreferenced blobs are collected, datasets past their "
+                                                "days in the trash are purged and expired web sessions deleted "
+                                                "(0: never).")
     run_max_relaunches: int = Field(default=3, description="Relaunches of a lost run before it fails.")
     cancel_grace_seconds: float = Field(default=20.0, description="Time a cancelled trainer gets to stop by itself "
                                         "before its process or Ray job is killed.")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -125,3 +125,17 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def after_commit(session: Session, callback: Callable[[], Any]) -> None:
+    """Run ``callback`` once ``session``'s transaction has committed; never if it rolls back first. For work
+    that must see the committed state, or must not happen if the request fails (waking the import queue,
+    deleting the blobs a purge let go of)."""
+    pending = [callback]
+
+    def committed(_: Session) -> None:
+        if pending:
+            pending.pop()()
+
+    event.listen(session, "after_commit", committed, once=True)
+    event.listen(session, "after_rollback", lambda _: pending.clear(), once=True)

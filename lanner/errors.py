@@ -7,12 +7,14 @@ class LannerError(Exception):
     status_code = 400
     code = "bad_request"
 
-    def __init__(self, message: str, *, code: str | None = None, extra: dict | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, extra: dict | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code:
             self.code = code
         self.extra = extra or {}
+        self.headers = headers or {}  # HTTP headers the answer carries (Retry-After on a 429)
 
 
 # One class per HTTP status the API answers with; ``code`` is the machine-readable part of the body.
@@ -46,10 +48,26 @@ class Conflict(LannerError):
     status_code, code = 409, "conflict"
 
 
+class PayloadTooLarge(LannerError):
+    """413: the body is larger than this endpoint or upload slot accepts; nothing of it was kept."""
+    status_code, code = 413, "too_large"
+
+
 class Unprocessable(LannerError):
     """422: well-formed but not acceptable as a whole (a training event that contradicts the run, an upload
     too large for its slot)."""
     status_code, code = 422, "invalid"
+
+
+class TooManyRequests(LannerError):
+    """429: a rate limit is spent (too many failed sign-ins or wrong keys from one address, or a key's request
+    budget). ``Retry-After`` says in whole seconds when the window has room again; the SDK waits that long."""
+    status_code, code = 429, "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        retry_after = max(1, retry_after)
+        super().__init__(f"{message}: retry in {retry_after} s", extra={"retryAfter": retry_after},
+                         headers={"Retry-After": str(retry_after)})
 
 
 class NotImplementedOnSelfHosted(LannerError):

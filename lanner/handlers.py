@@ -45,7 +45,8 @@ def describe_validation(exc: RequestValidationError) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(LannerError)
     async def _lanner_error(_: Request, exc: LannerError) -> JSONResponse:
-        return JSONResponse({"error": exc.message, "code": exc.code, **exc.extra}, status_code=exc.status_code)
+        return JSONResponse({"error": exc.message, "code": exc.code, **exc.extra}, status_code=exc.status_code,
+                            headers=exc.headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -17,6 +17,7 @@ class PeriodicThread:
         self._interval = interval
         self._log = log
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     @property
@@ -29,14 +30,23 @@ class PeriodicThread:
             self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
             self._thread.start()
 
+    def wake(self) -> None:
+        """Run the next pass now instead of at the end of the current wait."""
+        self._wake.set()
+
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=timeout)
             self._thread = None
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval()):
+        while True:
+            self._wake.wait(self._interval())
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self._job()
             except Exception:

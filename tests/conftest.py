@@ -59,10 +59,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return cluster.url(name)
 
 
+# Tests make many requests per key and per address quickly: generous limits keep the rate-limit code on the path
+# without refusing anything; tests of the limits themselves set tight ones.
+GENEROUS_LIMITS = {name: "100000/minute" for name in ("auth_failure_limit_per_ip", "login_limit_per_username",
+                                                       "api_rate_limit", "worker_rate_limit", "inference_rate_limit")}
+
+
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str) -> Settings:
     return Settings(home=tmp_path / "home", database_url=database_url, public_url=TEST_URL,
-                    secret_key="test-secret", api_key_cache_seconds=0)
+                    secret_key="test-secret", api_key_cache_seconds=0, **GENEROUS_LIMITS)
 
 
 @pytest.fixture

@@ -21,9 +21,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The tests poll (every 0.5 s while a run trains) faster than the product's API budget allows; like the app
+# fixtures (conftest.GENEROUS_LIMITS), the real server gets limits that never refuse a test.
+GENEROUS_LIMITS = {f"LANNER_{name}": "100000/minute" for name in (
+    "AUTH_FAILURE_LIMIT_PER_IP", "LOGIN_LIMIT_PER_USERNAME", "API_RATE_LIMIT", "WORKER_RATE_LIMIT",
+    "INFERENCE_RATE_LIMIT")}
+
+
 def lanner_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
-    env.update({"LANNER_HOME": str(home), **extra})
+    env.update({"LANNER_HOME": str(home), **GENEROUS_LIMITS, **extra})
     return env
 
 

@@ -98,4 +98,5 @@ def test_bad_input_gets_a_clear_4xx(client, alice):
     assert response.status_code == 400
     response = client.post("/api/projects", json={"name": "v", "visibility": "secret"}, headers=alice.headers)
     assert response.status_code == 400 and "visibility" in response.json()["error"]
-    assert client.get("/api/projects/nobody", headers=alice.headers).status_code == 404
+    nobody = client.get("/api/projects/nobody", headers=alice.headers)  # like an owner with nothing public
+    assert nobody.status_code == 200 and nobody.json()["projects"] == []

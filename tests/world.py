@@ -21,7 +21,7 @@ from lanner.app import create_app
 from lanner.billing import service as billing_service
 from lanner.config import Settings
 from lanner.synthetic import make_detection_dataset
-from tests.conftest import TEST_URL
+from tests.conftest import GENEROUS_LIMITS, TEST_URL
 from tests.datasets.helpers import package, upload_dataset
 
 DATASET, OLD_DATASET, PROJECT, MODEL = "alices-private-data", "alices-old-data", "alices-project", "alices-model"
@@ -31,7 +31,7 @@ def quiet_settings(home: Path, database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app whose background loops never start a trainer or collect anything."""
     return Settings(home=home, database_url=database_url, public_url=TEST_URL, secret_key="test-secret",
                     api_key_cache_seconds=0, supervisor_interval_seconds=0, maintenance_interval_seconds=0,
-                    **overrides)
+                    **{**GENEROUS_LIMITS, **overrides})
 
 
 def openapi_document() -> dict[str, Any]:

@@ -1,6 +1,11 @@
 """Who is calling: the one place a request's principal comes from, an API key (``Authorization: Bearer``) or
 the web session cookie. Routers depend on ``CurrentPrincipal`` (401 when nobody), ``FastPrincipal`` (async hot
-paths) or ``OptionalPrincipal`` (pages that redirect to the login instead)."""
+paths) or ``OptionalPrincipal`` (pages that redirect to the login instead).
+
+Rate limits are applied here too, because only here is it known who is calling: an address with too many
+wrong keys is refused before its key is looked at, a wrong key is counted against its address, and every
+request spends its caller's budget (``lanner.ratelimit``). Routes without a principal (health, the login page,
+signed storage links, whose signature is the credential) spend none."""
 
 from __future__ import annotations
 
@@ -37,12 +42,41 @@ def _check_run_scope(request: Request, principal: Principal) -> Principal:
     return principal
 
 
+def client_address(request: Request) -> str:
+    """The caller's address as the server saw it (uvicorn takes X-Forwarded-For only from trusted proxies)."""
+    return request.client.host if request.client else "unknown"
+
+
+def _admit(request: Request, ctx: AppContext, principal: Principal) -> Principal:
+    """A known caller: within its key's scope, then one request from its budget (a key's, or a web session's
+    user's). Training workers (run-scoped keys, and the trainer's webhooks with the user's key) spend the
+    larger worker budget: the trainer reports often and must never be cut off mid-run by the API limit."""
+    _check_run_scope(request, principal)
+    path = request.url.path
+    identity = f"key:{principal.key_id}" if principal.key_id else f"user:{principal.user_id}"
+    ctx.limits.count_request(identity, path, worker=principal.run_id is not None or path.startswith(
+        WORKER_WRITE_PATHS))
+    return principal
+
+
+def _key_principal(request: Request, ctx: AppContext, session: Session, token: str) -> Principal:
+    address = client_address(request)
+    ctx.limits.refuse_failing_address(address)
+    try:
+        return accounts_service.authenticate_key(session, key=token, cache=ctx.key_cache,
+                                                 ttl=ctx.settings.api_key_cache_seconds)
+    except Unauthorized:
+        ctx.limits.count_failure(address)
+        raise
+
+
 def _resolve(request: Request, ctx: AppContext, session: Session) -> Principal | None:
     token = _bearer(request)
     if token:
-        return _check_run_scope(request, accounts_service.authenticate_key(
-            session, key=token, cache=ctx.key_cache, ttl=ctx.settings.api_key_cache_seconds))
-    return principal_from_cookie(session, ctx.signer, request.cookies.get(SESSION_COOKIE))
+        principal: Principal | None = _key_principal(request, ctx, session, token)
+    else:
+        principal = principal_from_cookie(session, request.cookies.get(SESSION_COOKIE))
+    return _admit(request, ctx, principal) if principal is not None else None
 
 
 def get_principal(request: Request, ctx: Ctx, session: DbSession) -> Principal:
@@ -67,7 +101,8 @@ async def get_principal_nonblocking(request: Request, ctx: Ctx) -> Principal:
     if token:
         principal = accounts_service.cached_principal(key=token, cache=ctx.key_cache)
         if principal is not None:
-            return _check_run_scope(request, principal)
+            ctx.limits.refuse_failing_address(client_address(request))
+            return _admit(request, ctx, principal)
 
     def lookup() -> Principal:
         with ctx.db.session() as session:

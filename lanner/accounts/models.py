@@ -1,4 +1,4 @@
-"""Users (a user's username is its workspace slug) and their API keys."""
+"""Users (a user's username is its workspace slug), their API keys and their web sessions."""
 
 from __future__ import annotations
 
@@ -39,3 +39,15 @@ class ApiKey(Base):
     run_id: Mapped[int | None]
 
     user: Mapped[User] = relationship(back_populates="api_keys")
+
+
+class WebSession(Base):
+    """A signed-in browser. The cookie holds a random token and only its SHA-256 digest is kept (like API keys),
+    so a database leak hands out no session; deleting the row (logout, password change) ends it at once."""
+
+    __tablename__ = "web_sessions"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]

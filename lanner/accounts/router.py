@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
-from sqlalchemy import func, select
+from fastapi import APIRouter, Request, Response
+from sqlalchemy import exists, func, or_, select
+from sqlalchemy.orm import Session
 
-from lanner.accounts import service
-from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.accounts import passwords, service
+from lanner.accounts.dependencies import CurrentPrincipal, FastPrincipal, client_address
 from lanner.accounts.models import User
-from lanner.accounts.schemas import ApiKeyCreate, LoginRequest
-from lanner.accounts.sessions import clear_session_cookie, set_session_cookie
+from lanner.accounts.schemas import ApiKeyCreate, LoginRequest, PasswordChange
+from lanner.accounts.service import Principal
+from lanner.accounts.sessions import SESSION_COOKIE, clear_session_cookie, end_session, set_session_cookie
 from lanner.billing import service as billing_service
+from lanner.context import AppContext
+from lanner.datasets.models import Dataset
 from lanner.db import iso
 from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
@@ -62,23 +66,57 @@ def revoke_api_key(key_id: str, principal: CurrentPrincipal, session: DbSession,
     return {"success": True}
 
 
+def _visible_user(session: Session, principal: Principal, username: str) -> User | None:
+    """Yourself, or a user with something public (a project or a dataset, which ``explore`` shows anyway). A
+    user without public content is answered exactly like a username nobody has, in one query either way, so
+    this route cannot be used to learn which usernames exist. (Answering 200 for everyone instead would mean
+    inventing profiles for names nobody has.)"""
+    if username.lower() == principal.username:
+        return session.get(User, principal.user_id)
+    public = or_(exists().where(Project.owner_id == User.id, Project.visibility == "public"),
+                 exists().where(Dataset.owner_id == User.id, Dataset.visibility == "public",
+                                Dataset.deleted_at.is_(None)))
+    return session.scalar(select(User).where(User.username == username.lower(), public))
+
+
 @router.get("/api/users")
 def profile(principal: CurrentPrincipal, session: DbSession, username: str | None = None) -> dict[str, Any]:
-    user = service.get_user_by_username(session, username=username or principal.username)
+    user = _visible_user(session, principal, username or principal.username)
     if user is None:
         raise NotFound(f"user '{username}' not found")
     return {"user": {"username": user.username, "fullName": user.full_name or user.username,
                      "accountType": "personal", "followerCount": 0, "isFollowed": False}}
 
 
+def _secure(ctx: AppContext) -> bool:
+    return ctx.settings.public_url.startswith("https")
+
+
 @router.post("/api/auth/login")
-def login(body: LoginRequest, response: Response, session: DbSession, ctx: Ctx) -> dict[str, Any]:
-    user = service.authenticate_password(session, username=body.username, password=body.password)
-    set_session_cookie(response, ctx.signer, user.id)
-    return {"username": user.username}
+async def login(body: LoginRequest, request: Request, response: Response, ctx: Ctx) -> dict[str, Any]:
+    """Async: the password hash runs in its own pool (``accounts.passwords``), not in a request thread."""
+    signed_in = await passwords.sign_in(ctx, address=client_address(request), username=body.username,
+                                        password=body.password)
+    set_session_cookie(response, signed_in.token, secure=_secure(ctx))
+    return {"username": signed_in.username}
 
 
 @router.post("/api/auth/logout")
-def logout(response: Response) -> dict[str, Any]:
+def logout(request: Request, response: Response, session: DbSession) -> dict[str, Any]:
+    """Ends the session on the server too: a copy of the cookie stops working."""
+    end_session(session, request.cookies.get(SESSION_COOKIE))
     clear_session_cookie(response)
+    return {"success": True}
+
+
+@router.post("/api/auth/password")
+async def change_password(body: PasswordChange, principal: FastPrincipal, request: Request, response: Response,
+                          ctx: Ctx) -> dict[str, Any]:
+    """Lanner extension: a new password for the caller, who proves the current one. Every web session of the
+    user ends; a browser that asked keeps signed in with a new session. API keys are unaffected."""
+    token = await passwords.change_password(ctx, principal, address=client_address(request),
+                                            current=body.currentPassword, new=body.newPassword,
+                                            signed_in=principal.key_id is None)
+    if token is not None:
+        set_session_cookie(response, token, secure=_secure(ctx))
     return {"success": True}

@@ -12,3 +12,8 @@ class LoginRequest(BaseModel):
 
 class ApiKeyCreate(BaseModel):
     name: str = Field(default="default", min_length=1, max_length=100)
+
+
+class PasswordChange(BaseModel):
+    currentPassword: str = Field(min_length=1, max_length=1000)
+    newPassword: str = Field(min_length=1, max_length=1000)

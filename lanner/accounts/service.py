@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import ApiKey, User
-from lanner.accounts.security import hash_password, key_digest, looks_like_api_key, new_api_key, verify_password
+from lanner.accounts.security import hash_password, key_digest, looks_like_api_key, new_api_key
 from lanner.db import utcnow
 from lanner.errors import BadRequest, Conflict, NotFound, Unauthorized
 
@@ -62,8 +62,8 @@ def create_user(session: Session, *, username: str, password: str | None = None,
         raise BadRequest(f"unknown tier '{tier}': choose one of {', '.join(TIERS)}")
     if get_user_by_username(session, username=username):
         raise Conflict(f"user '{username}' already exists")
-    if password is not None and len(password) < 8:
-        raise BadRequest("password must be at least 8 characters")
+    if password is not None:
+        check_new_password(password)
     user = User(username=username, full_name=full_name or username, tier=tier, is_admin=is_admin,
                 password_hash=hash_password(password) if password else None)
     session.add(user)
@@ -71,11 +71,9 @@ def create_user(session: Session, *, username: str, password: str | None = None,
     return user
 
 
-def authenticate_password(session: Session, *, username: str, password: str) -> User:
-    user = get_user_by_username(session, username=username)
-    if user is None or not verify_password(password, user.password_hash):
-        raise Unauthorized("wrong username or password")
-    return user
+def check_new_password(password: str) -> None:
+    if len(password) < 8:
+        raise BadRequest("password must be at least 8 characters")
 
 
 def create_api_key(session: Session, *, user: User, name: str = "default",

@@ -7,9 +7,7 @@ are far from expiry), so repeated ``yolo train data=ul://...`` calls do not rebu
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import zipfile
 from collections.abc import Iterator
 from datetime import timedelta
@@ -22,9 +20,9 @@ from sqlalchemy.orm import Session
 from lanner.config import Settings
 from lanner.datasets import state, versions
 from lanner.datasets.models import Dataset, DatasetExport, DatasetItem, DatasetVersion, ImageBlob
-from lanner.datasets.records import scratch_dir
 from lanner.db import utcnow
 from lanner.errors import BadRequest, Conflict
+from lanner.scratch import scratch_folder
 from lanner.storage.blobs import BlobStore
 from lanner.storage.signing import URLSigner
 
@@ -153,10 +151,8 @@ def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer
     if cached is not None and (cached.expires_at is None or cached.expires_at > now + IMAGE_URL_TTL / 2) \
             and blobs.exists(cached.sha256):
         return cached.sha256, KINDS[kind], True
-    fd, name = tempfile.mkstemp(dir=scratch_dir(settings), suffix=f".{kind}")
-    os.close(fd)
-    path = Path(name)
-    try:
+    with scratch_folder(settings.resolved_home, f"export-{kind}-") as folder:
+        path = folder / f"export.{kind}"
         names = list(class_names if class_names is not None else dataset.class_names or [])
         task = task or dataset.task
         if kind == "ndjson":
@@ -167,8 +163,6 @@ def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer
             write_coco(session, dataset, manifest_id, names, path)
         with path.open("rb") as fh:
             blob = blobs.put_file(fh)
-    finally:
-        path.unlink(missing_ok=True)
     expires = now + IMAGE_URL_TTL if kind == "ndjson" else None
     if cached is not None:
         cached.sha256, cached.size, cached.created_at, cached.expires_at = blob.sha256, blob.size, now, expires

@@ -10,11 +10,10 @@ with the reason. Nothing here takes the app context: a session, the blob store a
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,11 @@ from lanner.datasets.records import (
     ImageInfo,
     ImportedImage,
     ImportLimits,
+    ImportPlan,
     ImportRefused,
-    scratch_dir,
 )
 from lanner.db import utcnow
+from lanner.scratch import scratch_folder
 from lanner.storage.blobs import BlobStore
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
@@ -121,18 +121,26 @@ def _insert_blob_rows(session: Session, rows: list[dict[str, Any]]) -> None:
                         .on_conflict_do_nothing(index_elements=["sha256"]))
 
 
-def ingest_path(session: Session, *, blobs: BlobStore, settings: Settings, dataset_id: str, source: Path,
-                queued: bool, progress: Progress | None = None) -> IngestResult:
-    """Import ``source`` into the dataset. Raises ImportRefused for an upload that cannot be understood.
+@dataclass
+class PreparedImport:
+    """An upload unpacked, understood and stored as blobs, not yet in any dataset (``prepare_import``)."""
 
-    The slow part (unpacking, probing and storing images) uses no database; ``session`` is touched only for the
-    final swap, so its transaction stays short. ``queued``: the dataset is ``processing`` (an API import) rather
-    than imported directly (``lanner datasets import``); see ``datasets/state.py``."""
+    plan: ImportPlan
+    stored: list[tuple[ImportedImage, ImageInfo, str | None]]
+    result: IngestResult
+    started: float
+
+
+@contextmanager
+def prepare_import(*, blobs: BlobStore, settings: Settings, source: Path, progress: Progress | None = None
+                   ) -> Iterator[PreparedImport]:
+    """The slow part, with no database: unpack, understand the layout, probe and store every image. Raises
+    ImportRefused for an upload that cannot be understood. The unpacked files live until the block ends (in a
+    scratch folder that a crash cannot leak, ``lanner.scratch``)."""
     limits = ImportLimits.from_settings(settings)
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="ingest-", dir=scratch_dir(settings)))
     result = IngestResult()
-    try:
+    with scratch_folder(settings.resolved_home, "ingest-") as workdir:
         root = extract_archive(source, workdir / "data", limits) if _is_archive(source) else source
         if progress:
             progress("unpacked", 0, 0)
@@ -140,34 +148,64 @@ def ingest_path(session: Session, *, blobs: BlobStore, settings: Settings, datas
         for issue in plan.issues:
             result.skip(issue.name, issue.reason, "invalid")
         stored = _probe_all(blobs, plan.images, result, progress)
+        _keep_stored(blobs, stored)  # just before the caller's short transaction references them
+        yield PreparedImport(plan=plan, stored=stored, result=result, started=started)
+
+
+def commit_import(session: Session, prepared: PreparedImport, *, dataset: Dataset, queued: bool,
+                  progress: Progress | None = None) -> IngestResult:
+    """One short transaction: the dataset's manifest becomes the current one plus the new items, swapped in.
+    ``queued``: the dataset is ``processing`` (an API import) rather than imported directly (``lanner datasets
+    import``); see ``datasets/state.py``. The caller commits."""
+    plan, stored, result = prepared.plan, prepared.stored, prepared.result
+    has_items = service.counts(session, dataset.manifest_id)["images"] > 0
+    class_map = _merge_classes(dataset, plan.task, plan.class_names, has_items)
+    if plan.kpt_shape and not dataset.kpt_shape:
+        dataset.kpt_shape = plan.kpt_shape
+    _insert_blob_rows(session, [
+        {"sha256": info.sha256, "size": info.size, "width": info.width, "height": info.height,
+         "format": info.format, "phash": _signed64(info.phash), "thumb_sha256": thumb,
+         "created_at": utcnow()} for _, info, thumb in stored])
+    # Always into a fresh copy, swapped in at the end: a clone or version sharing the old manifest
+    # (even an empty one) never sees the new images, and a failure leaves the old one untouched.
+    old_manifest = dataset.manifest_id
+    manifest = service.copy_manifest(session, old_manifest)
+    dataset.manifest_id = manifest
+    result.added = _insert_items(session, manifest, stored, class_map, result)
+    dataset.format = plan.format
+    dataset.last_ingest = {**result.summary(), "processingTimeMs": (time.monotonic() - prepared.started) * 1000}
+    service.touch(dataset)
+    state.finish_import(session, dataset, queued=queued)
+    service.drop_manifest_if_orphan(session, old_manifest)
+    if progress:
+        progress("health", 0, 0)
+    refresh_health(session, dataset)
+    return result
+
+
+def ingest_path(session: Session, *, blobs: BlobStore, settings: Settings, dataset_id: str, source: Path,
+                queued: bool, progress: Progress | None = None) -> IngestResult:
+    """Import ``source`` into the dataset: ``prepare_import`` then ``commit_import``. ``session`` is touched
+    only for the final swap, so its transaction stays short."""
+    with prepare_import(blobs=blobs, settings=settings, source=source, progress=progress) as prepared:
         dataset = session.get(Dataset, dataset_id)
         if dataset is None:
             raise ImportRefused("the dataset was deleted during the import")
-        has_items = service.counts(session, dataset.manifest_id)["images"] > 0
-        class_map = _merge_classes(dataset, plan.task, plan.class_names, has_items)
-        if plan.kpt_shape and not dataset.kpt_shape:
-            dataset.kpt_shape = plan.kpt_shape
-        _insert_blob_rows(session, [
-            {"sha256": info.sha256, "size": info.size, "width": info.width, "height": info.height,
-             "format": info.format, "phash": _signed64(info.phash), "thumb_sha256": thumb,
-             "created_at": utcnow()} for _, info, thumb in stored])
-        # Always into a fresh copy, swapped in at the end: a clone or version sharing the old manifest
-        # (even an empty one) never sees the new images, and a failure leaves the old one untouched.
-        old_manifest = dataset.manifest_id
-        manifest = service.copy_manifest(session, old_manifest)
-        dataset.manifest_id = manifest
-        result.added = _insert_items(session, manifest, stored, class_map, result)
-        dataset.format = plan.format
-        dataset.last_ingest = {**result.summary(), "processingTimeMs": (time.monotonic() - started) * 1000}
-        service.touch(dataset)
-        state.finish_import(session, dataset, queued=queued)
-        service.drop_manifest_if_orphan(session, old_manifest)
-        if progress:
-            progress("health", 0, 0)
-        refresh_health(session, dataset)
-        return result
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        return commit_import(session, prepared, dataset=dataset, queued=queued, progress=progress)
+
+
+def _keep_stored(blobs: BlobStore, stored: list[tuple[ImportedImage, ImageInfo, str | None]]) -> None:
+    """Refresh every blob this import stored, just before the rows that reference them are written (outside
+    any transaction: refreshing 100,000 files takes seconds).
+
+    Until then nothing refers to them, so the collector (``maintenance.gc``) may take any that sat idle past its
+    grace period (a very long import). Refreshing makes them fresh again, and one already taken is stored again
+    from the unpacked file, so the commit never references missing bytes."""
+    for image, info, thumb in stored:
+        blobs.put_path(image.path, info.sha256)
+        if thumb is not None and not blobs.touch(thumb):
+            _, thumbnail = probe_image(image.path, thumbnail=True)
+            blobs.put_bytes(thumbnail)
 
 
 def _insert_items(session: Session, manifest: int, stored: list[tuple[ImportedImage, ImageInfo, str | None]],

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from lanner.db import Base, utcnow
+from lanner.db import Base, id_column, utcnow
 from lanner.resources import OwnedResource
 
 
@@ -27,7 +27,7 @@ class ImageBlob(Base):
     height: Mapped[int]
     format: Mapped[str] = mapped_column(String(10))
     phash: Mapped[int] = mapped_column(BigInteger)  # signed 64-bit view of the unsigned hash
-    thumb_sha256: Mapped[str | None] = mapped_column(String(64))
+    thumb_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -76,7 +76,7 @@ class DatasetItem(Base):
     key: Mapped[str] = mapped_column(String(16))
     name: Mapped[str] = mapped_column(String(255))
     split: Mapped[str] = mapped_column(String(10))
-    sha256: Mapped[str] = mapped_column(ForeignKey("image_blobs.sha256"))
+    sha256: Mapped[str] = mapped_column(ForeignKey("image_blobs.sha256"), index=True)  # the collector asks
     # SQL NULL means "no label file" (unlabelled); [] means labelled with no objects. none_as_null keeps them apart.
     labels: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
     class_id: Mapped[int | None]
@@ -117,7 +117,32 @@ class DatasetExport(Base):
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(10))
     revision: Mapped[int]
-    sha256: Mapped[str] = mapped_column(String(64))
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
     size: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None]
+
+
+class ImportJob(Base):
+    """One import of an uploaded file into a dataset, run by a worker process (``datasets.import_queue``).
+
+    The row is the job's durable state, so a server that dies mid-import finds it on start-up and runs it again
+    or fails it with the reason (``datasets.import_jobs``). ``source_sha256`` keeps the uploaded file alive while
+    the job needs it and is cleared when the job ends, so the collector can then free it."""
+
+    __tablename__ = "import_jobs"
+
+    id: Mapped[str] = id_column()
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    upload_id: Mapped[str | None] = mapped_column(String(32))
+    filename: Mapped[str] = mapped_column(String(255))
+    source_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    attempts: Mapped[int] = mapped_column(default=0)
+    worker: Mapped[str | None] = mapped_column(String(200))  # host:server-pid:worker-pid of the running attempt
+    heartbeat_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]

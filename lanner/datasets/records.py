@@ -97,14 +97,6 @@ class ImportLimits:
                    max_ratio=settings.import_max_ratio, max_file_bytes=settings.import_max_file_bytes)
 
 
-def scratch_dir(settings: Settings) -> Path:
-    """Where imports unpack and exports are written before they become blobs: under ``LANNER_HOME``, so on the
-    blob store's filesystem, never inside the store's own folders."""
-    path = settings.resolved_home / "tmp"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 @dataclass
 class ImageInfo:
     """What probing an image file found (see ``datasets/images.py``)."""

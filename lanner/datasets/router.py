@@ -13,7 +13,8 @@ from fastapi import APIRouter
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import PageSize
-from lanner.datasets import edits, jobs, service, stats, trash
+from lanner.datasets import edits, import_jobs, service, stats, trash
+from lanner.datasets.dependencies import Imports
 from lanner.datasets.ingest import health_report
 from lanner.datasets.models import Dataset
 from lanner.datasets.schemas import (
@@ -24,7 +25,8 @@ from lanner.datasets.schemas import (
     MergeClassesRequest,
     RedistributeRequest,
 )
-from lanner.deps import Ctx, DbSession
+from lanner.db import after_commit
+from lanner.deps import DbSession
 from lanner.errors import NotImplementedOnSelfHosted
 from lanner.projects.schemas import REGION
 
@@ -70,13 +72,13 @@ def delete_dataset(owner: str, dataset: str, principal: CurrentPrincipal, sessio
 
 @router.post("/api/datasets/{owner}/{dataset}/ingest", status_code=202)
 def ingest(owner: str, dataset: str, body: IngestRequest, principal: CurrentPrincipal, session: DbSession,
-           ctx: Ctx) -> dict[str, Any]:
-    # 202 once the dataset is ``processing`` for everyone (DbSession commits before the answer); that commit
-    # queues the job.
+           imports: Imports) -> dict[str, Any]:
+    # 202 once the job is queued and the dataset ``processing`` for everyone (DbSession commits before the
+    # answer); that commit wakes the import queue.
     record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
-    job_id = jobs.start_import(session, principal, record, session_id=body.sessionId, submit=ctx.submit_job,
-                               db=ctx.db, blobs=ctx.blobs, settings=ctx.settings)
-    return {"jobId": job_id, "status": "queued"}
+    job = import_jobs.start_import(session, principal, record, session_id=body.sessionId)
+    after_commit(session, imports.wake)
+    return {"jobId": job.id, "status": "queued"}
 
 
 @router.get("/api/datasets/{owner}/{dataset}/class-stats")

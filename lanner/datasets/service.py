@@ -67,9 +67,11 @@ def owner_name(session: Session, dataset: Dataset) -> str:
 
 
 def list_datasets(session: Session, principal: Principal, *, owner: str, limit: int | None = None) -> list[Dataset]:
+    """An unknown owner is answered like a known one with nothing public (an empty list): a 404 would tell
+    anyone which usernames exist."""
     user = accounts_service.get_user_by_username(session, username=owner)
     if user is None:
-        raise NotFound(f"workspace '{owner}' not found")
+        return []
     query = select(Dataset).where(Dataset.owner_id == user.id, Dataset.deleted_at.is_(None)).order_by(
         Dataset.created_at.desc())
     if user.id != principal.user_id:
@@ -195,13 +197,36 @@ def writable_manifest(session: Session, dataset: Dataset) -> int:
     return dataset.manifest_id
 
 
-def drop_manifest_if_orphan(session: Session, manifest_id: int) -> None:
+def drop_manifest_if_orphan(session: Session, manifest_id: int) -> set[str]:
+    """Delete the manifest and its items unless a dataset or version still uses it; returns the image digests
+    it held (their bytes may now be unused: ``forget_unused_images``)."""
     used = session.scalar(select(func.count()).select_from(Dataset).where(Dataset.manifest_id == manifest_id)) or 0
     used += session.scalar(select(func.count()).select_from(DatasetVersion).where(
         DatasetVersion.manifest_id == manifest_id)) or 0
-    if not used:
-        session.execute(delete(DatasetItem).where(DatasetItem.manifest_id == manifest_id))
-        session.execute(delete(Manifest).where(Manifest.id == manifest_id))
+    if used:
+        return set()
+    digests = set(session.scalars(select(DatasetItem.sha256).where(DatasetItem.manifest_id == manifest_id)
+                                  .distinct()))
+    session.execute(delete(DatasetItem).where(DatasetItem.manifest_id == manifest_id))
+    session.execute(delete(Manifest).where(Manifest.id == manifest_id))
+    return digests
+
+
+def forget_unused_images(session: Session, digests: set[str]) -> set[str]:
+    """Delete the image rows of ``digests`` that no item uses any more; returns the blobs (images and their
+    thumbnails) those rows held, for the collector to free once nothing else refers to them."""
+    freed: set[str] = set()
+    ordered = sorted(digests)
+    for start in range(0, len(ordered), 500):
+        chunk = ordered[start:start + 500]
+        used = select(DatasetItem.sha256).where(DatasetItem.sha256.in_(chunk))
+        rows = session.execute(select(ImageBlob.sha256, ImageBlob.thumb_sha256).where(
+            ImageBlob.sha256.in_(chunk), ImageBlob.sha256.not_in(used))).all()
+        if rows:
+            session.execute(delete(ImageBlob).where(ImageBlob.sha256.in_([r.sha256 for r in rows])))
+        freed.update(r.sha256 for r in rows)
+        freed.update(r.thumb_sha256 for r in rows if r.thumb_sha256)
+    return freed
 
 
 # --- derived item columns and counts -------------------------------------------------------------

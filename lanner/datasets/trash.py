@@ -2,8 +2,10 @@
 good. The trash listing promises ``daysRemaining``; whoever runs maintenance keeps that promise by calling
 ``purge_expired`` now and then (it is idempotent and cheap when nothing expired).
 
-A purged dataset takes its versions, cached exports, and every manifest (with its items) that no other dataset or
-version shares. Image bytes are content-addressed and shared across datasets, so they are not removed here.
+A purged dataset takes its versions, cached exports, import jobs and every manifest (with its items) that no
+other dataset or version shares, and its image rows that nothing else uses. Image bytes are content-addressed and
+may be shared with other datasets: purging returns the digests it let go of, and the caller has the collector
+(``maintenance.gc.delete_unreferenced``) delete those nothing refers to any more once the purge committed.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
 from lanner.datasets import service
-from lanner.datasets.models import Dataset, DatasetVersion
+from lanner.datasets.models import Dataset, DatasetExport, DatasetVersion, ImportJob
 from lanner.db import iso, utcnow
 from lanner.errors import BadRequest, Conflict, NotFound, NotImplementedOnSelfHosted
 from lanner.projects.schemas import REGION
+from lanner.storage import upload_sessions
+from lanner.storage.models import UploadSession
 
 TRASH_DAYS = 30
 
@@ -35,25 +39,37 @@ def restore_dataset(dataset: Dataset) -> None:
     dataset.deleted_at = None
 
 
-def purge_dataset(session: Session, dataset: Dataset) -> None:
-    """Delete for good. Versions and exports go with the row (``ON DELETE CASCADE``); then every manifest the
-    dataset or its versions used, unless a clone or another version still shares it."""
+def purge_dataset(session: Session, dataset: Dataset) -> set[str]:
+    """Delete for good. Versions, exports and import jobs go with the row (``ON DELETE CASCADE``); then every
+    manifest the dataset or its versions used, unless a clone or another version still shares it, and the image
+    rows nothing uses any more. Returns the blob digests let go of (images, thumbnails, exports, uploads)."""
     manifests = {dataset.manifest_id, *session.scalars(select(DatasetVersion.manifest_id).where(
         DatasetVersion.dataset_id == dataset.id))}
+    released = set(session.scalars(select(DatasetExport.sha256).where(DatasetExport.dataset_id == dataset.id)))
+    released.update(session.scalars(select(ImportJob.source_sha256).where(
+        ImportJob.dataset_id == dataset.id, ImportJob.source_sha256.is_not(None))))
+    for upload in session.scalars(select(UploadSession).where(UploadSession.asset_id == dataset.id,
+                                                              UploadSession.sha256.is_not(None))):
+        released.add(upload.sha256)
+        upload_sessions.release_file(upload)
     session.delete(dataset)
     session.flush()
+    images: set[str] = set()
     for manifest_id in manifests:
-        service.drop_manifest_if_orphan(session, manifest_id)
+        images |= service.drop_manifest_if_orphan(session, manifest_id)
+    return released | service.forget_unused_images(session, images)
 
 
-def purge_expired(session: Session, *, now: datetime | None = None) -> int:
-    """Purge every dataset that has been in the trash longer than ``TRASH_DAYS``; returns how many."""
+def purge_expired(session: Session, *, now: datetime | None = None) -> tuple[int, set[str]]:
+    """Purge every dataset that has been in the trash longer than ``TRASH_DAYS``; returns how many, and the blob
+    digests they let go of."""
     cutoff = (now or utcnow()) - timedelta(days=TRASH_DAYS)
     expired = list(session.scalars(select(Dataset).where(Dataset.deleted_at.is_not(None),
                                                          Dataset.deleted_at < cutoff)))
+    released: set[str] = set()
     for dataset in expired:
-        purge_dataset(session, dataset)
-    return len(expired)
+        released |= purge_dataset(session, dataset)
+    return len(expired), released
 
 
 def trashed(session: Session, principal: Principal) -> list[Dataset]:
@@ -103,8 +119,9 @@ def restore_item(session: Session, principal: Principal, *, type: str, item_id: 
     restore_dataset(trashed_dataset(session, principal, item_id))
 
 
-def empty(session: Session, principal: Principal, body: dict[str, Any]) -> int:
-    """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash. Returns how many."""
+def empty(session: Session, principal: Principal, body: dict[str, Any]) -> tuple[int, set[str]]:
+    """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash. Returns how many, and
+    the blob digests they let go of."""
     if body.get("id"):
         if body.get("type", "dataset") != "dataset":
             raise NotImplementedOnSelfHosted("only datasets go to the trash in Lanner")
@@ -113,6 +130,7 @@ def empty(session: Session, principal: Principal, body: dict[str, Any]) -> int:
         items = trashed(session, principal)
     else:
         raise BadRequest("send {id, type} to delete one item or {all: true} to empty the trash")
+    released: set[str] = set()
     for dataset in items:
-        purge_dataset(session, dataset)
-    return len(items)
+        released |= purge_dataset(session, dataset)
+    return len(items), released

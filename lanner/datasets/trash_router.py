@@ -12,7 +12,8 @@ from lanner.bounds import BigCount, PageSize, RowId
 from lanner.datasets import service
 from lanner.datasets import trash as trash_service
 from lanner.datasets.schemas import EmptyTrashRequest, TrashRequest
-from lanner.deps import DbSession
+from lanner.deps import Ctx, DbSession
+from lanner.maintenance.gc import collect_after_commit
 
 router = APIRouter(tags=["datasets"])
 
@@ -31,11 +32,13 @@ def restore_from_trash(body: TrashRequest, principal: CurrentPrincipal, session:
 
 
 @router.delete("/api/trash")
-def empty_trash(principal: CurrentPrincipal, session: DbSession,
+def empty_trash(principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
                 body: EmptyTrashRequest = Body(default_factory=EmptyTrashRequest)) -> dict[str, Any]:
-    """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash."""
-    changes = body.model_dump(exclude_none=True)
-    return {"success": True, "deletedCount": trash_service.empty(session, principal, changes)}
+    """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash. The bytes nothing else
+    uses go once the deletion has committed."""
+    count, released = trash_service.empty(session, principal, body.model_dump(exclude_none=True))
+    collect_after_commit(session, ctx, released)
+    return {"success": True, "deletedCount": count}
 
 
 @router.get("/api/explore/search")

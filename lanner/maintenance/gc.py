@@ -1,9 +1,16 @@
-"""Collecting blobs nobody needs any more: superseded checkpoints of training runs.
+"""The one garbage collector: blobs, upload sessions, half-written uploads and scratch folders nobody needs.
 
 Blobs are content-addressed and shared (two models may hold the same weights, a dataset image may be in many
 datasets), so a blob is deleted only when no row anywhere refers to it *and* nobody wrote it for a grace period
-(every write, a deduplicated one too, refreshes its write time). ``BLOB_REFERENCES`` lists every column that
-holds a blob digest; a test fails when a table gains such a column without being listed here.
+(every write, a deduplicated one too, refreshes its write time; an import refreshes its images just before it
+references them). ``BLOB_REFERENCES`` lists every column that holds a blob digest; a test fails when a table
+gains such a column without being listed here.
+
+Who frees what:
+- ``delete_unreferenced``: the digests a known event let go of (superseded checkpoints, a purged dataset);
+- ``sweep``: everything else, by walking the store a few shards per pass: images stored by an import that was
+  killed before it committed, archives of expired uploads, bytes of a PUT that lost a race, dataset exports
+  past their expiry; plus expired upload sessions, half-written uploads and scratch folders of dead processes.
 """
 
 from __future__ import annotations
@@ -14,11 +21,17 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, exists, func, or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from lanner.datasets.models import DatasetExport, DatasetItem, ImageBlob
-from lanner.db import utcnow
+from lanner import scratch
+from lanner.config import Settings
+from lanner.context import AppContext
+from lanner.datasets import service as datasets_service
+from lanner.datasets.models import DatasetExport, DatasetItem, ImageBlob, ImportJob
+from lanner.db import after_commit, utcnow
 from lanner.projects.models import ModelRecord
+from lanner.storage import upload_sessions
 from lanner.storage.blobs import BlobStore
 from lanner.storage.models import UploadSession
 from lanner.training.models import Run, StagedUpload
@@ -33,11 +46,27 @@ BLOB_REFERENCES: tuple[Any, ...] = (
     ModelRecord.weights_sha256,
     UploadSession.sha256,
     StagedUpload.sha256,
+    ImportJob.source_sha256,
 )
+SHARDS = tuple(f"{i:02x}" for i in range(256))
+SHARDS_PER_PASS = 16  # a full sweep every 16 maintenance passes (16 minutes at the default interval)
+# A half-written file is being written right now unless it sat still this long, whatever the grace period: every
+# chunk a PUT or an import writes refreshes its time, and deleting it under its writer fails that write.
+PARTIAL_MIN_IDLE_SECONDS = 600.0
 
 
 def is_referenced(session: Session, sha256: str) -> bool:
     return any(session.scalar(select(exists().where(column == sha256))) for column in BLOB_REFERENCES)
+
+
+def referenced_among(session: Session, digests: list[str]) -> set[str]:
+    """Which of ``digests`` some row refers to: one indexed ``IN`` query per column and chunk."""
+    found: set[str] = set()
+    for start in range(0, len(digests), 500):
+        chunk = digests[start:start + 500]
+        for column in BLOB_REFERENCES:
+            found.update(session.scalars(select(column).where(column.in_(chunk)).distinct()))
+    return found
 
 
 @dataclass(frozen=True)
@@ -80,18 +109,82 @@ def collect_checkpoints(db: Any, blobs: BlobStore, grace_seconds: float) -> Coll
         digests = {row.sha256: row.size or 0 for row in rows if row.sha256}
         if rows:
             session.execute(delete(StagedUpload).where(StagedUpload.path.in_([row.path for row in rows])))
-    return Collected(uploads=len(rows), **_delete_unreferenced(db, blobs, digests, grace_seconds))
+    collected = delete_unreferenced(db, blobs, digests, grace_seconds)
+    if collected["blobs"]:
+        log.info("deleted %d superseded checkpoint blobs (%d bytes)", collected["blobs"], collected["bytes"])
+    return Collected(uploads=len(rows), **collected)
 
 
-def _delete_unreferenced(db: Any, blobs: BlobStore, digests: dict[str, int], grace_seconds: float
-                         ) -> dict[str, int]:
+def delete_unreferenced(db: Any, blobs: BlobStore, digests: dict[str, int] | set[str], grace_seconds: float
+                        ) -> dict[str, int]:
+    """Delete those of ``digests`` that nothing refers to and nobody wrote for ``grace_seconds``."""
+    sizes = digests if isinstance(digests, dict) else dict.fromkeys(digests, 0)
+    ordered = sorted(sizes)
+    with db.session() as session:
+        live = referenced_among(session, ordered)
     deleted = freed = 0
-    for sha256 in sorted(digests):
-        with db.session() as session:
-            if is_referenced(session, sha256):
-                continue
-            if blobs.delete_if_idle(sha256, grace_seconds):
-                deleted, freed = deleted + 1, freed + digests[sha256]
-    if deleted:
-        log.info("deleted %d superseded checkpoint blobs (%d bytes)", deleted, freed)
+    for sha256 in ordered:
+        if sha256 not in live and blobs.delete_if_idle(sha256, grace_seconds):
+            deleted, freed = deleted + 1, freed + sizes[sha256]
     return {"blobs": deleted, "bytes": freed}
+
+
+def collect_after_commit(session: Session, ctx: AppContext, digests: set[str]) -> None:
+    """Once ``session`` commits (a purge), delete those of ``digests`` nothing refers to any more. A failure
+    here loses nothing: the sweep finds the same blobs later."""
+    def collect() -> None:
+        try:
+            delete_unreferenced(ctx.db, ctx.blobs, digests, ctx.settings.blob_grace_seconds)
+        except Exception:
+            log.exception("deleting the blobs of a purge failed; the sweep will find them")
+
+    if digests:
+        after_commit(session, collect)
+
+
+@dataclass(frozen=True)
+class Swept:
+    upload_sessions: int
+    exports: int
+    image_rows: int
+    blobs: int
+    partial_uploads: int
+    scratch: int
+
+
+def sweep(db: Any, blobs: BlobStore, settings: Settings, shards: tuple[str, ...] | list[str] = SHARDS) -> Swept:
+    """One pass of the collector over ``shards`` of the store (all of them unless told otherwise)."""
+    grace = settings.blob_grace_seconds
+    cutoff = utcnow() - timedelta(seconds=grace)
+    with db.session() as session:
+        expired = list(session.scalars(select(UploadSession).where(
+            UploadSession.status.in_(upload_sessions.UNFINISHED), UploadSession.expires_at < cutoff)))
+        expired_count = sum(upload_sessions.expire(session, upload) for upload in expired)
+        exports = session.execute(delete(DatasetExport).where(DatasetExport.expires_at < cutoff)).rowcount
+    image_rows = deleted = 0
+    for shard in shards:
+        idle = list(blobs.iter_idle(shard, grace))
+        if not idle:
+            continue
+        image_rows += _forget_unused_images(db, idle)
+        deleted += delete_unreferenced(db, blobs, set(idle), grace)["blobs"]
+    result = Swept(upload_sessions=expired_count, exports=exports or 0, image_rows=image_rows, blobs=deleted,
+                   partial_uploads=blobs.collect_partial(max(grace, PARTIAL_MIN_IDLE_SECONDS)),
+                   scratch=scratch.collect(settings.resolved_home, grace))
+    if any(vars(result).values()):
+        log.info("collected %s", result)
+    return result
+
+
+def _forget_unused_images(db: Any, digests: list[str]) -> int:
+    """Image rows no dataset item uses any more (their images were deleted from a dataset): without the row,
+    the image and its thumbnail are unreferenced. The foreign key from items makes a concurrent import that
+    starts using one of them again win: this transaction then fails and a later pass retries."""
+    forgotten = 0
+    for start in range(0, len(digests), 500):
+        try:
+            with db.session() as session:
+                forgotten += len(datasets_service.forget_unused_images(session, set(digests[start:start + 500])))
+        except IntegrityError:
+            log.info("an image came back into use while it was being forgotten; the next pass retries")
+    return forgotten

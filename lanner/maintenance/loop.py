@@ -1,8 +1,10 @@
 """The maintenance thread: work nobody asks for but everybody relies on.
 
 Every ``LANNER_MAINTENANCE_INTERVAL_SECONDS`` it forgets superseded training checkpoints and deletes the blobs
-nothing refers to any more (``gc.collect_checkpoints``), and permanently deletes datasets whose days in the
-trash are over (the trash's ``daysRemaining`` is a promise). Each job runs in its own transaction and a
+nothing refers to any more (``gc.collect_checkpoints``), permanently deletes datasets whose days in the trash
+are over (the trash's ``daysRemaining`` is a promise) with the bytes they alone used, deletes expired web
+sessions (a browser that never comes back would otherwise leave its row forever), and sweeps a sixteenth of the
+blob store for anything else nobody refers to (``gc.sweep``). Each job runs in its own transaction and a
 failure is logged and retried on the next pass, so one broken job never stops the others.
 """
 
@@ -11,9 +13,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from lanner.accounts.sessions import delete_expired_sessions
 from lanner.context import AppContext
 from lanner.datasets.trash import purge_expired
-from lanner.maintenance.gc import Collected, collect_checkpoints
+from lanner.maintenance.gc import (
+    SHARDS,
+    SHARDS_PER_PASS,
+    Collected,
+    Swept,
+    collect_checkpoints,
+    delete_unreferenced,
+    sweep,
+)
 from lanner.periodic import PeriodicThread
 
 log = logging.getLogger("lanner.maintenance")
@@ -23,28 +34,45 @@ log = logging.getLogger("lanner.maintenance")
 class Pass:
     checkpoints: Collected | None
     purged_datasets: int | None
+    swept: Swept | None = None
+    expired_sessions: int | None = None
 
 
 class Maintenance:
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
+        self._next_shard = 0
         self._thread = PeriodicThread("lanner-maintenance", self.run_once,
                                       lambda: ctx.settings.maintenance_interval_seconds, log)
 
     def run_once(self) -> Pass:
-        checkpoints = purged = None
+        checkpoints = purged = swept = None
+        ctx = self.ctx
         try:
             checkpoints = collect_checkpoints(self.ctx.db, self.ctx.blobs, self.ctx.settings.checkpoint_grace_seconds)
         except Exception:
             log.exception("checkpoint collection failed; the next pass retries")
         try:
-            with self.ctx.db.session() as session:
-                purged = purge_expired(session)
+            with ctx.db.session() as session:
+                purged, released = purge_expired(session)
             if purged:
                 log.info("purged %d datasets whose time in the trash was over", purged)
+                delete_unreferenced(ctx.db, ctx.blobs, released, ctx.settings.blob_grace_seconds)
         except Exception:
             log.exception("trash purge failed; the next pass retries")
-        return Pass(checkpoints=checkpoints, purged_datasets=purged)
+        try:
+            shards = SHARDS[self._next_shard:self._next_shard + SHARDS_PER_PASS]
+            self._next_shard = (self._next_shard + SHARDS_PER_PASS) % len(SHARDS)
+            swept = sweep(ctx.db, ctx.blobs, ctx.settings, shards)
+        except Exception:
+            log.exception("the collector's sweep failed; the next pass retries")
+        try:
+            with self.ctx.db.session() as session:
+                sessions = delete_expired_sessions(session)
+        except Exception:
+            sessions = None
+            log.exception("deleting expired web sessions failed; the next pass retries")
+        return Pass(checkpoints=checkpoints, purged_datasets=purged, swept=swept, expired_sessions=sessions)
 
     def start(self) -> None:
         if self.ctx.settings.maintenance_interval_seconds > 0:

@@ -55,7 +55,7 @@ class ModelRecord(TimestampMixin, Base):
     training_error: Mapped[dict[str, Any] | None] = mapped_column()
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     base_model: Mapped[str | None] = mapped_column(String(300))
-    weights_sha256: Mapped[str | None] = mapped_column(String(64))
+    weights_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
     weights_size: Mapped[int | None] = mapped_column(BigInteger)
     weights_name: Mapped[str | None] = mapped_column(String(200))
     started_at: Mapped[datetime | None]

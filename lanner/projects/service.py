@@ -38,13 +38,6 @@ class ModelHooks:
     check_delete: DeleteGuard
 
 
-def _owner(session: Session, owner: str) -> User:
-    user = accounts_service.get_user_by_username(session, username=owner)
-    if user is None:
-        raise NotFound(f"workspace '{owner}' not found")
-    return user
-
-
 def can_read(principal: Principal, *, owner_id: str, visibility: str) -> bool:
     return principal.user_id == owner_id or visibility == "public"
 
@@ -64,7 +57,11 @@ def get_project(session: Session, principal: Principal, *, owner: str, slug: str
 
 
 def list_projects(session: Session, principal: Principal, *, owner: str, limit: int | None) -> list[Project]:
-    user = _owner(session, owner)
+    """An unknown owner is answered like a known one with nothing public (an empty list): a 404 would tell
+    anyone which usernames exist."""
+    user = accounts_service.get_user_by_username(session, username=owner)
+    if user is None:
+        return []
     query = select(Project).where(Project.owner_id == user.id).order_by(Project.created_at.desc())
     if user.id != principal.user_id:
         query = query.where(Project.visibility == "public")

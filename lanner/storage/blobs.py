@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from lanner.errors import Unprocessable
+from lanner.errors import PayloadTooLarge
 
 CHUNK = 1 << 20
 
@@ -44,6 +44,19 @@ class BlobStore(ABC):
     def exists(self, sha256: str) -> bool: ...
 
     @abstractmethod
+    def touch(self, sha256: str) -> bool:
+        """Refresh the blob's write time, as a deduplicated write would; False when it does not exist."""
+
+    @abstractmethod
+    def iter_idle(self, shard: str, idle_seconds: float) -> Iterator[str]:
+        """Digests starting with the hex prefix ``shard`` that nobody wrote for ``idle_seconds`` (the sweep of
+        ``maintenance.gc`` walks the store a shard at a time)."""
+
+    @abstractmethod
+    def collect_partial(self, idle_seconds: float) -> int:
+        """Delete half-written uploads (a PUT cut off by a crash) idle for ``idle_seconds``; returns how many."""
+
+    @abstractmethod
     def open(self, sha256: str) -> BinaryIO: ...
 
     @abstractmethod
@@ -66,7 +79,7 @@ class BlobStore(ABC):
                 yield chunk
 
 
-class BlobTooLarge(Unprocessable):
+class BlobTooLarge(PayloadTooLarge):
     """More bytes than the upload slot allows; the partial file is gone."""
 
 
@@ -136,6 +149,33 @@ class LocalBlobStore(BlobStore):
 
     def open(self, sha256: str) -> BinaryIO:
         return self._path(sha256).open("rb")
+
+    def touch(self, sha256: str) -> bool:
+        return _touch(self._path(sha256))
+
+    def iter_idle(self, shard: str, idle_seconds: float) -> Iterator[str]:
+        if len(shard) != 2 or any(c not in "0123456789abcdef" for c in shard):
+            raise ValueError("a shard is two hex digits")
+        cutoff = time.time() - idle_seconds
+        for sub in sorted((self.root / shard).glob("??")):
+            for path in sub.iterdir():
+                try:
+                    if len(path.name) == 64 and path.stat().st_mtime <= cutoff:
+                        yield path.name
+                except FileNotFoundError:
+                    continue
+
+    def collect_partial(self, idle_seconds: float) -> int:
+        cutoff = time.time() - idle_seconds
+        removed = 0
+        for path in (self.root / "tmp").iterdir():
+            try:
+                if path.stat().st_mtime <= cutoff:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
 
     def local_path(self, sha256: str) -> Path | None:
         path = self._path(sha256)

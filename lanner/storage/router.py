@@ -1,4 +1,5 @@
-"""Lanner's signed download route: the signature is the credential (a stand-in for cloud storage links).
+"""Lanner's signed download route: the signature is the credential (a stand-in for cloud storage links), and the
+bytes must still belong to something.
 Signed uploads land in ``lanner.uploads.router``, which knows every kind of upload slot."""
 
 from __future__ import annotations
@@ -8,16 +9,21 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, StreamingResponse
 
-from lanner.deps import Ctx
+from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
+from lanner.maintenance.gc import is_referenced
 from lanner.storage.signing import blob_path
 
 router = APIRouter(tags=["storage"])
 
 
 @router.get("/api/storage/blobs/{sha256}/{filename}")
-def get_blob(sha256: str, filename: str, request: Request, ctx: Ctx) -> Any:
+def get_blob(sha256: str, filename: str, request: Request, ctx: Ctx, session: DbSession) -> Any:
+    """A link dies with what it points at: bytes nothing refers to any more (a purged dataset's images, an
+    expired upload) answer 404 at once, even before the collector has deleted them."""
     ctx.signer.require("GET", blob_path(sha256, filename), request.query_params)
+    if not is_referenced(session, sha256):
+        raise NotFound("file not found")
     try:
         path = ctx.blobs.local_path(sha256)  # the one use of a path: sendfile
     except ValueError:

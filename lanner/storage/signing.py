@@ -1,6 +1,6 @@
 """One HMAC signer for everything Lanner hands out and later trusts: signed blob/upload URLs (a stand-in for
-cloud storage signed URLs) and signed values such as the web session cookie. Each use has its own purpose
-string inside the MAC, so a signature made for one can never be replayed as another."""
+cloud storage signed URLs). Each use has its own purpose string inside the MAC, so a signature made for one can
+never be replayed as another. (Web sessions are not signed values: they are rows, so they can be ended.)"""
 
 from __future__ import annotations
 
@@ -52,23 +52,6 @@ class URLSigner:
     def upload_url(self, key: str, ttl_seconds: int | None = None) -> str:
         """A signed PUT for the upload slot ``key`` (see ``lanner.storage.router.put_upload``)."""
         return self.sign("PUT", upload_path(key), ttl_seconds)
-
-    def sign_value(self, purpose: str, value: str, ttl_seconds: int) -> str:
-        """``value.expires.mac``: a tamper-proof, expiring token (``value`` must not contain dots)."""
-        if "." in value:
-            raise ValueError("a signed value may not contain '.'")
-        payload = f"{value}.{int(time.time()) + ttl_seconds}"
-        return f"{payload}.{self._mac(purpose, payload)}"
-
-    def unsign_value(self, purpose: str, token: str | None) -> str | None:
-        """The value of a token made by ``sign_value`` for ``purpose``; None when forged, altered or expired."""
-        if not token or token.count(".") != 2:
-            return None
-        value, expires, mac = token.split(".")
-        payload = f"{value}.{expires}"
-        if not expires.isdigit() or int(expires) < time.time():
-            return None
-        return value if hmac.compare_digest(mac, self._mac(purpose, payload)) else None
 
 
 def blob_path(sha256: str, filename: str) -> str:

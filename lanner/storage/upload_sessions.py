@@ -2,11 +2,17 @@
 guarded compare-and-set through ``lanner.status`` that writes a ``StatusEvent``.
 
     (signed URL handed out) ──> pending
-    pending | uploaded ──> uploaded      the file was PUT to the signed URL (again, until completed)
+    pending ──> receiving                a PUT started: the slot is single use, a second PUT is refused before
+                                         anything is stored
+    receiving ──> pending                that PUT failed (too large, cut off): the client may try again
+    receiving ──> uploaded               the file arrived
     uploaded ──> completed               ``upload.complete`` checked the size
-    uploaded | completed ──> ingested    a dataset import took the file; it cannot be imported twice
+    uploaded | completed ──> ingested    a dataset import took the file (the import job holds it from then on)
+    pending | receiving | uploaded | completed ──> expired
+                                         unfinished when its URL's life ended (``maintenance.gc``)
 
-An upload of model weights stops at ``completed``: ``upload.complete`` attaches it to its model.
+``sha256`` refers to the uploaded file only while someone still needs it: the import job takes it over, model
+weights keep their own reference, and an expired session lets go; the collector then frees the bytes.
 """
 
 from __future__ import annotations
@@ -18,9 +24,12 @@ from lanner.status import InvalidStatusChange, change_status, record_created, tr
 from lanner.storage.models import UploadSession
 
 PENDING = "pending"
+RECEIVING = "receiving"
 UPLOADED = "uploaded"
 COMPLETED = "completed"
 INGESTED = "ingested"
+EXPIRED = "expired"
+UNFINISHED = (PENDING, RECEIVING, UPLOADED, COMPLETED)
 
 NOTHING_UPLOADED = "nothing was uploaded for this session yet: PUT the file to its uploadUrl first"
 
@@ -37,17 +46,45 @@ def get_uploaded(session: Session, *, owner_id: str, session_id: str) -> UploadS
     upload = session.get(UploadSession, session_id)
     if upload is None or upload.owner_id != owner_id:
         raise NotFound("upload session not found")
-    if upload.sha256 is None:
+    if upload.status == EXPIRED:
+        raise Conflict("this upload session expired; ask for a new upload URL and upload again")
+    if upload.status in (PENDING, RECEIVING):
         raise Conflict(NOTHING_UPLOADED)
     return upload
 
 
-def mark_uploaded(session: Session, upload: UploadSession, *, sha256: str, size: int) -> None:
-    """Record the file's digest and size; a session already completed or ingested takes no new file (409)."""
+def start_receiving(session: Session, upload: UploadSession) -> None:
+    """pending -> receiving, before a single byte is stored: a slot already used or being written refuses (409)."""
     try:
-        change_status(session, upload, UPLOADED, allowed_from=(PENDING, UPLOADED), sha256=sha256, size=size)
+        change_status(session, upload, RECEIVING, allowed_from=(PENDING,))
     except InvalidStatusChange:
-        raise Conflict("this upload session was already used") from None  # create-only, like the hosted URLs
+        if upload.status == EXPIRED:
+            raise Conflict("this upload session expired; ask for a new upload URL") from None
+        raise Conflict("this upload URL was already used; ask for a new one to upload again") from None
+
+
+def receiving_failed(session: Session, upload: UploadSession, reason: str) -> None:
+    """receiving -> pending: the PUT did not complete, so nothing was kept and the client may try again."""
+    try_change_status(session, upload, PENDING, allowed_from=(RECEIVING,), reason=reason[:300])
+
+
+def mark_uploaded(session: Session, upload: UploadSession, *, sha256: str, size: int) -> None:
+    """receiving -> uploaded with the file's digest and size."""
+    try:
+        change_status(session, upload, UPLOADED, allowed_from=(RECEIVING,), sha256=sha256, size=size)
+    except InvalidStatusChange:
+        raise Conflict("this upload session is not receiving a file") from None
+
+
+def expire(session: Session, upload: UploadSession) -> bool:
+    """An unfinished session whose URL's life is over lets go of its file."""
+    return try_change_status(session, upload, EXPIRED, allowed_from=UNFINISHED, reason="upload URL expired",
+                             sha256=None)
+
+
+def release_file(upload: UploadSession) -> None:
+    """The file's bytes now belong to someone else (a model's weights) or to nobody: drop the reference."""
+    upload.sha256 = None
 
 
 def mark_completed(session: Session, upload: UploadSession) -> None:
@@ -57,9 +94,11 @@ def mark_completed(session: Session, upload: UploadSession) -> None:
 
 
 def mark_ingested(session: Session, upload: UploadSession) -> None:
-    """uploaded | completed -> ingested; an upload already imported refuses a second import (409)."""
+    """uploaded | completed -> ingested; an upload already imported refuses a second import (409). The import
+    job takes over the reference to the file."""
     try:
-        change_status(session, upload, INGESTED, allowed_from=(UPLOADED, COMPLETED), reason="dataset import")
+        change_status(session, upload, INGESTED, allowed_from=(UPLOADED, COMPLETED), reason="dataset import",
+                      sha256=None)
     except InvalidStatusChange:
         if upload.status == PENDING:
             raise Conflict(NOTHING_UPLOADED) from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
@@ -43,12 +44,22 @@ def stage_checkpoint_upload(session: Session, principal: Principal, body: Upload
     return staged
 
 
-def record_checkpoint_upload(session: Session, path: str, *, sha256: str, size: int) -> None:
-    """The bytes of a staged checkpoint arrived on its signed PUT (``uploads.router``)."""
+def open_checkpoint_slot(session: Session, path: str) -> None:
+    """Before the signed PUT stores anything: the slot exists and nothing was uploaded to it yet (409)."""
     staged = session.get(StagedUpload, path)
     if staged is None:
         raise NotFound("upload slot not found")
-    staged.sha256, staged.size, staged.uploaded_at = sha256, size, utcnow()
+    if staged.sha256 is not None:
+        raise Conflict("this checkpoint upload URL was already used; ask for a new one")
+
+
+def record_checkpoint_upload(session: Session, path: str, *, sha256: str, size: int) -> None:
+    """The bytes of a staged checkpoint arrived on its signed PUT (``uploads.router``); of two PUTs racing on
+    one slot the first to finish wins, and the other's bytes are left for the collector."""
+    done = session.execute(update(StagedUpload).where(StagedUpload.path == path, StagedUpload.sha256.is_(None))
+                           .values(sha256=sha256, size=size, uploaded_at=utcnow()))
+    if done.rowcount != 1:
+        raise Conflict("this checkpoint upload URL was already used; ask for a new one")
 
 
 def promote_checkpoint(session: Session, model: ModelRecord, path: str, run_id: int | None) -> bool:

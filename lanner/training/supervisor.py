@@ -117,7 +117,8 @@ class Supervisor:
                 continue
             except Exception as exc:
                 log.exception("could not launch run %s", run_id)
-                self._fail(run_id, f"could not launch the worker: {exc}", code="launch_failed")
+                self._fail(run_id, f"the {self.executor.name} executor could not start the worker "
+                                   f"({type(exc).__name__}); the server log has the details", code="launch_failed")
                 continue
             with self.ctx.db.session() as session:
                 run = session.get(Run, run_id)

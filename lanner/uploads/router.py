@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import CurrentPrincipal
@@ -18,7 +20,7 @@ router = APIRouter(tags=["datasets"])
 
 @router.post("/api/upload/signed-url")
 def signed_url(body: SignedUrlRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx) -> dict[str, Any]:
-    return service.signed_url(session, principal, signer=ctx.signer, max_bytes=ctx.settings.max_upload_bytes,
+    return service.signed_url(session, principal, signer=ctx.signer, settings=ctx.settings,
                               asset_type=body.assetType, asset_id=body.assetId, filename=body.filename,
                               content_type=body.contentType, total_bytes=body.totalBytes)
 
@@ -32,14 +34,23 @@ def upload_complete(body: UploadCompleteRequest, principal: CurrentPrincipal, se
 
 @router.put("/api/storage/uploads/{key:path}", tags=["storage"])
 async def put_upload(key: str, request: Request, ctx: Ctx) -> dict[str, Any]:
-    """The signed PUT of every upload slot (dataset and model uploads, training checkpoints): streamed into the
-    blob store, then recorded on its slot. The signature is the credential."""
+    """The signed PUT of every upload slot (dataset and model uploads, training checkpoints). The signature is the
+    credential. The slot is claimed before a byte is stored (single use, size limit checked up front), the body is
+    streamed into the blob store under that limit, then recorded on the slot; a PUT that fails frees the slot."""
     ctx.signer.require("PUT", upload_path(key), request.query_params)
-    blob = await ctx.blobs.put_stream(request.stream(), max_bytes=service.upload_limit(key, ctx.settings))
 
-    def record() -> None:
+    def transaction(work: Callable[[Session], Any]) -> Any:
         with ctx.db.session() as session:
-            service.record_upload(session, key, sha256=blob.sha256, size=blob.size)
+            return work(session)
 
-    await run_in_threadpool(record)
+    limit = await run_in_threadpool(transaction, lambda s: service.open_slot(
+        s, key, ctx.settings, request.headers.get("content-length")))
+    try:
+        blob = await ctx.blobs.put_stream(request.stream(), max_bytes=limit)
+    except BaseException as exc:  # too large, or the client went away: the partial file is already gone
+        reason = f"upload failed: {type(exc).__name__}"
+        await run_in_threadpool(transaction, lambda s: service.slot_failed(s, key, reason))
+        raise
+    await run_in_threadpool(transaction, lambda s: service.record_upload(s, key, sha256=blob.sha256,
+                                                                         size=blob.size))
     return {"sha256": blob.sha256, "size": blob.size}

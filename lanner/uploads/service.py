@@ -16,7 +16,7 @@ from lanner.accounts.service import Principal
 from lanner.config import Settings
 from lanner.datasets.models import Dataset
 from lanner.db import iso, utcnow
-from lanner.errors import BadRequest, NotFound
+from lanner.errors import BadRequest, NotFound, PayloadTooLarge
 from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
 from lanner.storage.models import UploadSession
@@ -26,16 +26,17 @@ from lanner.training import state as training_state
 
 ASSET_TYPES = ("datasets", "models")
 DATASET_UPLOAD_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".ndjson")
-UPLOAD_URL_TTL = timedelta(hours=12)
 
 MAX_CHECKPOINT_BYTES = 20 * 1024**3
 SESSION_PREFIX = "sessions/"  # the slot keys of upload sessions; every other key is a training checkpoint's
 
 
-def signed_url(session: Session, principal: Principal, *, signer: URLSigner, max_bytes: int, asset_type: str,
+def signed_url(session: Session, principal: Principal, *, signer: URLSigner, settings: Settings, asset_type: str,
                asset_id: str | None, filename: str, content_type: str | None,
                total_bytes: int | None) -> dict[str, Any]:
-    """``upload.signed_url``: open an upload session and hand out the URL to PUT the file to."""
+    """``upload.signed_url``: open an upload session and hand out the URL to PUT the file to. The URL lives
+    ``LANNER_UPLOAD_URL_TTL_SECONDS``; the session expires with it unless the upload was finished."""
+    max_bytes = settings.max_upload_bytes
     if asset_type not in ASSET_TYPES:
         raise BadRequest("assetType must be 'datasets' or 'models'")
     filename = filename.replace("\\", "/").rsplit("/", 1)[-1]
@@ -53,13 +54,13 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, max
         model = session.get(ModelRecord, asset_id)
         if model is None or model.owner_id != principal.user_id:
             raise NotFound("model not found")
+    ttl = settings.upload_url_ttl_seconds
+    expires = utcnow().replace(microsecond=0) + timedelta(seconds=ttl)
     upload = upload_sessions.create(session, UploadSession(
         owner_id=principal.user_id, asset_type=asset_type, asset_id=asset_id, filename=filename,
-        content_type=content_type, total_bytes=total_bytes))
-    ttl = int(UPLOAD_URL_TTL.total_seconds())
+        content_type=content_type, total_bytes=total_bytes, expires_at=expires))
     return {"sessionId": upload.id, "uploadUrl": signer.upload_url(f"{SESSION_PREFIX}{upload.id}/{filename}", ttl),
-            "expiresAt": iso(utcnow().replace(microsecond=0) + UPLOAD_URL_TTL),
-            "headers": {"Content-Type": "application/octet-stream"}}
+            "expiresAt": iso(expires), "headers": {"Content-Type": "application/octet-stream"}}
 
 
 def complete(session: Session, principal: Principal, *, session_id: str) -> UploadSession:
@@ -82,12 +83,41 @@ def attach_model_weights(session: Session, principal: Principal, upload: UploadS
     model.weights_sha256 = upload.sha256
     model.weights_size = upload.size
     model.weights_name = upload.filename
+    upload_sessions.release_file(upload)  # the model holds the weights now
     training_state.mark_model_uploaded(session, model)  # an untrained model becomes a trained one
 
 
 
-def upload_limit(key: str, settings: Settings) -> int:
-    return settings.max_upload_bytes if key.startswith(SESSION_PREFIX) else MAX_CHECKPOINT_BYTES
+def open_slot(session: Session, key: str, settings: Settings, content_length: str | None) -> int:
+    """Before a signed PUT stores a byte: the slot ``key`` must exist and be unused, and the body no larger than
+    the slot allows (the size the upload declared, else the server's limit). Returns that limit; the slot is
+    marked as receiving, so a second PUT is refused (409) instead of stored."""
+    if key.startswith(SESSION_PREFIX):
+        upload = session.get(UploadSession, key.split("/")[1])
+        if upload is None:
+            raise NotFound("upload session not found")
+        limit = settings.max_upload_bytes if upload.total_bytes is None else min(upload.total_bytes,
+                                                                               settings.max_upload_bytes)
+        upload_sessions.start_receiving(session, upload)  # a used slot says so (409) whatever the body's size
+        _check_length(content_length, limit)  # raising rolls the claim back
+        return limit
+    checkpoints.open_checkpoint_slot(session, key)
+    _check_length(content_length, MAX_CHECKPOINT_BYTES)
+    return MAX_CHECKPOINT_BYTES
+
+
+def _check_length(content_length: str | None, limit: int) -> None:
+    if content_length is not None and content_length.isdigit() and int(content_length) > limit:
+        raise PayloadTooLarge(f"this upload takes at most {limit} bytes (the size it declared, or the server's "
+                              f"limit); the body has {content_length}")
+
+
+def slot_failed(session: Session, key: str, reason: str) -> None:
+    """The PUT on ``key`` did not complete: nothing was kept, and the slot may be used again."""
+    if key.startswith(SESSION_PREFIX):
+        upload = session.get(UploadSession, key.split("/")[1])
+        if upload is not None:
+            upload_sessions.receiving_failed(session, upload, reason)
 
 
 def record_upload(session: Session, key: str, *, sha256: str, size: int) -> None:

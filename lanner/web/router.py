@@ -15,6 +15,7 @@ from lanner.deps import DbSession
 from lanner.projects.models import ModelRecord, Project
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+STATIC_DIR = Path(__file__).parent / "static"  # the pages' CSS and JS, mounted at /static by create_app
 router = APIRouter(include_in_schema=False)
 
 

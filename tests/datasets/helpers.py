@@ -12,7 +12,7 @@ from tests.sdk_types import assert_sdk_type
 
 
 def upload_dataset(platform: Any, http: Any, owner: str, slug: str, archive: Path, *, create: bool = True,
-                   timeout: float = 15) -> dict[str, Any]:
+                   timeout: float = 180) -> dict[str, Any]:
     """datasets.create → upload.signed_url → PUT → upload.complete → datasets.ingest → poll until not processing."""
     if create:
         created = assert_sdk_type(platform.datasets.create(dataset=slug, name=slug, visibility="private"),
@@ -30,6 +30,12 @@ def upload_dataset(platform: Any, http: Any, owner: str, slug: str, archive: Pat
     queued = assert_sdk_type(platform.datasets.ingest(owner, slug, body={"sessionId": signed["sessionId"]}),
                              "DatasetsIngestResponse")
     assert queued["status"] == "queued"
+    return wait_for_import(platform, owner, slug, timeout=timeout)
+
+
+def wait_for_import(platform: Any, owner: str, slug: str, *, timeout: float = 180) -> dict[str, Any]:
+    """Poll until the dataset is no longer processing (each import runs in a worker process: seconds to start
+    on a busy machine)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         dataset = platform.datasets.retrieve(owner, slug)["dataset"]

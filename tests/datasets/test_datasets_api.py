@@ -9,7 +9,7 @@ import pytest
 from ultralytics_platform import APIError
 
 from lanner.synthetic import make_detection_dataset
-from tests.datasets.helpers import package, upload_dataset
+from tests.datasets.helpers import package, upload_dataset, wait_for_import
 from tests.sdk_types import assert_sdk_type
 
 
@@ -327,18 +327,11 @@ def test_upload_errors(sdk, alice, client, tmp_path):
     with pytest.raises(APIError) as early:
         platform.datasets.ingest("alice", "x", body={"sessionId": signed["sessionId"]})
     assert early.value.status_code == 409
-    client.put(signed["uploadUrl"], content=b"not a zip at all")
-    with pytest.raises(APIError) as size:
-        platform.upload.complete(session_id=signed["sessionId"])
-    assert size.value.status_code == 400
+    too_big = client.put(signed["uploadUrl"], content=b"not a zip at all")  # 16 bytes, 3 were declared
+    assert too_big.status_code == 413 and "3 bytes" in too_big.json()["error"]
+    assert client.put(signed["uploadUrl"], content=b"abc").status_code == 200  # the refused PUT kept nothing
     platform.datasets.ingest("alice", "x", body={"sessionId": signed["sessionId"]})
-    import time
-
-    for _ in range(100):
-        state = platform.datasets.retrieve("alice", "x")["dataset"]
-        if state["status"] != "processing":
-            break
-        time.sleep(0.1)
+    state = wait_for_import(platform, "alice", "x")
     assert state["status"] == "failed" and state["processingError"]["message"]
     assert state["imageCount"] == 0
     assert client.put(signed["uploadUrl"], content=b"again").status_code == 409

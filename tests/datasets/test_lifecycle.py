@@ -12,9 +12,9 @@ from sqlalchemy import func, select
 
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
-from lanner.datasets import jobs, service, state, trash
+from lanner.datasets import service, state, trash
 from lanner.datasets.models import Dataset, DatasetExport, DatasetItem, DatasetVersion, Manifest
-from lanner.db import utcnow
+from lanner.db import after_commit, utcnow
 from lanner.errors import Conflict
 from lanner.status import InvalidStatusChange, StatusEvent
 from lanner.storage import upload_sessions
@@ -61,30 +61,36 @@ def test_upload_session_status_changes_are_guarded_and_each_writes_an_event(app,
                                                                filename="a.zip"))
         with pytest.raises(Conflict, match="nothing was uploaded"):
             upload_sessions.mark_ingested(session, upload)  # pending: there is no file to import yet
-        upload_sessions.mark_uploaded(session, upload, sha256="a" * 64, size=3)
-        upload_sessions.mark_uploaded(session, upload, sha256="b" * 64, size=4)  # a new PUT replaces the file
+        upload_sessions.start_receiving(session, upload)
+        with pytest.raises(Conflict, match="already used"):
+            upload_sessions.start_receiving(session, upload)  # a second PUT while the first is being written
+        upload_sessions.receiving_failed(session, upload, "cut off")  # the first failed: the slot is free again
+        upload_sessions.start_receiving(session, upload)
+        upload_sessions.mark_uploaded(session, upload, sha256="b" * 64, size=4)
         assert (upload.sha256, upload.size) == ("b" * 64, 4)
         upload_sessions.mark_completed(session, upload)
         upload_sessions.mark_completed(session, upload)  # completing twice is harmless
         with pytest.raises(Conflict, match="already used"):
-            upload_sessions.mark_uploaded(session, upload, sha256="c" * 64, size=5)
+            upload_sessions.start_receiving(session, upload)
         upload_sessions.mark_ingested(session, upload)
+        assert upload.sha256 is None  # the import job holds the file from here on
         with pytest.raises(Conflict, match="already imported"):
             upload_sessions.mark_ingested(session, upload)
-        assert _events(session, upload) == [(None, "pending"), ("pending", "uploaded"), ("uploaded", "completed"),
-                                            ("completed", "ingested")]
+        assert _events(session, upload) == [(None, "pending"), ("pending", "receiving"), ("receiving", "pending"),
+                                            ("pending", "receiving"), ("receiving", "uploaded"),
+                                            ("uploaded", "completed"), ("completed", "ingested")]
 
 
 def test_an_import_job_is_queued_only_when_its_request_commits(app):
     db = app.state.lanner.db
     queued: list[str] = []
     with db.session() as session:
-        jobs.after_commit(session, lambda: queued.append("job"))
+        after_commit(session, lambda: queued.append("job"))
         session.execute(select(1))
         assert queued == []
     assert queued == ["job"]
     with pytest.raises(RuntimeError), db.session() as session:
-        jobs.after_commit(session, lambda: queued.append("never"))
+        after_commit(session, lambda: queued.append("never"))
         session.execute(select(1))
         raise RuntimeError("the request failed")
     assert queued == ["job"]
@@ -104,8 +110,8 @@ def test_an_import_through_the_api_leaves_a_trail(app, imported):
         dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
         upload = session.scalar(select(UploadSession))
         assert _events(session, dataset) == [(None, "ready"), ("ready", "processing"), ("processing", "ready")]
-        assert _events(session, upload) == [(None, "pending"), ("pending", "uploaded"), ("uploaded", "completed"),
-                                            ("completed", "ingested")]
+        assert _events(session, upload) == [(None, "pending"), ("pending", "receiving"), ("receiving", "uploaded"),
+                                            ("uploaded", "completed"), ("completed", "ingested")]
 
 
 def _count(session: Any, table: Any, *where: Any) -> int:
@@ -129,7 +135,7 @@ def test_purge_expired_deletes_datasets_whose_trash_days_are_over_with_their_row
         assert _count(session, DatasetVersion, DatasetVersion.dataset_id == old_id) == 1
         assert _count(session, DatasetExport, DatasetExport.dataset_id == old_id) >= 1
     with db.session() as session:
-        assert trash.purge_expired(session) == 1
+        assert trash.purge_expired(session)[0] == 1
     with db.session() as session:
         assert session.get(Dataset, old_id) is None
         assert _count(session, DatasetVersion, DatasetVersion.dataset_id == old_id) == 0
@@ -140,7 +146,7 @@ def test_purge_expired_deletes_datasets_whose_trash_days_are_over_with_their_row
     with db.session() as session:  # once the clone goes too, no manifest or item of the purged data is left
         clone = session.scalar(select(Dataset).where(Dataset.slug == "kept-clone"))
         clone.deleted_at = utcnow()
-        assert trash.purge_expired(session, now=utcnow() + timedelta(days=trash.TRASH_DAYS + 1)) == 2
+        assert trash.purge_expired(session, now=utcnow() + timedelta(days=trash.TRASH_DAYS + 1))[0] == 2
     with db.session() as session:
         assert _count(session, Dataset) == 0 and _count(session, Manifest) == 0 and _count(session, DatasetItem) == 0
-        assert trash.purge_expired(session) == 0
+        assert trash.purge_expired(session)[0] == 0

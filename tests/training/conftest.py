@@ -11,7 +11,7 @@ import pytest
 from lanner.config import Settings
 from lanner.synthetic import make_detection_dataset
 from lanner.training.executors import Capacity, Executor, JobState, JobStatus, LaunchSpec
-from tests.conftest import TEST_URL
+from tests.conftest import GENEROUS_LIMITS, TEST_URL
 from tests.datasets.helpers import package, upload_dataset
 
 
@@ -69,7 +69,7 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
     return Settings(home=tmp_path / "home", database_url=database_url, public_url=TEST_URL,
                     secret_key="test-secret", api_key_cache_seconds=0, supervisor_interval_seconds=0,
                     run_lost_after_seconds=600, run_max_relaunches=2, cancel_grace_seconds=0,
-                    meter_interval_seconds=0)
+                    meter_interval_seconds=0, **GENEROUS_LIMITS)
 
 
 @pytest.fixture

@@ -67,8 +67,11 @@ def read_json(path: Path, limits: ImportLimits) -> Any:
     """Parse a JSON file, refusing ones too big to hold in memory safely."""
     if path.stat().st_size > limits.max_file_bytes:
         raise ImportRefused(f"{path.name} is larger than the {limits.max_file_bytes}-byte limit per file.")
-    with path.open(encoding="utf-8-sig") as handle:
-        return json.load(handle)
+    try:
+        with path.open(encoding="utf-8-sig") as handle:
+            return json.load(handle)
+    except RecursionError:
+        raise ImportRefused(f"{path.name} is nested too deeply to be a dataset file.") from None
 
 
 class PlanBuilder:

@@ -16,6 +16,7 @@ from typing import Any
 
 from lanner.datasets.importers.common import PlanBuilder, inside, is_image, rel
 from lanner.datasets.importers.labels import LabelError, LabelSpec, numbers, row_to_label
+from lanner.datasets.importers.untrusted import check_class_count
 from lanner.datasets.records import SPLITS, TASKS, ImportedImage, ImportLimits, ImportPlan, ImportRefused, Label
 
 ANNOTATION_KEYS = {"detect": "boxes", "segment": "segments", "pose": "pose", "obb": "obb"}
@@ -70,7 +71,7 @@ def _read(path: Path, name: str, builder: PlanBuilder, limits: ImportLimits) -> 
                 continue
             try:
                 value = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 value = None
             if header is None:
                 if not isinstance(value, dict) or value.get("type") != "dataset":
@@ -133,6 +134,7 @@ def _class_names(header: dict[str, Any], records: list[Record], task: str, name:
     if any(k < 0 for k in keyed):
         raise ImportRefused(f"{name} class_names keys must not be negative.")
     count = max(keyed) + 1 if keyed else _largest_class(records, task) + 1
+    check_class_count(count, name)  # {"1000000000000": "x"} must not fill a trillion gaps
     return [keyed.get(i, f"class{i}") for i in range(count)]
 
 

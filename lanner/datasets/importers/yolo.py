@@ -15,6 +15,7 @@ import yaml
 
 from lanner.datasets.importers.common import PlanBuilder, inside, is_image, rel
 from lanner.datasets.importers.labels import LabelError, LabelSpec, infer_task, numbers, row_to_label
+from lanner.datasets.importers.untrusted import MAX_CLASS_NAME, check_class_count, load_yaml
 from lanner.datasets.records import ImportedImage, ImportLimits, ImportPlan, ImportRefused, Label
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -126,7 +127,7 @@ def _load_yaml(path: Path, root: Path, limits: ImportLimits) -> dict[str, Any] |
     if path.stat().st_size > min(limits.max_file_bytes, 16 * 1024**2):
         return None
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+        data = load_yaml(path.read_text(encoding="utf-8-sig"), rel(path, root))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         if path.stem.lower() == "data":
             raise ImportRefused(f"{rel(path, root)} is not valid YAML: {error}") from error
@@ -140,6 +141,9 @@ def _load_yaml(path: Path, root: Path, limits: ImportLimits) -> dict[str, Any] |
 
 def _class_names(data: dict[str, Any], yaml_name: str) -> list[str]:
     names, nc = data.get("names"), data.get("nc")
+    check_class_count(len(names) if isinstance(names, list | dict) else 0, yaml_name)
+    if isinstance(nc, int):
+        check_class_count(nc, yaml_name)
     if isinstance(names, list):
         result = [str(n) for n in names]
     elif isinstance(names, dict):
@@ -156,6 +160,8 @@ def _class_names(data: dict[str, Any], yaml_name: str) -> list[str]:
         raise ImportRefused(f"{yaml_name} names must be a list or a mapping of class id to name.")
     if isinstance(nc, int) and nc != len(result):
         raise ImportRefused(f"{yaml_name} has nc: {nc} but {len(result)} names.")
+    if any(len(name) > MAX_CLASS_NAME for name in result):
+        raise ImportRefused(f"{yaml_name} has a class name longer than {MAX_CLASS_NAME} characters.")
     return result
 
 
