@@ -69,16 +69,17 @@ def finite_or_null(value: Any) -> Any:
     return [finite_or_null(v) for v in value]
 
 
-def storable_json(value: Any, *, max_bytes: int | None = JSON_FIELD_MAX_BYTES) -> Any:
-    """``value`` if the database's JSON serializer (orjson, ``lanner.db``) can write it and it fits in
-    ``max_bytes``; raises ValueError saying why not. orjson refuses integers past 64 bits and nesting deeper
-    than 255 levels, both of which the standard JSON parser lets into a request."""
+def storable_json(value: Any, *, max_bytes: int | None = JSON_FIELD_MAX_BYTES, finite: bool = True) -> Any:
+    """``value`` if the database's JSON serializer (orjson, ``lanner.db``) can write it, it fits in
+    ``max_bytes`` and (``finite``) holds no NaN or infinity; raises ValueError saying why not. orjson refuses
+    integers past 64 bits and nesting deeper than 255 levels, both of which the standard JSON parser lets into
+    a request; it is asked first, so the walks here never recurse deeper than that."""
     try:
         size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
     except (TypeError, orjson.JSONEncodeError):
         raise ValueError("cannot be stored: integers must fit in 64 bits, nesting in 255 levels, and text must "
                          "be valid Unicode") from None
-    if _contains_non_finite(value):
+    if finite and _contains_non_finite(value):
         raise ValueError("must not contain NaN or Infinity")
     if max_bytes is not None and size > max_bytes:
         raise ValueError(f"is {size} bytes as JSON; at most {max_bytes} are kept")

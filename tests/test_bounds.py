@@ -256,6 +256,18 @@ def test_metadata_the_database_cannot_store_is_a_422(world: Any, value: Any, why
     assert client.get(D, headers=owned.user.headers).json()["dataset"]["metadata"] == metadata
 
 
+def test_webhook_data_nested_past_what_can_be_stored_is_a_422(world: Any) -> None:
+    """600 levels parse (Python's JSON parser allows about 1000) but cannot be stored (orjson: 255), and the
+    NaN walk must not recurse into them first."""
+    client, owned = world
+    nested = "[" * 600 + "]" * 600
+    response = client.post("/api/webhooks/training/metrics", headers={**owned.user.headers,
+                                                                      "Content-Type": "application/json"},
+                           content=f'{{"event": "system_metrics", "modelId": "{owned.model_id}", "data": {{"a": '
+                                   f'{nested}}}}}')
+    assert response.status_code == 422 and response.json()["error"].startswith("data"), response.text
+
+
 # --- the request body limit --------------------------------------------------------------------------------
 
 LIMIT = 64 * 1024

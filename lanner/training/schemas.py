@@ -36,7 +36,7 @@ class MetricsEvent(BaseModel):
         """Stored as sent (metrics, console, plots): NaN and infinities become null, as the trainer itself
         sends them (``_sanitize_json_value``); what the database cannot store is refused. Its size is bounded by
         the request body limit (a 1000-class model's ``training_complete`` is about 13 MB)."""
-        return storable_json(finite_or_null(data), max_bytes=None)
+        return finite_or_null(storable_json(data, max_bytes=None, finite=False))
 
 
 class EpochEndData(BaseModel):
