@@ -52,14 +52,15 @@ async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
     return JSONResponse({"error": message, "code": "http_error"}, status_code=exc.status_code)
 
 
+async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    return JSONResponse({"error": describe_validation(exc), "code": "invalid"}, status_code=422)
+
+
 def install(app: FastAPI) -> None:
-    """The JSON error handlers (``lanner.web.site`` wraps the first two: a page a browser opened gets HTML)."""
+    """The JSON error handlers (``lanner.web.site`` wraps the first three: a page a browser opened gets HTML)."""
     app.add_exception_handler(LannerError, lanner_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": describe_validation(exc), "code": "invalid"}, status_code=422)
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -70,3 +71,9 @@ def install(app: FastAPI) -> None:
                 "There is no page at this address.")
             return _error_page(request, exc.status_code, message)
         return await handlers.http_error(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        if wants_page(request):  # a hand-edited address (?page=abc): say what is wrong, as a page
+            return _error_page(request, 422, handlers.describe_validation(exc))
+        return await handlers.validation_error(request, exc)

@@ -193,6 +193,9 @@ def test_errors_are_pages_for_browsers_and_json_for_the_api(client, alice):
     api = client.get("/api/no-such-thing", headers={"Accept": "text/html"})
     assert api.status_code == 404 and api.json()["code"] == "http_error"
     assert client.get("/no/such/page/here").json()["error"] == "not found"  # a script asked
+    sign_in(client)
+    bad = client.get("/account?page=abc", headers={"Accept": "text/html"})
+    assert bad.status_code == 422 and "page" in text(soup(bad).select_one("main p"))
 
 
 @pytest.mark.parametrize("path", ["/login", "/", "/account", "/account/keys"])
