@@ -4,10 +4,12 @@ In-process page tests run on SQLite (the pages add no SQL of their own; the serv
 both databases). Browser tests (marker ``browser``) drive Debian's chromium (``make browser-test-deps``
 installs it; Playwright never downloads a browser) against a real ``lanner serve``, one per test module:
 
-- ``web_server``: the server, with ``user(name)`` to create a user (password ``PASSWORD``) and an API key;
-- ``page``: a fresh browser context at 1280×800 on the server. Every request it makes is recorded, and any to
-  another host is blocked and fails the test at teardown, as does any error in the browser's console (a
-  Content-Security-Policy violation among them) or an uncaught script error;
+- ``web_server``: the server, with ``user(name)`` to create a user (password ``PASSWORD``) and an API key, ``db``
+  (its database, for setting up data), ``cli(...)`` (``lanner`` against it) and ``api(user, method, path)``;
+- ``page`` (and ``page_without_js``): a fresh browser context at 1280×800 on the server. Every request it makes
+  is recorded, and any to another host is blocked and fails the test at teardown, as does any error in the
+  browser's console (a Content-Security-Policy violation among them), an uncaught script error or a static file
+  that did not load; ``new_context``/``check_recorder`` do the same for a context a test opens itself;
 - ``signed_in(page, user)``: signs in through the form;
 - ``screenshot(page, name)``: writes ``docs/screenshots/<name>.png`` when ``LANNER_SCREENSHOTS=1`` (``make
   screenshots``), else a temporary file, so a test run leaves the committed images alone."""
