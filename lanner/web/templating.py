@@ -128,7 +128,8 @@ def flash(request: Request, response: Response, message: str, kind: str = "succe
     queued = [*_read_flashes(request), {"kind": kind, "message": message[:500]}][-3:]
     payload = base64.urlsafe_b64encode(json.dumps(queued).encode()).decode()
     response.set_cookie(FLASH_COOKIE, _signer(request).sign_value(_FLASH_PURPOSE, payload), max_age=300,
-                        httponly=True, samesite="lax", secure=request.url.scheme == "https")
+                        httponly=True, samesite="lax",
+                        secure=request.app.state.lanner.settings.public_url.startswith("https"))
     return response
 
 
