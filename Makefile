@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.lanner-installed
 
-.PHONY: run test lint system-test-deps bench clean
+.PHONY: run test lint system-test-deps browser-test-deps screenshots bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,11 +23,20 @@ system-test-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null)
 
+# Debian's chromium for the browser tests (tests/web, marker `browser`): Playwright drives it and never downloads one.
+browser-test-deps:
+	@test -x /usr/bin/chromium || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+# Retake the screenshots in docs/screenshots (the README shows them) from the browser tests.
+screenshots: $(STAMP) browser-test-deps
+	LANNER_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m browser tests/web
+
 lint: $(STAMP)
 	$(BIN)/ruff check lanner tests benchmarks
 	$(BIN)/lint-imports
 
-test: $(STAMP) system-test-deps lint
+test: $(STAMP) system-test-deps browser-test-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP)

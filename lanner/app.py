@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from lanner import __version__, body_limit, handlers
+from lanner.accounts.csrf import CsrfProtection
 from lanner.accounts.router import router as accounts_router
 from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
@@ -32,12 +32,14 @@ from lanner.training.estimate_router import router as estimate_router
 from lanner.training.router import router as training_router
 from lanner.training.runtime import TrainingRuntime
 from lanner.uploads.router import router as uploads_router
-from lanner.web.router import STATIC_DIR
+from lanner.web import site as web_site
+from lanner.web.account_pages import router as account_pages
+from lanner.web.key_pages import router as key_pages
 from lanner.web.router import router as web_router
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router,
-           storage_router, web_router)
+           storage_router, web_router, account_pages, key_pages)
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -73,11 +75,13 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.maintenance = maintenance
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
+    web_site.install(app)  # static files, the sign-in redirect, errors as pages for browsers
+    app.add_middleware(CsrfProtection, secret=ctx.signer.derive_key("csrf"),
+                       secure=settings.public_url.startswith("https"))
     app.add_middleware(SecurityHeaders)
     body_limit.install(app, max_bytes=settings.max_body_bytes)
     for router in ROUTERS:
         app.include_router(router)
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/api/health", tags=["meta"])
     def health() -> dict[str, str]:

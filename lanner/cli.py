@@ -365,20 +365,17 @@ def db_upgrade() -> None:
 
 @app.command()
 def demo(username: str = "demo") -> None:
-    """Ensure a demo user exists, give it a fresh password and API key, and print both."""
-    password = secrets.token_urlsafe(9)
-    with _session() as (_, session):
-        user = accounts_service.get_user_by_username(session, username=username)
-        if user is None:
-            user = accounts_service.create_user(session, username=username, password=password, tier="pro")
-            billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(50),
-                                   description="Initial credits")
-        else:
-            passwords.set_password(session, user=user, password=password)
-        _, key = accounts_service.create_api_key(session, user=user, name="demo")
+    """Ensure a demo user (with credit) and a demo dataset exist, give the user a fresh password and API key, and
+    print both."""
+    # start-up cost: the demo draws its dataset with OpenCV
+    from lanner.demo import ensure_workspace
+
+    with _refusals():
+        workspace = ensure_workspace(_context(), username=username, password=secrets.token_urlsafe(9))
     public = get_settings().public_url
-    typer.echo(f"Demo workspace ready at {public}\n  login:    {username}\n  password: {password}\n"
-               f"  API key:  {key}\n  export ULTRALYTICS_PLATFORM_URL={public} ULTRALYTICS_API_KEY={key}")
+    typer.echo(f"Demo workspace ready at {public}\n  login:    {username}\n  password: {workspace.password}\n"
+               f"  API key:  {workspace.key}\n  dataset:  {workspace.dataset}\n"
+               f"  export ULTRALYTICS_PLATFORM_URL={public} ULTRALYTICS_API_KEY={workspace.key}")
 
 
 def main() -> None:

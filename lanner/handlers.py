@@ -42,23 +42,28 @@ def describe_validation(exc: RequestValidationError) -> str:
     return describe_errors(exc.errors())
 
 
+async def lanner_error(_: Request, exc: LannerError) -> JSONResponse:
+    return JSONResponse({"error": exc.message, "code": exc.code, **exc.extra}, status_code=exc.status_code,
+                        headers=exc.headers or None)
+
+
+async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    message = exc.detail if isinstance(exc.detail, str) else "request failed"
+    if exc.status_code == 404 and message == "Not Found":
+        message = "not found"
+    code = getattr(exc, "code", "http_error")  # body_limit.RequestTooLarge names its own
+    return JSONResponse({"error": message, "code": code}, status_code=exc.status_code)
+
+
+async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    return JSONResponse({"error": describe_validation(exc), "code": "invalid"}, status_code=422)
+
+
 def install(app: FastAPI) -> None:
-    @app.exception_handler(LannerError)
-    async def _lanner_error(_: Request, exc: LannerError) -> JSONResponse:
-        return JSONResponse({"error": exc.message, "code": exc.code, **exc.extra}, status_code=exc.status_code,
-                            headers=exc.headers or None)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": describe_validation(exc), "code": "invalid"}, status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = exc.detail if isinstance(exc.detail, str) else "request failed"
-        if exc.status_code == 404 and message == "Not Found":
-            message = "not found"
-        code = getattr(exc, "code", "http_error")  # body_limit.RequestTooLarge names its own
-        return JSONResponse({"error": message, "code": code}, status_code=exc.status_code)
+    """The JSON error handlers (``lanner.web.site`` wraps the first three: a page a browser opened gets HTML)."""
+    app.add_exception_handler(LannerError, lanner_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

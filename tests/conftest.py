@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -117,6 +118,15 @@ def alice(make_account: Callable[..., Account]) -> Account:
 @pytest.fixture
 def bob(make_account: Callable[..., Account]) -> Account:
     return make_account("bob")
+
+
+def csrf_headers(client: TestClient) -> dict[str, str]:
+    """The header a browser page sends with a write made with its session cookie (``lanner.accounts.csrf``): the
+    token of a page's ``<meta name="csrf-token">``; the visit also gives ``client`` the token's cookie."""
+    page = client.get("/login")  # signed in: it redirects to the home page, which carries the token too
+    match = re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text)
+    assert match, page.text[:500]
+    return {"X-CSRFToken": match.group(1)}
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@
   ``acyclic_siblings`` works on packages; this one walks the file graph (Tarjan's strongly connected
   components), so a cycle hidden inside one package, or through a package's ``__init__``, is found too.
 - ``independent_routers``: no HTTP module imports another. A module is a router when its last name ends with
-  ``router``; what two routers share belongs in a service.
+  ``router`` or ``_pages`` (the web pages); what two routers share belongs in a service (or, for pages, in
+  ``lanner.web.templating``).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class AcyclicModulesContract(Contract):
 
 
 def _is_router(module: str) -> bool:
-    return module.rsplit(".", 1)[-1].endswith("router")
+    return module.rsplit(".", 1)[-1].endswith(("router", "_pages"))
 
 
 class IndependentRoutersContract(Contract):

@@ -23,7 +23,7 @@ from lanner.accounts.sessions import SESSION_COOKIE
 from lanner.app import create_app
 from lanner.config import Settings
 from lanner.db import utcnow
-from tests.conftest import TEST_URL, Account
+from tests.conftest import TEST_URL, Account, csrf_headers
 
 PASSWORD = "correct horse"
 
@@ -196,7 +196,8 @@ def test_logout_ends_the_session_for_every_copy_of_the_cookie(client, app):
     with app.state.lanner.db.session() as session:
         digests = session.scalars(select(WebSession.digest)).all()
     assert len(digests) == 1 and cookie not in digests[0]  # only the token's digest is stored
-    assert client.post("/api/auth/logout").status_code == 200
+    assert client.post("/api/auth/logout").status_code == 403  # a write with the session cookie needs the token
+    assert client.post("/api/auth/logout", headers=csrf_headers(client)).status_code == 200
     with TestClient(app, cookies={SESSION_COOKIE: cookie}) as stolen:
         assert stolen.get("/api/account/summary").status_code == 401
         page = stolen.get("/", follow_redirects=False)
@@ -208,11 +209,15 @@ def test_a_password_change_ends_the_users_other_sessions(client, app):
     with TestClient(app) as other_browser:
         assert _login(other_browser).status_code == 200
         assert _login(client).status_code == 200
-        wrong = client.post("/api/auth/password", json={"currentPassword": "nope", "newPassword": "new password"})
-        assert wrong.status_code == 403
-        short = client.post("/api/auth/password", json={"currentPassword": PASSWORD, "newPassword": "short"})
+        token = csrf_headers(client)
+        wrong = client.post("/api/auth/password", json={"currentPassword": "nope", "newPassword": "new password"},
+                            headers=token)
+        assert wrong.status_code == 403 and wrong.json()["code"] == "forbidden"
+        short = client.post("/api/auth/password", json={"currentPassword": PASSWORD, "newPassword": "short"},
+                            headers=token)
         assert short.status_code == 400
-        changed = client.post("/api/auth/password", json={"currentPassword": PASSWORD, "newPassword": "new password"})
+        changed = client.post("/api/auth/password", json={"currentPassword": PASSWORD, "newPassword": "new password"},
+                              headers=token)
         assert changed.status_code == 200, changed.text
         assert other_browser.get("/api/account/summary").status_code == 401
     assert client.get("/api/account/summary").status_code == 200  # this browser got a fresh session
@@ -283,9 +288,9 @@ def test_pages_cannot_be_framed_and_every_response_has_the_basic_headers(client,
                      client.get("/api/account/summary")):
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["referrer-policy"] == "same-origin"
-    script = client.get("/static/login.js")
+    script = client.get("/static/lanner.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
-    assert "/api/auth/login" in script.text
+    assert "X-CSRFToken" in script.text
     assert client.get("/static/lanner.css").status_code == 200
     docs = client.get("/docs")
     assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]

@@ -16,7 +16,9 @@ from lanner.errors import BadRequest, Conflict, NotFound, Unauthorized
 
 USERNAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 TIERS = ("free", "pro", "enterprise")
-RESERVED = {"api", "datasets", "settings", "login", "logout", "static", "admin", "explore", "new"}
+# Names that are pages of the site: a user's workspace is /{username}, so no user may take one.
+RESERVED = {"api", "datasets", "settings", "login", "logout", "static", "admin", "explore", "new", "account",
+            "projects", "gpus", "docs", "redoc"}
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Query
-from sqlalchemy import select
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.models import User
@@ -15,7 +14,7 @@ from lanner.billing.models import LedgerTransaction
 from lanner.db import iso
 from lanner.deps import DbSession
 from lanner.errors import BadRequest
-from lanner.projects.models import ModelRecord, Project
+from lanner.projects import service as projects_service
 
 router = APIRouter(tags=["billing"])
 
@@ -37,15 +36,10 @@ def _parse_time(value: str | None, name: str) -> datetime | None:
     return parsed
 
 
-def _model_refs(session: Any, rows: list[LedgerTransaction], username: str) -> dict[str, dict[str, Any]]:
-    ids = {r.model_id for r in rows if r.model_id}
-    if not ids:
-        return {}
-    out = {}
-    stmt = select(ModelRecord, Project).join(Project, Project.id == ModelRecord.project_id)
-    for model, project in session.execute(stmt.where(ModelRecord.id.in_(ids))):
-        out[model.id] = {"name": model.name, "slug": model.slug, "projectSlug": project.slug, "username": username}
-    return out
+def _model_refs(session: Any, rows: list[LedgerTransaction], user_id: str) -> dict[str, dict[str, Any]]:
+    refs = projects_service.model_refs(session, {r.model_id for r in rows if r.model_id}, owner_id=user_id)
+    return {model_id: {"name": ref.name, "slug": ref.slug, "projectSlug": ref.project_slug, "username": ref.owner}
+            for model_id, ref in refs.items()}
 
 
 @router.get("/api/billing/transactions")
@@ -54,7 +48,7 @@ def transactions(principal: CurrentPrincipal, session: DbSession,
     since, until = _parse_time(from_, "from"), _parse_time(to, "to")
     rows = service.transactions(session, user_id=principal.user_id, limit=100_000)
     running = service.balance_micros(session, user_id=principal.user_id)
-    models = _model_refs(session, [r for r, _, _ in rows], principal.username)
+    models = _model_refs(session, [r for r, _, _ in rows], principal.user_id)
     items = []
     for row, effect, available_effect in rows:  # newest first: the balance after a row is the one before the next
         after = running

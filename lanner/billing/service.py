@@ -20,6 +20,8 @@ from lanner.errors import BadRequest, PaymentRequired
 
 MICROS_PER_DOLLAR = 1_000_000
 MICROS_PER_CENT = 10_000
+# The ledger's order, newest first; the id breaks ties, so pages of it never skip or repeat a transaction.
+NEWEST_FIRST = (LedgerTransaction.created_at.desc(), LedgerTransaction.id.desc())
 
 
 def dollars_to_micros(usd: float | str | Decimal) -> int:
@@ -196,15 +198,15 @@ def release_hold(session: Session, *, user_id: str, run_id: int, model_id: str |
 
 
 def transactions(session: Session, *, user_id: str, since: object = None, until: object = None,
-                 limit: int = 1000) -> list[tuple[LedgerTransaction, int, int]]:
-    """Newest first: (transaction, change of the user's balance, change of its available credit)."""
+                 limit: int = 1000, offset: int = 0) -> list[tuple[LedgerTransaction, int, int]]:
+    """Newest first: (transaction, change of the user's balance, change of its available credit), skipping the
+    ``offset`` newest."""
     stmt = select(LedgerTransaction).where(LedgerTransaction.user_id == user_id)
     if since is not None:
         stmt = stmt.where(LedgerTransaction.created_at >= since)
     if until is not None:
         stmt = stmt.where(LedgerTransaction.created_at <= until)
-    rows = list(session.scalars(stmt.order_by(LedgerTransaction.created_at.desc(), LedgerTransaction.id.desc())
-                                .limit(limit)))
+    rows = list(session.scalars(stmt.order_by(*NEWEST_FIRST).offset(offset).limit(limit)))
     if not rows:
         return []
     effects: dict[str, dict[str, int]] = {}

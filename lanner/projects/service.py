@@ -133,6 +133,26 @@ def list_models(session: Session, project: Project, *, limit: int | None = None)
     return list(session.scalars(query))
 
 
+@dataclass(frozen=True)
+class ModelRef:
+    """Enough of a model to name and link it: ``/{owner}/{project_slug}/{slug}``."""
+
+    name: str
+    slug: str
+    project_slug: str
+    owner: str
+
+
+def model_refs(session: Session, model_ids: set[str], *, owner_id: str) -> dict[str, ModelRef]:
+    """The models among ``model_ids`` that ``owner_id`` owns (a ledger row or a hold names its model by id)."""
+    if not model_ids:
+        return {}
+    stmt = (select(ModelRecord.id, ModelRecord.name, ModelRecord.slug, Project.slug, User.username)
+            .join(Project, Project.id == ModelRecord.project_id).join(User, User.id == ModelRecord.owner_id)
+            .where(ModelRecord.id.in_(model_ids), ModelRecord.owner_id == owner_id))
+    return {row[0]: ModelRef(*row[1:]) for row in session.execute(stmt)}
+
+
 def get_model(session: Session, principal: Principal, *, owner: str, project: str, model: str,
               write: bool = False) -> ModelRecord:
     proj = get_project(session, principal, owner=owner, slug=project, write=write)

@@ -1,6 +1,7 @@
 """One HMAC signer for everything Lanner hands out and later trusts: signed blob/upload URLs (a stand-in for
-cloud storage signed URLs). Each use has its own purpose string inside the MAC, so a signature made for one can
-never be replayed as another. (Web sessions are not signed values: they are rows, so they can be ended.)"""
+cloud storage signed URLs), the web pages' one-time messages and the key of their CSRF tokens. Each use has its
+own purpose string inside the MAC, so a signature made for one can never be replayed as another. (Web sessions
+are not signed values: they are rows, so they can be ended.)"""
 
 from __future__ import annotations
 
@@ -44,6 +45,21 @@ class URLSigner:
         """Refuse (403) a request to ``path`` whose query does not carry a valid, unexpired signature for it."""
         if not self.verify(method, path, query.get("expires"), query.get("signature")):
             raise Forbidden("invalid or expired signature")
+
+    def derive_key(self, purpose: str) -> bytes:
+        """A key of its own for a library that signs by itself (the CSRF tokens), derived from this one."""
+        return hmac.new(self._key, f"key\n{purpose}".encode(), hashlib.sha256).digest()
+
+    def sign_value(self, purpose: str, value: str) -> str:
+        """``value`` and its MAC, to hand to a client that gives it back (a cookie); see ``unsign_value``."""
+        return f"{value}.{self._mac(f'value:{purpose}', value)}"
+
+    def unsign_value(self, purpose: str, signed: str | None) -> str | None:
+        """The value ``sign_value`` signed for ``purpose``, or None for anything else."""
+        value, _, mac = (signed or "").rpartition(".")
+        if not mac or not hmac.compare_digest(mac, self._mac(f"value:{purpose}", value)):
+            return None
+        return value
 
     def download_url(self, sha256: str, filename: str, ttl_seconds: int | None = None) -> str:
         """The one way to hand out a blob: a signed GET on Lanner's blob route, named ``filename``."""
