@@ -10,6 +10,7 @@ for the cancel. ``/{owner}/...`` matches only names a user can have (``OWNER``),
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -138,20 +139,26 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
     }, user=user, active="projects")
 
 
+def live_reader(user: Any, owner: str, project: str, model: str, catalogue: Any) -> Callable[[Any], dict[str, Any]]:
+    """What the live stream reads each time: the model's live state, looked up with the visitor's access."""
+
+    def read(session: Any) -> dict[str, Any]:
+        try:
+            record = _model(session, user, owner, project, model)
+        except NotFound:
+            return {"gone": True, "active": False}
+        return _live_view(dashboard.live_state(session, record, catalogue=catalogue))
+
+    return read
+
+
 @router.get("/{owner:owner}/{project}/{model}/live")
 def model_live(request: Request, owner: str, project: str, model: str, user: PageUser, session: DbSession,
                catalogue: CurrentCatalogue) -> Response:
     """The model's live state as Server-Sent Events (``run``) whenever it changes; ``end`` once the run is over
     (or the model is gone)."""
     _model(session, user, owner, project, model)  # a 404 now, not an empty stream
-
-    def read(s: Any) -> dict[str, Any]:
-        try:
-            record = _model(s, user, owner, project, model)
-        except NotFound:
-            return {"gone": True, "active": False}
-        return _live_view(dashboard.live_state(s, record, catalogue=catalogue))
-
+    read = live_reader(user, owner, project, model, catalogue)
     return live.stream(request, read, event="run", interval=LIVE_INTERVAL_SECONDS,
                        done=lambda value: not value["active"])
 
