@@ -110,7 +110,7 @@ def compare(request: Request, owner: str, project: str, user: PageUser, session:
         values = [r["args"].get(key) for r in runs]
         shown = ["" if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in values]
         args.append({"key": key, "values": shown, "differs": len(set(shown)) > 1})
-    chart = [{"name": r["name"], **r["curves"]} for r in runs]
+    chart = [{"name": r["slug"], **r["curves"]} for r in runs]  # names may repeat, slugs do not
     return render(request, "compare.html", {
         "project": proj, "owner": owner.lower(), "runs": runs, "args": args, "chart": chart,
         "differing": sum(a["differs"] for a in args),

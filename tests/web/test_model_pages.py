@@ -34,7 +34,7 @@ def runs(sdk, alice):
                               data={"epochs": 5, "trainArgs": {"model": "yolo11s.yaml", "epochs": "5"}})
     for epoch in range(2):
         send(platform, first["modelId"], "epoch_end", {"epoch": epoch, "metrics": {
-            **EPOCH, "metrics/mAP50-95(B)": 0.2 + 0.1 * epoch}, "system": {"cpu": 40.0, "gpus": {"0": {"usage": 90}}}})
+            **EPOCH, "metrics/mAP50-95(B)": (0.2, 0.3)[epoch]}, "system": {"cpu": 40.0, "gpus": {"0": {"usage": 90}}}})
     send(platform, first["modelId"], "console_output", {"chunkId": 1, "content": "Epoch 1/3 ...\n", "lineCount": 1})
     send(platform, second["modelId"], "epoch_end", {"epoch": 0, "metrics": EPOCH})
     return platform, first, second
@@ -142,7 +142,7 @@ def test_another_users_private_project_and_model_are_404(client, runs, make_acco
     sign_in(client, "bob")
     for path in ("/alice/shapes", "/alice/shapes/train", "/alice/shapes/train/live",
                  "/alice/shapes/compare?models=train"):
-        response = client.get(path)
+        response = client.get(path, headers={"Accept": "text/html"})
         assert response.status_code == 404 and "Not found" in response.text, path
     token = token_of(client.get("/projects").text)
     assert client.post("/alice/shapes/train/cancel", data={"csrf_token": token}).status_code == 404
