@@ -76,7 +76,8 @@ def test_the_model_page(client, runs):
     assert state["curves"]["map"] == [0.2, 0.3] and state["epochs"] == "2 / 3" and state["active"]
     assert "Epoch 1/3" in text(page.select_one("#console"))
     assert text(page.select_one("[data-live-field=epochs]")) == "2 / 3"
-    assert "cpu" in text(page.select_one("#system-metrics")) and "gpus.0.usage" in text(page.select_one("#system-metrics"))
+    system = text(page.select_one("#system-metrics"))
+    assert "cpu" in system and "gpus.0.usage" in system
     history = [text(r) for r in page.select("#run-history tbody tr")]
     assert history and "running" in history[-1]
     assert page.select_one("#cancel-form") is not None
