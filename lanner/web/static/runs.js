@@ -59,6 +59,7 @@
       [{label: 'train loss'}, {label: 'val loss', dash: [6, 4]}], lossColumns(state.curves));
     const metricChart = chart(document.getElementById('chart-metrics'),
       [{label: 'mAP50-95'}, {label: 'mAP50'}, {label: 'precision'}, {label: 'recall'}], metricColumns(state.curves));
+    markPoints(state.curves);
     const consoleBox = document.getElementById('console');
     let lastChunk = state.console.length ? state.console[state.console.length - 1].id : -Infinity;
 
@@ -67,6 +68,7 @@
       if (data.gone) { return; }
       lossChart.setData(lossColumns(data.curves));
       metricChart.setData(metricColumns(data.curves));
+      markPoints(data.curves);
       const atBottom = consoleBox.scrollTop + consoleBox.clientHeight >= consoleBox.scrollHeight - 4;
       data.console.forEach(function (chunk) {
         if (chunk.id <= lastChunk) { return; }
@@ -99,6 +101,11 @@
       }
     });
     consoleBox.scrollTop = consoleBox.scrollHeight;
+  }
+
+  // How many epochs each chart shows (for people's tools and tests: the canvas itself says nothing).
+  function markPoints(c) {
+    ['chart-loss', 'chart-metrics'].forEach(function (id) { document.getElementById(id).dataset.points = c.x.length; });
   }
 
   function lossColumns(c) { return [c.x, c.loss, c.val_loss]; }
