@@ -62,11 +62,12 @@ def duration(seconds: int | float | None) -> str:
 
 def _live_view(state: dict[str, Any]) -> dict[str, Any]:
     """The live state as the page shows it: the figures formatted, the curves and console as they are."""
-    return {**state, "elapsed": duration(state["elapsed_s"]),
-            "eta": duration(state["eta_s"]) if state["eta_s"] is not None else "",
-            "cost": money(state["cost_micros"]) if state["cost_micros"] is not None else "",
-            "projected": money(state["projected_micros"]) if state["projected_micros"] is not None else "",
-            "epochs": f"{state['epochs_done']} / {state['epochs_total']}" if state["epochs_total"] else ""}
+    def shown(value: Any, form: Callable[[Any], str]) -> str:
+        return form(value) if value is not None else "–"
+
+    return {**state, "elapsed": duration(state["elapsed_s"]), "eta": shown(state["eta_s"], duration),
+            "cost": shown(state["cost_micros"], money), "projected": shown(state["projected_micros"], money),
+            "epochs": f"{state['epochs_done']} / {state['epochs_total']}" if state["epochs_total"] else "–"}
 
 
 @router.get("/projects", response_class=HTMLResponse)

@@ -17,7 +17,7 @@
     const axis = {stroke: muted, grid: {stroke: grid, width: 1}, ticks: {stroke: grid, width: 1}};
     const options = {
       width: container.clientWidth, height: 200, legend: {show: true},
-      scales: {x: {time: false}}, axes: [Object.assign({}, axis), Object.assign({}, axis, {size: 56})],
+      scales: {x: {time: false}}, axes: [Object.assign({}, axis, {incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]}), Object.assign({}, axis, {size: 56})],
       series: [{label: 'Epoch'}].concat(series.map(function (s, i) {
         return {label: s.label, stroke: s.color || PALETTE[i % PALETTE.length], width: 2, dash: s.dash,
                 spanGaps: true, points: {show: true, size: 4}};
