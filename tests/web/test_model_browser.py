@@ -24,13 +24,14 @@ def webhook(web_server: WebServer, user: User, event: str, data: dict[str, Any],
     return response.json()
 
 
-def a_run(web_server: WebServer, user: User, name: str, epochs: int, **args: Any) -> str:
+def a_run(web_server: WebServer, user: User, name: str, epochs: int, gain: float = 0.0, **args: Any) -> str:
     started = webhook(web_server, user, "training_started", {
         "epochs": epochs, "trainArgs": {"model": "yolo11n.yaml", "epochs": str(epochs), **args}},
         project=f"{user.username}/shapes", name=name)
     for epoch in range(2):
         webhook(web_server, user, "epoch_end", {"epoch": epoch, "metrics": {
-            **METRICS, "metrics/mAP50-95(B)": (0.2, 0.3)[epoch]}, "system": {"cpu": 35.0, "ram": 12.5}},
+            **METRICS, "metrics/mAP50-95(B)": (0.2, 0.3)[epoch] + gain, "train/box_loss": 1.5 - gain - 0.2 * epoch},
+            "system": {"cpu": 35.0, "ram": 12.5}},
             modelId=started["modelId"])
     webhook(web_server, user, "console_output", {"chunkId": 1, "content": "Epoch 2/5 box_loss 1.5\n",
                                                   "lineCount": 1}, modelId=started["modelId"])
@@ -68,7 +69,7 @@ def test_a_model_page_follows_its_run_live_and_cancels_it(page: Any, web_server:
 def test_two_runs_compared_from_the_project_table(page: Any, web_server: WebServer) -> None:
     bob = web_server.user("bob")
     a_run(web_server, bob, "small", 5)
-    a_run(web_server, bob, "large", 5, imgsz="1280")
+    a_run(web_server, bob, "large", 5, gain=0.1, imgsz="1280")
     signed_in(page, bob, "/bob/shapes")
     expect(page.locator("#run-list tbody tr")).to_have_count(2)
     screenshot(page, "project-runs")
