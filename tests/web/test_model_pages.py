@@ -156,3 +156,23 @@ def test_reserved_names_are_not_owners(client, runs):
     assert client.get("/account").status_code == 200
     assert client.get("/datasets/x", follow_redirects=False).status_code in (303, 404)
     assert "project-list" not in client.get("/datasets/x").text
+
+
+def test_signed_out_visitors_are_sent_to_sign_in(client, runs):
+    for path in ("/projects", "/alice/shapes", "/alice/shapes/train"):
+        response = client.get(path, follow_redirects=False)
+        assert response.status_code == 303 and response.headers["location"] == f"/login?next={path}"
+
+
+def test_a_metered_run_shows_cost_so_far_and_projected(app, client, runs):
+    from sqlalchemy import update
+
+    from lanner.training.models import Run
+
+    _, first, _ = runs
+    with app.state.lanner.db.session() as session:  # as if Lanner had launched it at $3.60 an hour
+        session.execute(update(Run).where(Run.id == first["runId"]).values(price_micros_per_hour=3_600_000))
+    sign_in(client)
+    state = json.loads(soup(client.get("/alice/shapes/train")).select_one("#model-live")["data-state"])
+    assert state["cost"] == "$0.00" and state["projected"].startswith("$")
+    assert abs(state["projected_micros"] - 1_000 * state["eta_s"]) <= 1_000  # $3.60/h is $0.001 a second
