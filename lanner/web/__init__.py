@@ -9,6 +9,7 @@ Modules
     ``router``         sign in and out, the home dashboard
     ``account_pages``  the account: credit (live), holds, cost per run, spend chart, transactions
     ``key_pages``      API keys: create (shown once), list, revoke
+    ``project_pages``  projects, a project's runs (sortable, compare), the live model page (SSE) and its cancel
     ``templates/``     ``base.html`` (layout, navigation, messages), pages, ``_name.html`` fragments, ``_macros.html``
     ``static/``        ``lanner.css`` (the design system), ``lanner.js`` (CSRF header, errors, copy buttons),
                        ``live.js``, page scripts, ``vendor/`` (htmx 2.0.11, uPlot 1.6.32: pinned, with licences)
