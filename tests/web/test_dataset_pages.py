@@ -16,7 +16,7 @@ from lanner.synthetic import make_detection_dataset
 from lanner.web import dataset_pages
 from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
 
-TRAIN, VAL = 6, 3  # plus a duplicate of train_0000 in val (duplicate + leakage) and one unlabelled image
+TRAIN, VAL = 6, 3  # plus a copy of train_0000 in val (duplicate, leakage) and of train_0001 in train, unlabelled
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_the_grid_pages_server_side(client, app, alice, tmp_path, monkeypatch):
 def test_boxes_are_drawn_on_thumbnails_as_svg(client, app, alice, tmp_path):
     base = add_dataset(app, tmp_path)
     sign_in(client)
-    page = soup(client.get(base))
+    page = soup(client.get(f"{base}?labeled=yes"))
     svg = thumbs(page)[0].select_one("svg")
     assert svg["viewbox"] == "0 0 64 64" and svg.select_one("image")["href"].startswith("http")
     assert svg.select("rect.ds-box") and all(float(r["width"]) > 0 for r in svg.select("rect"))
@@ -120,7 +120,8 @@ def test_filters_by_split_class_labels_and_issue(client, app, alice, tmp_path):
     assert 0 < grid_count(circles) <= TRAIN + VAL + 1
     assert all(t.select("rect.ds-c0") for t in thumbs(circles))
     duplicates = soup(client.get(f"{base}?issue=duplicate", headers={"HX-Request": "true"}))
-    assert grid_count(duplicates) == 2
+    assert grid_count(duplicates) == 4  # two pairs
+    assert grid_count(soup(client.get(f"{base}?issue=leakage"))) == 2
     assert soup(client.get(f"{base}?issue=duplicate")).select_one("#f-issue option[selected]")["value"] == "duplicate"
     form = soup(client.get(base)).select_one("#ds-filters")
     assert form["method"] == "get" and form["hx-get"] == base and form["hx-target"] == "#ds-grid"
@@ -235,7 +236,7 @@ def test_a_public_dataset_is_readable_but_read_only(client, app, alice, bob, tmp
     assert "Public" in text(page.select_one(".page-header")) and len(thumbs(page)) == TRAIN + VAL + 2
     assert page.select_one("#delete-form") is None and page.select_one("#version-form") is None
     assert page.select_one("#clone-form") is not None  # into bob's own workspace
-    token = token_of(page.decode())
+    token = token_of(client.get(base).text)
     assert client.post(f"{base}/delete", data={"csrf_token": token}).status_code == 403
     assert client.post(f"{base}/versions", data={"csrf_token": token}).status_code == 403
     done = client.post(f"{base}/clone", data={"name": "mine", "csrf_token": token}, follow_redirects=False)
