@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
 from lanner.datasets import service as datasets_service
 from lanner.datasets.ingest import commit_import, prepare_import
@@ -41,7 +42,6 @@ def add_dataset(app, tmp_path: Path, username: str = "alice", slug: str = "shape
     shutil.copy(root / "images" / "train" / "train_0001.jpg", root / "images" / "train" / "bare.jpg")
     with prepare_import(blobs=ctx.blobs, settings=ctx.settings, source=root) as prepared, \
             ctx.db.session() as session:
-        from lanner.accounts import service as accounts_service
         principal = Principal.of(accounts_service.require_user(session, username=username))
         dataset = datasets_service.create_dataset(session, principal, name=slug, task="detect",
                                                   visibility=visibility)
