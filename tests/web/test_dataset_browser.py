@@ -76,3 +76,12 @@ def test_upload_filter_and_clone_a_dataset(page: Any, web_server: WebServer, tmp
     page.wait_for_url("**/datasets/alice/shapes-copy")
     assert "Cloned alice/shapes" in page.locator("#messages").inner_text()
     expect(page.locator("#ds-grid .ds-grid > li")).to_have_count(IMAGES)
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()  # htmx asks first, then follows the redirect
+    page.wait_for_url("**/datasets/trash")
+    row = page.locator("#trash-list tr", has_text="shapes copy")
+    row.get_by_role("button", name=re.compile("Restore")).click()
+    page.get_by_text("Dataset restored.").wait_for()
+    page.goto("/datasets")
+    expect(page.locator("#dataset-list li")).to_have_count(2)
