@@ -44,6 +44,8 @@ def test_upload_filter_and_clone_a_dataset(page: Any, web_server: WebServer, tmp
     assert page.locator("#ds-progress").get_attribute("value") == "100" or \
         page.locator("#ds-progress").evaluate("p => p.value") == 100
     assert report.locator("[data-report=added]").inner_text() == str(IMAGES)
+    expect(page.locator("#dataset-list li")).to_have_count(1)  # the list shows the new dataset
+    screenshot(page, "datasets-upload")
 
     report.get_by_role("link", name="Open the dataset").click()
     page.wait_for_url("**/datasets/alice/shapes")
@@ -51,6 +53,11 @@ def test_upload_filter_and_clone_a_dataset(page: Any, web_server: WebServer, tmp
     expect(thumbs).to_have_count(IMAGES)
     assert page.locator("#ds-grid svg rect.ds-box").count() >= IMAGES - 1
     page.locator("#class-chart .uplot").wait_for()  # the class chart drew
+    thumbs.first.locator("a").click()
+    expect(page.locator("#ds-image image")).to_have_count(1)
+    assert page.locator("#ds-image rect.ds-box").count() == page.locator("#label-list tbody tr").count()
+    screenshot(page, "dataset-image")
+    page.go_back()
 
     page.locator("#f-class").select_option("0")  # htmx: the grid only
     page.wait_for_url(re.compile(r"class=0"))

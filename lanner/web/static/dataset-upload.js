@@ -69,10 +69,20 @@
       });
     }
 
+    // The list below, as the server renders it now (the new dataset among it).
+    function refreshList() {
+      return fetch('/datasets', {credentials: 'same-origin'}).then(function (response) { return response.text(); })
+        .then(function (html) {
+          const fresh = new DOMParser().parseFromString(html, 'text/html').getElementById('dataset-section');
+          const current = document.getElementById('dataset-section');
+          if (fresh && current) { current.replaceWith(document.importNode(fresh, true)); }
+        });
+    }
+
     function showReport(owner, slug) {
       return fetch('/datasets/' + owner + '/' + slug + '/import-report', {credentials: 'same-origin'})
         .then(function (response) { return response.text(); })
-        .then(function (html) { report.innerHTML = html; });
+        .then(function (html) { report.innerHTML = html; return refreshList(); });
     }
 
     function upload(file) {
