@@ -95,6 +95,8 @@ def test_the_grid_pages_server_side(client, app, alice, tmp_path, monkeypatch):
     assert "<html" not in last.text  # htmx gets the grid only
     assert len(thumbs(soup(last))) == (TRAIN + VAL + 2) - 8
     assert soup(last).select_one("a[rel=next]") is None
+    filtered = soup(client.get(f"{base}?split=train&labeled=yes"))
+    assert filtered.select_one("a[rel=next]")["href"] == f"{base}?split=train&labeled=yes&page=2"
     names = {t.select_one(".caption").get_text(" ", strip=True).split()[0]
              for n in (1, 2, 3) for t in thumbs(soup(client.get(f"{base}?page={n}")))}
     assert len(names) == TRAIN + VAL + 2  # every image once
@@ -184,8 +186,12 @@ def test_versions_are_saved_and_compared(client, app, alice, tmp_path):
               for r in compare.select("#compare-splits tbody tr")}
     assert splits["val"] == [str(VAL + 1), str(VAL), "-1"]
     assert splits["images"][2] == "-1"
-    classes = [text(r.select_one("th")) for r in compare.select("#compare-classes tbody tr")]
-    assert classes == ["circle", "square"] or len(classes) == 2
+    classes = {text(r.select_one("th")): [int(text(td)) for td in r.select("td")]
+               for r in compare.select("#compare-classes tbody tr")}
+    assert set(classes) == {"circle", "square"}
+    for class_id, name in enumerate(("circle", "square")):
+        assert classes[name][1] == grid_count(soup(client.get(f"{base}?class={class_id}")))
+        assert classes[name][2] == classes[name][1] - classes[name][0]
     assert "1 removed" in text(compare.select_one("#change-summary"))
 
 
