@@ -257,3 +257,18 @@ def test_the_import_report_lists_what_was_added(client, app, alice, tmp_path):
     report = soup(client.get(f"{base}/import-report"))
     assert text(report.select_one("[data-report=added]")) == str(TRAIN + VAL + 2)
     assert re.search(r"Open the dataset", text(report))
+
+
+def test_the_import_report_shows_a_failed_import(client, app, alice, tmp_path):
+    base = add_dataset(app, tmp_path)
+    with app.state.lanner.db.session() as session:
+        principal = Principal.of(accounts_service.require_user(session, username="alice"))
+        dataset = datasets_service.get_dataset(session, principal, owner="alice", slug="shapes")
+        dataset.status = "failed"
+        dataset.processing_error = {"message": "no images found in the archive", "timestamp": "2026-12-05T00:00:00Z"}
+    sign_in(client)
+    report = soup(client.get(f"{base}/import-report"))
+    assert "failed" in text(report.select_one("h3"))
+    assert text(report.select_one("[role=alert]")) == "no images found in the archive"
+    header = text(soup(client.get(base)).select_one(".page-header"))
+    assert "Last import failed: no images found in the archive" in header
