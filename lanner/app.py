@@ -34,6 +34,7 @@ from lanner.training.runtime import TrainingRuntime
 from lanner.uploads.router import router as uploads_router
 from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
+from lanner.web.dataset_pages import router as dataset_pages
 from lanner.web.key_pages import router as key_pages
 from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
@@ -41,7 +42,7 @@ from lanner.web.router import router as web_router
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router,
            storage_router, web_router, account_pages, key_pages,
-           project_pages)
+           project_pages, dataset_pages)
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
