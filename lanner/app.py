@@ -36,10 +36,12 @@ from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
 from lanner.web.key_pages import router as key_pages
 from lanner.web.router import router as web_router
+from lanner.web.train_pages import router as train_pages
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router,
-           storage_router, web_router, account_pages, key_pages)
+           storage_router, web_router, account_pages, key_pages,
+           train_pages)
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
