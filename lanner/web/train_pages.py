@@ -56,10 +56,12 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
     """The advisor's answer for the form, arranged for the page; None (with ``errors``) when it cannot answer."""
     if not form.dataset_ref:
         return None
-    args = form.train_args(errors)
-    deadline, budget = form.constraints(errors)
-    max_cost = form.max_cost_cents(errors)
-    if errors:
+    own: dict[str, str] = {}
+    args = form.train_args(own)
+    deadline, budget = form.constraints(own)
+    max_cost = form.max_cost_cents(own)
+    errors.update({k: v for k, v in own.items() if k not in errors})
+    if own:
         return None
     body = EstimateRequest(model=args.pop("model"), dataset=args.pop("data"), trainArgs=args,
                            deadlineMinutes=deadline, budgetCents=budget)
