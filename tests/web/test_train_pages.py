@@ -63,7 +63,8 @@ def test_the_table_lists_every_gpu_type_with_time_and_cost(client, settings, set
     assert "$" in text(page.select_one("#balance-after"))
     locked = found["h200-sxm"]
     assert "locked" in locked["class"] and "Needs pro" in text(locked)
-    htmx = client.post("/train", data={**SMALL, "csrf_token": token_of(client.get("/train").text)}, headers={"HX-Request": "true"})
+    token = token_of(client.get("/train").text)
+    htmx = client.post("/train", data={**SMALL, "csrf_token": token}, headers={"HX-Request": "true"})
     assert htmx.text.lstrip().startswith("<section") and "gpu-table" in htmx.text
 
 
