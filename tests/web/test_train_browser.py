@@ -41,9 +41,17 @@ def test_train_dialog_estimates_refuses_a_locked_gpu_and_starts_a_quick_cpu_run(
     page.locator('#gpu-table tr[data-gpu="h200-sxm"] input[type="radio"]').check()
     page.get_by_role("button", name="Start training").click()
     expect(page.locator("#field-gpu-error")).to_contain_text("needs the pro tier")
-    page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]').check()
     page.locator("#field-quick").check()
     page.get_by_label("Fraction of images").fill("0.5")
     page.get_by_label("Quick-run epochs (at most 5)").fill("1")
+    page.wait_for_timeout(500)
+    page.wait_for_load_state("networkidle")  # htmx re-estimates on each change: let the last swap land
+    page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]').check()
+    page.wait_for_timeout(500)
+    page.wait_for_load_state("networkidle")
+    expect(page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]')).to_be_checked()
     page.get_by_role("button", name="Start training").click()
+    page.wait_for_load_state()
+    errors = page.locator(".field-error, .form-error").all_inner_texts()
+    assert not errors, errors
     page.wait_for_url("**/alice/demo/quick")
