@@ -51,7 +51,4 @@ def test_train_dialog_estimates_refuses_a_locked_gpu_and_starts_a_quick_cpu_run(
     page.wait_for_load_state("networkidle")
     expect(page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]')).to_be_checked()
     page.get_by_role("button", name="Start training").click()
-    page.wait_for_load_state()
-    errors = page.locator(".field-error, .form-error").all_inner_texts()
-    assert not errors, errors
-    page.wait_for_url("**/alice/demo/quick")
+    expect(page).to_have_url(re.compile(r"/alice/demo/quick$"), timeout=60_000)
