@@ -4,6 +4,7 @@ every GPU type with time and cost, a tier-locked type refused next to the GPU fi
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
