@@ -1,0 +1,169 @@
+"""The train dialog's form, read one way: its fields (strings as typed, so a refused form shows them again), the
+trainer arguments and advisor constraints they make, which field a service's error is about, and the advisor's
+estimates arranged as the page shows them (re-ranked by deadline and budget, the Pareto front, the chart)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+SIZES = ("n", "s", "m", "l", "x")
+OFFICIAL_MODELS = tuple(f"yolo11{s}.yaml" for s in SIZES) + tuple(f"yolov8{s}.yaml" for s in SIZES)
+CHECKBOXES = ("quick", "capture")
+# Where a service's message (which names its field first) is shown on the form.
+FIELD_OF = (("gpuType", "gpu"), ("trainArgs.batch", "batch"), ("trainArgs.data", "dataset"),
+            ("dataset", "dataset"), ("trainArgs.model", "model"), ("model:", "model"), ("model '", "model"),
+            ("trainArgs.epochs", "epochs"), ("trainArgs.imgsz", "imgsz"), ("trainArgs.patience", "patience"),
+            ("trainArgs.fraction", "quick_fraction"), ("insufficient credits", "credit"), ("project", "project"))
+
+
+@dataclass
+class TrainForm:
+    dataset: str = ""
+    dataset_uri: str = ""
+    model: str = "yolo11n.yaml"
+    epochs: str = "100"
+    imgsz: str = "640"
+    batch: str = "16"
+    patience: str = "100"
+    project: str = ""
+    name: str = ""
+    gpu: str = ""
+    deadline: str = ""  # hours
+    budget: str = ""  # dollars: re-ranks the table
+    max_cost: str = ""  # dollars: the run is cancelled when it has cost this
+    quick: bool = False
+    quick_fraction: str = "0.1"
+    quick_epochs: str = "3"
+    capture: bool = False
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> TrainForm:
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            if item.name in CHECKBOXES:
+                values[item.name] = str(data.get(item.name, "")).lower() in ("1", "on", "true", "yes")
+            elif item.name in data:
+                values[item.name] = str(data[item.name]).strip()[:300]
+        return cls(**values)
+
+    @property
+    def dataset_ref(self) -> str:
+        return self.dataset_uri or self.dataset
+
+    def train_args(self, errors: dict[str, str], *, launch: bool = False) -> dict[str, Any]:
+        """The trainer's arguments; a bad number goes into ``errors`` next to its field."""
+        args: dict[str, Any] = {"model": self.model or "yolo11n.yaml", "data": self.dataset_ref}
+        args["epochs"] = _integer(self.epochs, "epochs", errors, 1, 10_000)
+        args["imgsz"] = _integer(self.imgsz, "imgsz", errors, 32, 4096)
+        args["batch"] = _integer(self.batch, "batch", errors, -1, 4096)
+        if args["batch"] == 0:
+            errors["batch"] = "Enter a batch of at least 1, or -1 for AutoBatch."
+        args["patience"] = _integer(self.patience, "patience", errors, 0, 10_000)
+        if launch and self.quick:
+            fraction = _number(self.quick_fraction, "quick_fraction", errors, 0.01, 0.99)
+            epochs = _integer(self.quick_epochs, "quick_epochs", errors, 1, 5)
+            args.update(fraction=fraction, epochs=epochs)
+        return args
+
+    def constraints(self, errors: dict[str, str]) -> tuple[float | None, float | None]:
+        """(deadline in minutes, budget in cents) for the advisor."""
+        deadline = _number(self.deadline, "deadline", errors, 0.01, 10_000) if self.deadline else None
+        budget = _number(self.budget, "budget", errors, 0.01, 1_000_000) if self.budget else None
+        return (deadline * 60 if deadline else None), (budget * 100 if budget else None)
+
+    def max_cost_cents(self, errors: dict[str, str]) -> float | None:
+        value = _number(self.max_cost, "max_cost", errors, 0.01, 1_000_000) if self.max_cost else None
+        return value * 100 if value else None
+
+
+def _number(text: str, name: str, errors: dict[str, str], low: float, high: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        errors[name] = "Enter a number."
+        return low
+    if not math.isfinite(value) or not low <= value <= high:
+        errors[name] = f"Enter a number from {low:g} to {high:g}."
+        return low
+    return value
+
+
+def _integer(text: str, name: str, errors: dict[str, str], low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        errors[name] = "Enter a whole number."
+        return max(low, 1)
+    if not low <= value <= high:
+        errors[name] = f"Enter a whole number from {low} to {high}."
+        return max(low, 1)
+    return value
+
+
+def field_of(message: str) -> str:
+    """The form field a service's error message is about (``form``: the form as a whole)."""
+    for prefix, name in FIELD_OF:
+        if message.startswith(prefix):
+            return name
+    return "form"
+
+
+def hours(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def arrange(result: dict[str, Any], *, deadline_minutes: float | None, budget_cents: float | None,
+            ) -> list[dict[str, Any]]:
+    """The estimates, each marked usable / within the constraints / on the Pareto front and with its picks;
+    with a deadline or budget, those within them first (by cost), then the rest."""
+    picks: dict[str, list[str]] = {}
+    for kind in ("cheapest", "fastest", "balanced"):
+        pick = result["recommendation"].get(kind)
+        if pick:
+            picks.setdefault(pick["gpuType"], []).append(kind)
+    rows = []
+    for item in result["estimates"]:
+        usable = item["fits"] and item["allowed"]
+        within = usable and (deadline_minutes is None or item["totalSeconds"]["value"] <= deadline_minutes * 60) \
+            and (budget_cents is None or item["costCents"]["value"] <= budget_cents)
+        rows.append({**item, "usable": usable, "within": within, "picks": picks.get(item["gpuType"], [])})
+    front = pareto([r for r in rows if r["usable"]])
+    for row in rows:
+        row["pareto"] = row["gpuType"] in front
+    constrained = deadline_minutes is not None or budget_cents is not None
+    rows.sort(key=lambda r: (not r["within"] if constrained else not r["usable"], r["costCents"]["value"],
+                             r["totalSeconds"]["value"]))
+    return rows
+
+
+def pareto(rows: list[dict[str, Any]]) -> set[str]:
+    """GPU types no other type beats on both time and cost."""
+    front = set()
+    for row in rows:
+        time, cost = row["totalSeconds"]["value"], row["costCents"]["value"]
+        if not any(o["totalSeconds"]["value"] <= time and o["costCents"]["value"] <= cost
+                   and (o["totalSeconds"]["value"] < time or o["costCents"]["value"] < cost) for o in rows):
+            front.add(row["gpuType"])
+    return front
+
+
+def chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """uPlot columns: x total hours (ascending), every GPU's cost in dollars, the front's (null elsewhere)."""
+    ordered = sorted(rows, key=lambda r: r["totalSeconds"]["value"])
+    return {"x": [round(r["totalSeconds"]["value"] / 3600, 4) for r in ordered],
+            "cost": [round(r["costCents"]["value"] / 100, 4) for r in ordered],
+            "front": [round(r["costCents"]["value"] / 100, 4) if r["pareto"] else None for r in ordered],
+            "names": [r["displayName"] for r in ordered]}
+
+
+def hold_cents(row: dict[str, Any], max_cost_cents: float | None) -> float:
+    """What ``training.start`` holds for ``row``'s GPU: the high end of its cost, at most the budget cap."""
+    hold = float(math.ceil(row["costCents"]["high"])) if row["pricePerHour"] else 0.0
+    return min(hold, max_cost_cents) if max_cost_cents is not None else hold

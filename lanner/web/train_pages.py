@@ -1,0 +1,173 @@
+"""The train dialog (``/train``) and the GPUs page (``/gpus``). The dialog asks the GPU advisor the estimate
+endpoint asks (``training.estimates``) for every GPU type, and launches through ``training.launch.start``, the
+service behind ``training.start``, with the signed-in user as principal: its refusals (402 credit, 403 tier,
+422 batch does not fit) are shown next to the field they are about."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.billing import service as billing_service
+from lanner.datasets import service as datasets_service
+from lanner.deps import Ctx, DbSession
+from lanner.errors import LannerError, NotFound, PaymentRequired
+from lanner.gpus import fit
+from lanner.gpus.catalogue import TIERS, Catalogue
+from lanner.projects import service as projects_service
+from lanner.slugs import slugify
+from lanner.training import estimates, launch
+from lanner.training.capacity import availability_now
+from lanner.training.dependencies import CurrentCatalogue, Runtime
+from lanner.training.schemas import EstimateRequest, StartRequest
+from lanner.web import train_form
+from lanner.web.templating import PageUser, redirect, render
+from lanner.web.train_form import TrainForm
+
+router = APIRouter(include_in_schema=False)
+
+
+def _datasets(session: Session, user: Principal) -> list[dict[str, Any]]:
+    out = []
+    for dataset in datasets_service.list_datasets(session, user, owner=user.username):
+        versions = datasets_service.list_versions(session, dataset)
+        out.append({"uri": f"ul://{user.username}/datasets/{dataset.slug}", "name": dataset.name,
+                    "status": dataset.status, "versions": [v.version for v in versions]})
+    return out
+
+
+def _models(session: Session, user: Principal) -> list[dict[str, str]]:
+    """The user's earlier models that have weights to start from."""
+    out = []
+    for project in projects_service.list_projects(session, user, owner=user.username, limit=None):
+        for record in projects_service.list_models(session, project):
+            if record.weights_sha256:
+                out.append({"uri": f"ul://{user.username}/{project.slug}/{record.slug}",
+                            "name": f"{project.slug}/{record.slug}"})
+    return out
+
+
+def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Catalogue, runtime: Any,
+              errors: dict[str, str]) -> dict[str, Any] | None:
+    """The advisor's answer for the form, arranged for the page; None (with ``errors``) when it cannot answer."""
+    if not form.dataset_ref:
+        return None
+    own: dict[str, str] = {}
+    args = form.train_args(own)
+    deadline, budget = form.constraints(own)
+    max_cost = form.max_cost_cents(own)
+    errors.update({k: v for k, v in own.items() if k not in errors})
+    if own:
+        return None
+    body = EstimateRequest(model=args.pop("model"), dataset=args.pop("data"), trainArgs=args,
+                           deadlineMinutes=deadline, budgetCents=budget)
+    try:
+        result = estimates.estimate(session, user, body, catalogue=catalogue)
+    except LannerError as exc:
+        errors[train_form.field_of(exc.message)] = exc.message
+        return None
+    levels = availability_now(runtime.executor, catalogue)
+    for item in result["estimates"]:
+        item["availability"] = levels.get(item["gpuType"])
+    rows = train_form.arrange(result, deadline_minutes=deadline, budget_cents=budget)
+    picks = result["recommendation"]
+    chosen = next((r for r in rows if r["gpuType"] == form.gpu), None)
+    if chosen is None:
+        balanced = (picks.get("balanced") or {}).get("gpuType")
+        chosen = next((r for r in rows if r["gpuType"] == balanced), rows[0] if rows else None)
+    available = billing_service.balances(session, user_id=user.user_id).available
+    hold = train_form.hold_cents(chosen, max_cost) if chosen else 0.0
+    return {"rows": rows, "picks": picks, "chosen": chosen, "chart": train_form.chart(rows),
+            "model": result["model"], "images": result["images"], "accuracy": result["accuracy"],
+            "guidance": result.get("guidance"), "hold_micros": billing_service.cents_to_micros(hold),
+            "available_micros": available, "after_micros": available - billing_service.cents_to_micros(hold),
+            "constrained": deadline is not None or budget is not None}
+
+
+def _page(request: Request, session: Session, user: Principal, form: TrainForm, catalogue: Catalogue,
+          runtime: Any, errors: dict[str, str] | None = None, status_code: int = 200) -> Response:
+    errors = dict(errors or {})
+    estimate = _estimate(session, user, form, catalogue, runtime, errors)
+    return render(request, "train.html", {
+        "form": form, "errors": errors, "estimate": estimate, "datasets": _datasets(session, user),
+        "official_models": train_form.OFFICIAL_MODELS, "my_models": _models(session, user),
+        "hours": train_form.hours, "tiers": TIERS,
+    }, fragment="_train_estimate.html", status_code=status_code, user=user, active="projects")
+
+
+@router.get("/train", response_class=HTMLResponse)
+def train_dialog(request: Request, user: PageUser, session: DbSession, catalogue: CurrentCatalogue,
+                 runtime: Runtime) -> Response:
+    """The dialog; with a dataset in the query (``/train?dataset=ul://...``) the GPU table as well."""
+    return _page(request, session, user, TrainForm.read(request.query_params), catalogue, runtime)
+
+
+@router.post("/train", response_class=HTMLResponse)
+async def train_post(request: Request, user: PageUser, session: DbSession, catalogue: CurrentCatalogue,
+                     runtime: Runtime, ctx: Ctx) -> Response:
+    """``action=estimate`` (the button without JavaScript, htmx on every change): the table again.
+    ``action=launch``: start the run as ``training.start`` does, then go to the model's page."""
+    data = await request.form()
+    form = TrainForm.read(data)
+    if data.get("action") != "launch":
+        return _page(request, session, user, form, catalogue, runtime)
+    errors: dict[str, str] = {}
+    status = 422
+    try:
+        url = _launch(session, user, form, catalogue, runtime, ctx.settings.executor, errors)
+    except LannerError as exc:
+        key = "credit" if isinstance(exc, PaymentRequired) else train_form.field_of(exc.message)
+        errors[key] = exc.message
+        status = exc.status_code if exc.status_code in (402, 403, 409) else 422
+    if errors:
+        session.rollback()  # the project and model made for this run go with it
+        return _page(request, session, user, form, catalogue, runtime, errors, status_code=status)
+    session.commit()
+    return redirect(request, url, "Training started." + (" A quick test run goes first." if form.quick else ""))
+
+
+def _launch(session: Session, user: Principal, form: TrainForm, catalogue: Catalogue, runtime: Any,
+            executor_name: str, errors: dict[str, str]) -> str:
+    args = form.train_args(errors, launch=True)
+    max_cost = form.max_cost_cents(errors)
+    if not form.dataset_ref:
+        errors["dataset"] = "Pick a dataset."
+    if not form.gpu:
+        errors["gpu"] = "Pick a GPU type."
+    if not slugify(form.project):
+        errors["project"] = "Name the project (letters or digits)."
+    if not slugify(form.name):
+        errors["name"] = "Name the model (letters or digits)."
+    if errors:
+        return ""
+    try:
+        project = projects_service.get_project(session, user, owner=user.username, slug=slugify(form.project),
+                                               write=True)
+    except NotFound:
+        project = projects_service.create_project(session, user, slug=None, name=form.project)
+    try:
+        model = projects_service.create_model(session, project, name=form.name)
+    except LannerError as exc:
+        errors["name"] = exc.message
+        return ""
+    body = StartRequest(modelId=model.id, gpuType=form.gpu, trainArgs=args, maxCostCents=max_cost,
+                        captureDatasetVersion=form.capture or None,
+                        fullRunEpochs=int(form.epochs) if form.quick else None)
+    launch.start(session, user, body, catalogue=catalogue, executor=runtime.executor, executor_name=executor_name)
+    return f"/{user.username}/{project.slug}/{model.slug}"
+
+
+@router.get("/gpus", response_class=HTMLResponse)
+def gpus(request: Request, user: PageUser, session: DbSession, catalogue: CurrentCatalogue,
+         runtime: Runtime) -> Response:
+    """The catalogue: specs, prices, tiers, availability here, and how accurate the estimator has been."""
+    levels = availability_now(runtime.executor, catalogue)
+    rows = [{"gpu": gpu, "allowed": gpu.allowed_for(user.tier), "availability": levels.get(gpu.id)}
+            for gpu in catalogue.all()]
+    rows.sort(key=lambda r: (not r["gpu"].offered, r["gpu"].price_per_hour))
+    return render(request, "gpus.html", {"rows": rows, "accuracy": fit.accuracy(session, catalogue),
+                                         "tiers": TIERS}, user=user, active="gpus")
