@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
@@ -82,3 +82,10 @@ def promote_if_uploaded(session: Session, model: ModelRecord, path: str, run_id:
     staged = session.get(StagedUpload, path)
     if staged is not None and staged.model_id == model.id and staged.sha256:
         promote_checkpoint(session, model, path, run_id)
+
+
+def saved_checkpoints(session: Session, model_id: str, *, limit: int = 50) -> list[StagedUpload]:
+    """The checkpoints that arrived for a model, newest first: what its page lists for download."""
+    return list(session.scalars(select(StagedUpload).where(StagedUpload.model_id == model_id,
+                                                           StagedUpload.sha256.is_not(None))
+                                .order_by(StagedUpload.uploaded_at.desc()).limit(limit)))

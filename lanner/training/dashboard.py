@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.models import User
 from lanner.billing import service as billing
 from lanner.billing.metering import charge_for
 from lanner.gpus.catalogue import Catalogue
@@ -73,7 +74,7 @@ def _cost(session: Session, run: Run | None, eta_seconds: float) -> tuple[int | 
     return charged, projected
 
 
-def model_row(session: Session, model: ModelRecord, *, catalogue: Catalogue, owner: str) -> dict[str, Any]:
+def model_row(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any]:
     """A project table's row: status, GPU, epochs done/total, duration, cost, best mAP50-95, who started it."""
     job = views.job_view(session, model, catalogue=catalogue) or {}
     run = latest_run(session, model.id)
@@ -83,7 +84,9 @@ def model_row(session: Session, model: ModelRecord, *, catalogue: Catalogue, own
     gpu = (job.get("compute") or {}).get("gpuDisplayName") or (run.device if run else None)
     started_by = None
     if run is not None:
-        started_by = f"{owner} on Lanner ({run.executor})" if run.executor else f"{owner}'s own trainer"
+        starter = session.get(User, run.started_by_id) if run.started_by_id else None  # identity-mapped per user
+        who = starter.username if starter is not None else "a removed user"
+        started_by = f"{who} on Lanner ({run.executor})" if run.executor else f"{who} with their own trainer"
     return {"name": model.name, "slug": model.slug, "status": model.status, "gpu": gpu or "",
             "epochs_done": int(progress.get("currentEpoch", 0)), "epochs_total": int(progress.get("totalEpochs", 0)
                                                                                     or model.epochs or 0),
@@ -144,3 +147,68 @@ def compare(session: Session, models: Iterable[ModelRecord]) -> list[dict[str, A
         result.append({"name": model.name, "slug": model.slug, "curves": curves(session, model.id),
                        "args": {str(k): v for k, v in args.items()}})
     return result
+
+
+PLOT_TITLES = {"pr_curve": ("Precision–recall", "Recall"), "f1_curve": ("F1–confidence", "Confidence"),
+               "p_curve": ("Precision–confidence", "Confidence"), "r_curve": ("Recall–confidence", "Confidence")}
+PLOT_CLASSES = 10  # per-class lines drawn besides "all classes"; more would be unreadable
+MATRIX_CLASSES = 50  # a larger confusion matrix is left to the downloaded weights' own plots
+
+
+def final_plots(plots: list[Any] | None, class_names: list[Any] | None) -> list[dict[str, Any]]:
+    """The trainer's final plots (``training_complete.plots``) as the model page draws them: curves as one x
+    column and named y series (the per-class rows the trainer sends, plus their mean as "all classes"), and the
+    confusion matrix as labelled rows. Anything malformed is skipped: these come from the trainer, not us."""
+    out: list[dict[str, Any]] = []
+    plots = [p for p in plots or [] if isinstance(p, dict)]
+    # The trainer names the classes on its PR curve only; the model's own class list is the fallback.
+    named = next((p["classes"] for p in plots if isinstance(p.get("classes"), list)), None)
+    names = [str(n) for n in (named or class_names or [])]
+    for plot in plots:
+        kind = str(plot.get("type") or "")
+        if kind == "confusion_matrix":
+            matrix = _matrix(plot.get("matrix"))
+            if matrix:
+                fits = len(names) + 1 == len(matrix)
+                labels = names + ["background"] if fits else [str(i) for i in range(len(matrix))]
+                out.append({"kind": "matrix", "title": "Confusion matrix", "labels": labels, "rows": matrix,
+                            "max": max(max(row) for row in matrix) or 1})
+            continue
+        curve = _curve(plot.get("x"), plot.get("y"))
+        if curve is None:
+            continue
+        x, rows = curve
+        title, x_label = PLOT_TITLES.get(kind, (kind.replace("_", " ").capitalize() or "Plot", "x"))
+        mean = [round(sum(col) / len(col), 5) for col in zip(*rows, strict=True)]
+        series = [{"label": "all classes", "y": mean}]
+        if len(rows) > 1:
+            series += [{"label": names[i] if i < len(names) else f"class {i}", "y": row}
+                       for i, row in enumerate(rows[:PLOT_CLASSES])]
+        out.append({"kind": "curve", "type": kind, "title": title, "xLabel": x_label, "x": x, "series": series})
+    return out
+
+
+def _numbers(values: Any) -> list[float] | None:
+    if not isinstance(values, list) or not values:
+        return None
+    numbers = [_number(v) for v in values]
+    return None if any(v is None for v in numbers) else [round(v, 5) for v in numbers if v is not None]
+
+
+def _curve(x: Any, y: Any) -> tuple[list[float], list[list[float]]] | None:
+    xs = _numbers(x)
+    if xs is None or not isinstance(y, list) or not y:
+        return None
+    rows = [_numbers(row) for row in y] if isinstance(y[0], list) else [_numbers(y)]
+    if any(row is None or len(row) != len(xs) for row in rows):
+        return None
+    return xs, [row for row in rows if row is not None]
+
+
+def _matrix(value: Any) -> list[list[float]] | None:
+    if not isinstance(value, list) or not 0 < len(value) <= MATRIX_CLASSES + 1:
+        return None
+    rows = [_numbers(row) for row in value]
+    if any(row is None or len(row) != len(value) for row in rows):
+        return None
+    return [row for row in rows if row is not None]

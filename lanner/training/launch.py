@@ -188,7 +188,8 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
                                               "trainArgs": args,
                                               "fullRunEpochs": body.fullRunEpochs or DEFAULT_FULL_EPOCHS},
                      estimate=estimate, smoke=quick, dataset_version_id=version["id"] if version else None,
-                     price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost)
+                     price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost,
+                     started_by_id=principal.user_id)
     if hold:
         billing.place_hold(session, user_id=principal.user_id, run_id=run.id, micros=hold,
                            estimate_micros=estimate_micros, model_id=model.id, gpu_type=gpu.id)

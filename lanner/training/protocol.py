@@ -186,7 +186,7 @@ def _training_started(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
     environment = data.get("environment") if isinstance(data.get("environment"), dict) else None
     run = create_run(session, model, status=RunStatus.STARTING, reason="training_started", epochs=epochs,
                      device=_device(data), train_args=train_args, environment=environment,
-                     start_fingerprint=fingerprint, last_event_at=utcnow())
+                     start_fingerprint=fingerprint, last_event_at=utcnow(), started_by_id=ctx.principal.user_id)
     model.train_args = train_args or model.train_args
     model.epochs = epochs if epochs is not None else model.epochs
     model.environment = environment or model.environment

@@ -22,7 +22,7 @@ from lanner.deps import Ctx, DbSession
 from lanner.errors import Conflict, NotFound
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord
-from lanner.training import dashboard
+from lanner.training import checkpoints, dashboard
 from lanner.training import service as training_service
 from lanner.training.dependencies import CurrentCatalogue
 from lanner.web import live
@@ -88,7 +88,7 @@ def project_page(request: Request, owner: str, project: str, user: PageUser, ses
                  catalogue: CurrentCatalogue, sort: str = Query("created", max_length=20),
                  order: str = Query("desc", pattern="^(asc|desc)$")) -> Response:
     proj = projects_service.get_project(session, user, owner=owner, slug=project)
-    rows = [dashboard.model_row(session, m, catalogue=catalogue, owner=owner.lower())
+    rows = [dashboard.model_row(session, m, catalogue=catalogue)
             for m in projects_service.list_models(session, proj)]
     sort = sort if sort in SORTS else "created"
     rows.sort(key=SORTS[sort], reverse=order == "desc")
@@ -98,11 +98,15 @@ def project_page(request: Request, owner: str, project: str, user: PageUser, ses
     }, user=user, active="projects")
 
 
-@router.get("/{owner:owner}/{project}/compare", response_class=HTMLResponse)
+@router.get("/{owner:owner}/{project}/-/compare", response_class=HTMLResponse)
 def compare(request: Request, owner: str, project: str, user: PageUser, session: DbSession,
-            models: str = Query("", max_length=2000)) -> Response:
+            pick: list[str] = Query([], max_length=MAX_COMPARE * 4), models: str = Query("", max_length=2000),
+            ) -> Response:
+    """The runs table's checked models (``?pick=a&pick=b``, the form as the browser sends it, no script needed)
+    or a shared link (``?models=a,b``). Under ``/-/`` so that no model slug (never ``-``) can shadow it."""
     proj = projects_service.get_project(session, user, owner=owner, slug=project)
-    slugs = list(dict.fromkeys(s.strip() for s in models.split(",") if s.strip()))[:MAX_COMPARE]
+    named = [*pick, *models.split(",")]
+    slugs = list(dict.fromkeys(s.strip() for s in named if s.strip()))[:MAX_COMPARE]
     records = [projects_service.get_model(session, user, owner=owner, project=project, model=s) for s in slugs]
     runs = dashboard.compare(session, records)
     keys = sorted({k for r in runs for k in r["args"]})
@@ -132,10 +136,14 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
         name = record.weights_name or "best.pt"
         download = {"name": name, "size": record.weights_size or 0,
                     "url": ctx.signer.download_url(record.weights_sha256, name)}
-    plots = [p for p in record.plots or [] if isinstance(p, dict)]
+    saved = [{"name": c.filename, "size": c.size or 0, "run": c.run_id, "at": c.uploaded_at,
+              "current": c.sha256 == record.weights_sha256 and c.filename == record.weights_name,
+              "url": ctx.signer.download_url(c.sha256, c.filename)}
+             for c in checkpoints.saved_checkpoints(session, record.id) if c.sha256]
     return render(request, "model.html", {
         "owner": owner.lower(), "project_slug": project, "model": record, "state": state,
-        "is_owner": record.owner_id == user.user_id, "download": download, "plots": plots,
+        "is_owner": record.owner_id == user.user_id, "download": download, "checkpoints": saved,
+        "plots": dashboard.final_plots(record.plots, record.class_names),
         "live_url": f"/{owner.lower()}/{project}/{record.slug}/live",
     }, user=user, active="projects")
 

@@ -13,6 +13,7 @@ from ultralytics_platform import APIError
 
 from lanner.billing import service as billing
 from lanner.billing.models import LedgerPosting
+from lanner.training.models import Run
 from tests.training.conftest import ARGS, new_model
 
 
@@ -53,7 +54,10 @@ def test_gpu_type_is_checked_against_catalogue_tier_and_executor(shapes, app, al
         with pytest.raises(APIError) as error:
             start(shapes, model_id, gpu)
         assert error.value.status_code == status and words in str(error.value), (gpu, str(error.value))
-    assert start(shapes, model_id, "h100-sxm")["gpuType"] == "h100-sxm"
+    started = start(shapes, model_id, "h100-sxm")
+    assert started["gpuType"] == "h100-sxm"
+    with app.state.lanner.db.session() as session:
+        assert session.get(Run, started["runId"]).started_by_id == alice.user_id  # shown as "started by"
 
 
 def test_insufficient_credit_is_402_with_balance_and_estimate(shapes, app, alice, client, fake_executor):

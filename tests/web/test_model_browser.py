@@ -5,6 +5,7 @@ cancelled from the page, and two runs are compared from the project's table."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -76,8 +77,8 @@ def test_two_runs_compared_from_the_project_table(page: Any, web_server: WebServ
     page.get_by_label("Select small").check()
     page.get_by_label("Select large").check()
     page.get_by_role("button", name="Compare").click()
-    page.wait_for_url("**/bob/shapes/compare?models=*")
-    assert "models=large,small" in page.url or "models=small,large" in page.url
+    page.wait_for_url("**/bob/shapes/-/compare?pick=*")
+    assert sorted(parse_qs(urlsplit(page.url).query)["pick"]) == ["large", "small"]
     expect(page.locator("#compare-map .u-legend")).to_contain_text("small")
     expect(page.locator("#compare-map .u-legend")).to_contain_text("large")
     expect(page.locator("#arg-diff tr.differs")).to_have_count(1)

@@ -50,15 +50,16 @@ def test_projects_and_the_project_table(client, runs):
     rows = soup(page).select("#run-list tbody tr")
     assert [r["data-model"] for r in rows] == ["train", "train-2"]  # best mAP50-95 0.3 before 0.2
     cells = [text(c) for c in rows[0].select("td")]
-    assert cells[2] == "running" and cells[4] == "2 / 3" and cells[7] == "0.3000" and "own trainer" in cells[8]
+    assert cells[2] == "running" and cells[4] == "2 / 3" and cells[7] == "0.3000"
+    assert cells[8] == "alice with their own trainer"
     ascending = soup(client.get("/alice/shapes?sort=map&order=asc")).select("#run-list tbody tr")
     assert [r["data-model"] for r in ascending] == ["train-2", "train"]
-    assert soup(page).select_one("#compare-form")["action"] == "/alice/shapes/compare"
+    assert soup(page).select_one("#compare-form")["action"] == "/alice/shapes/-/compare"
 
 
 def test_compare_overlays_curves_and_diffs_arguments(client, runs):
     sign_in(client)
-    page = soup(client.get("/alice/shapes/compare?models=train,train-2"))
+    page = soup(client.get("/alice/shapes/-/compare?pick=train&pick=train-2"))  # the form, without script
     chart = json.loads(page.select_one("[data-compare]")["data-compare"])
     assert [c["name"] for c in chart] == ["train", "train-2"]
     assert chart[0]["x"] == [1, 2] and chart[0]["map"] == [0.2, 0.3] and chart[1]["precision"] == [0.5]
@@ -66,7 +67,17 @@ def test_compare_overlays_curves_and_diffs_arguments(client, runs):
     assert differs == {"epochs", "model"}
     same = [r for r in page.select("#arg-diff tbody tr") if "differs" not in (r.get("class") or [])]
     assert same == []  # both runs have only model and epochs, and both differ
-    assert client.get("/alice/shapes/compare?models=train,nope").status_code == 404
+    assert client.get("/alice/shapes/-/compare?models=train,nope").status_code == 404
+    linked = soup(client.get("/alice/shapes/-/compare?models=train-2,train"))  # a shared link
+    assert [c["name"] for c in json.loads(linked.select_one("[data-compare]")["data-compare"])] == ["train-2", "train"]
+
+
+def test_a_model_named_compare_is_a_model_page(client, runs):
+    platform, _, _ = runs
+    start(platform, name="compare")
+    sign_in(client)
+    page = soup(client.get("/alice/shapes/compare"))
+    assert text(page.select_one("h1")) == "compare" and page.select_one("#model-live") is not None
 
 
 def test_the_model_page(client, runs):
@@ -142,7 +153,7 @@ def test_another_users_private_project_and_model_are_404(client, runs, make_acco
     make_account("bob", password=PASSWORD)
     sign_in(client, "bob")
     for path in ("/alice/shapes", "/alice/shapes/train", "/alice/shapes/train/live",
-                 "/alice/shapes/compare?models=train"):
+                 "/alice/shapes/-/compare?models=train"):
         response = client.get(path, headers={"Accept": "text/html"})
         assert response.status_code == 404 and "Not found" in response.text, path
     token = token_of(client.get("/projects").text)
@@ -176,3 +187,38 @@ def test_a_metered_run_shows_cost_so_far_and_projected(app, client, runs):
     state = json.loads(soup(client.get("/alice/shapes/train")).select_one("#model-live")["data-state"])
     assert state["cost"] == "$0.00" and state["projected"].startswith("$")
     assert abs(state["projected_micros"] - 1_000 * state["eta_s"]) <= 1_000  # $3.60/h is $0.001 a second
+
+
+def test_checkpoints_and_final_plots_on_the_model_page(client, runs):
+    platform, first, _ = runs
+    model_id, run_id = first["modelId"], first["runId"]
+    for name, content in (("last.pt", b"epoch-1"), ("best.pt", b"best-weights")):
+        upload = platform.models.upload_checkpoint(filename=name, model_id=model_id, run_id=run_id)
+        assert client.put(upload["uploadUrl"], content=content).status_code == 200
+        send(platform, model_id, "checkpoint_saved", {"modelPath": upload["gcsPath"], "runId": run_id})
+    pr = {"type": "pr_curve", "x": [0.0, 0.5, 1.0], "y": [[1.0, 0.8, 0.2], [0.9, 0.6, 0.0]], "ap": [[0.7], [0.5]],
+          "classes": ["circle", "square"]}
+    broken = {"type": "f1_curve", "x": [0.0, 1.0], "y": [[0.5]]}  # lengths disagree: left out, not a crash
+    matrix = {"type": "confusion_matrix", "matrix": [[5, 1, 0], [0, 4, 1], [1, 0, 0]]}
+    send(platform, model_id, "training_complete", {"results": {"metrics": {"fitness": 0.3}},
+                                                   "plots": [pr, broken, matrix, "junk"]})
+    sign_in(client)
+    page = soup(client.get("/alice/shapes/train"))
+    rows = page.select("#checkpoints tbody tr")
+    assert [text(r.td) for r in rows] == ["best.pt", "last.pt"]  # newest first
+    assert "model weights" in text(rows[0]) and "model weights" not in text(rows[1])
+    assert client.get(rows[1].a["href"]).content == b"epoch-1"
+    curves = [json.loads(c["data-plot"]) for c in page.select("[data-plot]")]
+    assert len(curves) == 1 and curves[0]["title"] == "Precision–recall"
+    assert [s["label"] for s in curves[0]["series"]] == ["all classes", "circle", "square"]
+    assert curves[0]["series"][0]["y"] == [0.95, 0.7, 0.1]
+    cells = [[text(c) for c in r.select("th, td")] for r in page.select("table.matrix tbody tr")]
+    assert cells[0] == ["circle", "5", "1", "0"] and cells[2][0] == "background"
+    assert page.select_one("table.matrix td.heat-5") is not None and not page.select("[style]")
+
+
+def test_who_started_a_run_is_recorded(client, runs, make_account):
+    """The project's runs table names the person behind the key or session that started each run."""
+    sign_in(client)
+    rows = soup(client.get("/alice/shapes")).select("#run-list tbody tr")
+    assert {text(r.select("td")[8]) for r in rows} == {"alice with their own trainer"}

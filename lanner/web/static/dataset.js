@@ -2,18 +2,11 @@
 (function () {
   'use strict';
 
-  function cssColor(name, fallback) {
-    const value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-    return value || fallback;
-  }
-
   function draw(container) {
     const data = JSON.parse(container.dataset.chart);
     const xs = data.names.map(function (_, i) { return i; });
-    const accent = cssColor('--accent', '#2456d6');
-    const muted = cssColor('--muted', '#5b6475');
-    const grid = cssColor('--border', '#dde1e7');
-    const axis = {stroke: muted, grid: {stroke: grid, width: 1}, ticks: {stroke: grid, width: 1}};
+    const accent = lanner.cssColor('--accent', '#2456d6');
+    const axis = lanner.chartAxis();
     const options = {
       width: container.clientWidth,
       height: 200,

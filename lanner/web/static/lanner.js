@@ -81,5 +81,17 @@
   document.addEventListener('DOMContentLoaded', function () { revealCopyButtons(document); });
   document.addEventListener('htmx:load', function (event) { revealCopyButtons(event.detail.elt); });
 
-  window.lanner = {csrfToken: csrfToken, fetch: csrfFetch, showMessage: showMessage};
+  // Charts (uPlot) take their colours from the theme's CSS variables, so they follow light and dark.
+  function cssColor(name, fallback) {
+    const value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    return value || fallback;
+  }
+  function chartAxis(extra) {
+    const grid = cssColor('--border', '#dde1e7');
+    return Object.assign({stroke: cssColor('--muted', '#5b6475'), grid: {stroke: grid, width: 1},
+                          ticks: {stroke: grid, width: 1}}, extra || {});
+  }
+
+  window.lanner = {csrfToken: csrfToken, fetch: csrfFetch, showMessage: showMessage, cssColor: cssColor,
+                   chartAxis: chartAxis};
 })();

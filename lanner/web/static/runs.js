@@ -1,4 +1,4 @@
-// Project, compare and model pages (lanner/web/project_pages.py): the Compare button, overlaid curves, and the
+// Compare and model pages (lanner/web/project_pages.py): overlaid curves, and the
 // model page's live run (curves redrawn, console lines appended, status, system metrics and history refreshed
 // from each "lanner:live" event that live.js fires).
 (function () {
@@ -6,35 +6,21 @@
 
   const PALETTE = ['#2456d6', '#d6462f', '#1f9d55', '#b7791f', '#805ad5', '#0f8f9f', '#c53f83', '#5b6475'];
 
-  function cssColor(name, fallback) {
-    const value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-    return value || fallback;
-  }
-
-  function chart(container, series, columns) {
-    const muted = cssColor('--muted', '#5b6475');
-    const grid = cssColor('--border', '#dde1e7');
-    const axis = {stroke: muted, grid: {stroke: grid, width: 1}, ticks: {stroke: grid, width: 1}};
+  // Epoch charts by default; ``x`` ({label}) for the trainer's final curves, whose x runs from 0 to 1.
+  function chart(container, series, columns, x) {
+    const axis = lanner.chartAxis();
+    const xAxis = x ? {label: x.label} : {incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]};
     const options = {
       width: container.clientWidth, height: 200, legend: {show: true},
-      scales: {x: {time: false}}, axes: [Object.assign({}, axis, {incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]}), Object.assign({}, axis, {size: 56})],
-      series: [{label: 'Epoch'}].concat(series.map(function (s, i) {
-        return {label: s.label, stroke: s.color || PALETTE[i % PALETTE.length], width: 2, dash: s.dash,
-                spanGaps: true, points: {show: true, size: 4}};
+      scales: {x: {time: false}}, axes: [Object.assign({}, axis, xAxis), Object.assign({}, axis, {size: 56})],
+      series: [{label: x ? x.label : 'Epoch'}].concat(series.map(function (s, i) {
+        return {label: s.label, stroke: s.color || PALETTE[i % PALETTE.length], width: x && i ? 1 : 2, dash: s.dash,
+                spanGaps: true, points: {show: !x, size: 4}};
       })),
     };
     const plot = new uPlot(options, columns, container);
     new ResizeObserver(function () { plot.setSize({width: container.clientWidth, height: 200}); }).observe(container);
     return plot;
-  }
-
-  // --- project: Compare the checked runs as ?models=a,b ------------------------------------------------------
-  function compareForm(form) {
-    form.addEventListener('submit', function (event) {
-      const picked = Array.from(form.querySelectorAll('input[name="pick"]:checked')).map(function (c) { return c.value; });
-      event.preventDefault();
-      window.location.href = form.action + '?models=' + picked.map(encodeURIComponent).join(',');
-    });
   }
 
   // --- compare: one chart per metric, one series per model ---------------------------------------------------
@@ -114,15 +100,13 @@
   function plots() {
     document.querySelectorAll('[data-plot]').forEach(function (container) {
       const plot = JSON.parse(container.dataset.plot);
-      if (Array.isArray(plot.x) && Array.isArray(plot.y) && plot.x.length === plot.y.length) {
-        chart(container, [{label: plot.type || 'y'}], [plot.x, plot.y]);
-      }
+      // Server-checked (training/dashboard.final_plots): one x column and named y series of the same length.
+      chart(container, plot.series.map(function (s, i) { return {label: s.label, dash: i ? [4, 3] : undefined}; }),
+            [plot.x].concat(plot.series.map(function (s) { return s.y; })), {label: plot.xLabel});
     });
   }
 
   document.addEventListener('DOMContentLoaded', function () {
-    const form = document.getElementById('compare-form');
-    if (form) { compareForm(form); }
     if (!window.uPlot) { return; }
     const section = document.querySelector('[data-compare]');
     if (section) { comparePage(section); }

@@ -3,11 +3,6 @@
 (function () {
   'use strict';
 
-  function cssColor(name, fallback) {
-    const value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-    return value || fallback;
-  }
-
   function time(hours) {
     return hours == null ? '' : (hours < 1 ? (hours * 60).toFixed(0) + ' min' : hours.toFixed(1) + ' h');
   }
@@ -17,11 +12,9 @@
   function draw(container) {
     const data = JSON.parse(container.dataset.chart);
     if (!data.x.length) { return; }
-    const accent = cssColor('--accent', '#2456d6');
-    const ok = cssColor('--ok', '#1a7f37');
-    const muted = cssColor('--muted', '#5b6475');
-    const grid = cssColor('--border', '#dde1e7');
-    const axis = {stroke: muted, grid: {stroke: grid, width: 1}, ticks: {stroke: grid, width: 1}};
+    const accent = lanner.cssColor('--accent', '#2456d6');
+    const ok = lanner.cssColor('--ok', '#1a7f37');
+    const axis = lanner.chartAxis();
     const width = function () { return Math.max(container.clientWidth, 200); };
     const options = {
       width: width(), height: 260,
