@@ -1,6 +1,7 @@
 """The train dialog in a real browser against a real server: a dataset imported with ``lanner datasets import``,
 every GPU type with time and cost, a tier-locked type refused next to the GPU field, and a quick CPU run started
-(the server's local executor launches it) that ends on the model's URL. Marked e2e: the run really starts."""
+(the server's local executor launches it) that ends on the model's URL, trains, and leaves its charge on the
+account page. Marked e2e: the run really trains."""
 
 from __future__ import annotations
 
@@ -57,3 +58,11 @@ def test_train_dialog_estimates_refuses_a_locked_gpu_and_starts_a_quick_cpu_run(
     expect(page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]')).to_be_checked()
     page.get_by_role("button", name="Start training").click()
     expect(page).to_have_url(re.compile(r"/alice/demo/quick$"), timeout=60_000)
+    # The quick run ends (the local executor really trains it); its charge is on the account page.
+    expect(page.locator("#model-status")).to_have_text(re.compile("completed|failed"), timeout=240_000)
+    expect(page.locator("#model-status")).to_have_text("completed")
+    page.goto(f"{web_server.url}/account")
+    charge = page.locator("#transactions tbody tr", has=page.locator(".badge-charge"))
+    expect(charge.first).to_contain_text("demo/quick")
+    expect(charge.first).to_contain_text("cpu")
+    expect(charge.first.locator("td.negative")).to_contain_text("$")  # money left the account
