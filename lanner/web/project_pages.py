@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
@@ -25,8 +26,10 @@ from lanner.projects.models import ModelRecord
 from lanner.training import checkpoints, dashboard
 from lanner.training import service as training_service
 from lanner.training.dependencies import CurrentCatalogue
+from lanner.training.state import ACTIVE
 from lanner.web import live
 from lanner.web.templating import PageUser, money, redirect, render
+from lanner.web.train_form import hours
 
 router = APIRouter(include_in_schema=False)
 LIVE_INTERVAL_SECONDS = 1.0
@@ -122,6 +125,19 @@ def compare(request: Request, owner: str, project: str, user: PageUser, session:
     }, user=user, active="projects")
 
 
+def full_run_offer(record: ModelRecord, run: Any, project_slug: str) -> dict[str, Any] | None:
+    """After a quick test run: the full run's corrected estimate, and the train dialog filled in to launch it
+    (the dialog re-checks everything ``training.start`` checks, and shows every GPU's figures again)."""
+    estimate = record.full_run_estimate
+    if not estimate or run is None or not run.smoke or run.status in ACTIVE:
+        return None
+    args = (run.launch or {}).get("trainArgs") or {}
+    query = {"dataset": args.get("data", ""), "model": args.get("model", ""), "epochs": estimate["epochs"],
+             "imgsz": args.get("imgsz", 640), "batch": args.get("batch", 16), "patience": args.get("patience", 100),
+             "gpu": estimate["gpuType"], "project": project_slug, "name": f"{record.slug}-full"}
+    return {**estimate, "url": "/train?" + urlencode({k: v for k, v in query.items() if v not in ("", None)})}
+
+
 def _model(session: Any, user: Any, owner: str, project: str, model: str, *, write: bool = False) -> ModelRecord:
     return projects_service.get_model(session, user, owner=owner, project=project, model=model, write=write)
 
@@ -140,9 +156,12 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
               "current": c.sha256 == record.weights_sha256 and c.filename == record.weights_name,
               "url": ctx.signer.download_url(c.sha256, c.filename)}
              for c in checkpoints.saved_checkpoints(session, record.id) if c.sha256]
+    is_owner = record.owner_id == user.user_id
+    offer = full_run_offer(record, training_service.latest_run(session, record.id), project) if is_owner else None
     return render(request, "model.html", {
+        "full_run": offer, "hours": hours,
         "owner": owner.lower(), "project_slug": project, "model": record, "state": state,
-        "is_owner": record.owner_id == user.user_id, "download": download, "checkpoints": saved,
+        "is_owner": is_owner, "download": download, "checkpoints": saved,
         "plots": dashboard.final_plots(record.plots, record.class_names),
         "live_url": f"/{owner.lower()}/{project}/{record.slug}/live",
     }, user=user, active="projects")

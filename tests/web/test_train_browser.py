@@ -61,6 +61,18 @@ def test_train_dialog_estimates_refuses_a_locked_gpu_and_starts_a_quick_cpu_run(
     # The quick run ends (the local executor really trains it); its charge is on the account page.
     expect(page.locator("#model-status")).to_have_text(re.compile("completed|failed"), timeout=240_000)
     expect(page.locator("#model-status")).to_have_text("completed")
+    offer = page.locator("#full-run")
+    for _ in range(120):  # the corrected full-run estimate is written when the run is settled, just after
+        if offer.count():
+            break
+        page.wait_for_timeout(500)
+        page.reload()
+    expect(offer).to_contain_text("scaled by")
+    screenshot(page, "model-quick-run")
+    offer.get_by_role("link", name="Launch the full run…").click()
+    expect(page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]')).to_be_checked()
+    expect(page.get_by_label("Model name", exact=True)).to_have_value("quick-full")
+    expect(page.get_by_label("Dataset", exact=True)).to_have_value("ul://alice/datasets/shapes")
     page.goto(f"{web_server.url}/account")
     charge = page.locator("#transactions tbody tr", has=page.locator(".badge-charge"))
     expect(charge.first).to_contain_text("demo/quick")
