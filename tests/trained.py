@@ -1,0 +1,93 @@
+"""A tiny trained detector for tests that need real weights (exports, inference, deployments), and a way to put
+weights on a model in a test's server without training there.
+
+``tiny_detector(cache)`` trains ``yolo11n.yaml`` for 2 epochs at 64 px on the synthetic shapes (nothing is
+downloaded) in a clean subprocess, once per test session, and returns ``best.pt`` (about 5 MB). Its boxes are
+poor but deterministic: compare predictions at a low ``conf`` (e.g. 0.001) so there are some.
+
+``attach_weights(app, account, weights, project=, model=)`` stores the file in the app's blob store and creates
+(or updates) ``account``'s project and model with those weights, the task and class names read from the
+checkpoint, exactly as a finished run leaves them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lanner.synthetic import CLASSES, make_detection_dataset
+from tests.servers import VENV_BIN
+
+EPOCHS = 2
+IMGSZ = 64
+
+_SCRIPT = """
+import sys
+from ultralytics import YOLO
+model = YOLO("yolo11n.yaml")
+model.train(data=sys.argv[1], epochs={epochs}, imgsz={imgsz}, batch=8, workers=0, device="cpu", plots=False,
+            project=sys.argv[2], name="tiny", exist_ok=True, seed=0, deterministic=True, val=True, amp=False)
+"""
+
+
+def tiny_detector(cache: Path) -> Path:
+    """``best.pt`` of the tiny detector, trained into ``cache`` on first use."""
+    weights = cache / "tiny" / "weights" / "best.pt"
+    if weights.exists():
+        return weights
+    data = make_detection_dataset(cache / "shapes", train=16, val=8, size=IMGSZ)
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(cache), "YOLO_CONFIG_DIR": str(cache / "config"),
+           "OMP_NUM_THREADS": "2", "MPLBACKEND": "Agg", "YOLO_OFFLINE": "1"}  # no pytest marker, no Platform
+    script = _SCRIPT.format(epochs=EPOCHS, imgsz=IMGSZ)
+    result = subprocess.run([sys.executable, "-c", script, str(data), str(cache)], cwd=cache, env=env,
+                            capture_output=True, text=True, timeout=900, check=False)
+    if result.returncode != 0 or not weights.exists():
+        raise RuntimeError(f"training the tiny detector failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return weights
+
+
+@pytest.fixture(scope="session")
+def tiny_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's tiny detector (see ``tiny_detector``); copy it before changing it."""
+    return tiny_detector(tmp_path_factory.mktemp("tiny-detector"))
+
+
+def attach_weights(app: Any, account: Any, weights: Path, *, project: str = "shapes", model: str = "tiny") -> str:
+    """Give ``account`` a model ``project/model`` whose weights are ``weights``; returns the model's id."""
+    from lanner.accounts.service import Principal, get_user_by_username
+    from lanner.errors import NotFound
+    from lanner.projects import service as projects_service
+
+    ctx = app.state.lanner
+    with weights.open("rb") as handle:
+        stored = ctx.blobs.put_file(handle)
+    with ctx.db.session() as session:
+        principal = Principal.of(get_user_by_username(session, username=account.username))
+        try:
+            proj = projects_service.get_project(session, principal, owner=account.username, slug=project, write=True)
+        except NotFound:
+            proj = projects_service.create_project(session, principal, slug=project, name=project)
+        try:
+            record = projects_service.get_model(session, principal, owner=account.username, project=project,
+                                                model=model, write=True)
+        except NotFound:
+            record = projects_service.create_model(session, proj, name=model)
+        record.weights_sha256 = stored.sha256
+        record.weights_size = stored.size
+        record.weights_name = "best.pt"
+        record.task = "detect"
+        record.class_names = list(CLASSES)
+        record.status = "completed"
+        session.commit()
+        return record.id
+
+
+def copy_weights(weights: Path, dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(weights, dest)
+    return dest
+
