@@ -55,7 +55,7 @@ RESOURCE_PAGES: dict[str, str] = {
     "/datasets/{owner}/{slug}/images/{image_id}": "{class_name}",
     "/datasets/{owner}/{slug}/compare": "{class_name}",
     "/{owner:owner}/{project}": "{model}",
-    "/{owner:owner}/{project}/compare": "{project}",
+    "/{owner:owner}/{project}/-/compare": "{project}",
     "/{owner:owner}/{project}/{model}": "{console}",
 }
 # Server-Sent Events -> the event bob's stream sends first and what it shows (checked like a page); alice's: 404.
@@ -87,7 +87,7 @@ OWN_WRITES: dict[str, str] = {
 QUERY_PAGES: dict[str, int] = {
     "/train?dataset=ul://{owner}/datasets/{slug}": 200,
     "/train?dataset=ul://{owner}/datasets/{slug}&model=ul://{owner}/{project}/{model}": 200,
-    "/{owner}/{project}/compare?models={model}": 404,
+    "/{owner}/{project}/-/compare?models={model}": 404,
     "/datasets/{owner}/{slug}/compare?base=1&head=0": 404,
     "/datasets/{owner}/{slug}?class=0": 404,
 }
