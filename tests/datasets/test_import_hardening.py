@@ -22,7 +22,7 @@ from lanner.datasets import import_jobs, import_worker
 from lanner.datasets.importers.untrusted import load_yaml
 from lanner.datasets.models import Dataset, ImportJob
 from lanner.datasets.records import ImportRefused
-from lanner.maintenance.gc import is_referenced, sweep
+from lanner.maintenance.gc import referenced_among, sweep
 from lanner.status import StatusEvent
 from lanner.storage import upload_sessions
 from lanner.synthetic import make_detection_dataset
@@ -54,7 +54,8 @@ def blob_files(app: Any) -> set[str]:
 
 def unreferenced(app: Any) -> set[str]:
     with app.state.lanner.db.session() as session:
-        return {sha for sha in blob_files(app) if not is_referenced(session, sha)}
+        files = blob_files(app)
+        return files - referenced_among(session, files)
 
 
 def test_a_yaml_alias_bomb_is_refused_before_it_expands():
