@@ -12,7 +12,6 @@ import pytest
 from lanner.gpus.catalogue import get_catalogue
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, upload_dataset
-from tests.training.conftest import FakeExecutor
 from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
 
 DOLLAR = 1_000_000
@@ -21,14 +20,7 @@ SMALL = {"dataset": DATASET, "model": "yolo11n.yaml", "epochs": "2", "imgsz": "9
 
 
 @pytest.fixture
-def executor(app: Any) -> FakeExecutor:
-    fake = FakeExecutor()
-    app.state.training.use_executor(fake)
-    return fake
-
-
-@pytest.fixture
-def setup(app, client, make_account, sdk, tmp_path: Path, executor):
+def setup(app, client, make_account, sdk, tmp_path: Path, fake_executor):
     """alice (free tier) with a dataset, signed in; returns (account, CSRF token)."""
     def make(credits: int = 20 * DOLLAR) -> tuple[Any, str]:
         alice = make_account("alice", password=PASSWORD, credits_micros=credits)
@@ -106,7 +98,7 @@ def test_a_batch_that_does_not_fit_is_shown_next_to_batch(client, setup):
     assert "largest batch that fits" in text(soup(response).select_one("#field-batch-error"))
 
 
-def test_launch_starts_the_run_and_goes_to_the_model_page(client, setup, executor):
+def test_launch_starts_the_run_and_goes_to_the_model_page(client, setup):
     _, token = setup()
     response = launch(client, token, quick="on", quick_fraction="0.5", quick_epochs="1", max_cost="5")
     assert response.status_code == 303 and response.headers["location"] == "/alice/p/m"
