@@ -148,6 +148,16 @@ def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, *
     return body["estimates"][0]
 
 
+def hold_micros(estimate: dict[str, Any], max_cost_micros: int | None) -> int:
+    """The credit ``start`` holds for a run on the GPU of ``estimate`` (an item of the advisor's answer): the high
+    end of its cost in whole cents, nothing on a free GPU, at most the run's cost cap. The train dialog shows
+    this figure before launch, so it asks this function rather than repeating the rule."""
+    if not billing.dollars_to_micros(estimate["pricePerHour"]):
+        return 0
+    hold = billing.cents_to_micros(math.ceil(estimate["costCents"]["high"]))
+    return hold if max_cost_micros is None else min(hold, max_cost_micros)
+
+
 def start(session: Session, principal: Principal, body: StartRequest, *, catalogue: Catalogue,
           executor: Executor, executor_name: str) -> dict[str, Any]:
     model = session.get(ModelRecord, body.modelId)
@@ -171,10 +181,8 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
 
     price_micros = billing.dollars_to_micros(gpu.price_per_hour)
     estimate_micros = billing.cents_to_micros(estimate["costCents"]["value"])
-    hold = billing.cents_to_micros(math.ceil(estimate["costCents"]["high"])) if price_micros else 0
     max_cost = billing.cents_to_micros(body.maxCostCents) if body.maxCostCents is not None else None
-    if max_cost is not None:
-        hold = min(hold, max_cost)
+    hold = hold_micros(estimate, max_cost)
 
     project = session.get(Project, model.project_id)
     assert project is not None
