@@ -8,6 +8,7 @@ run the same installation as the server (``LANNER_WORKER_PYTHON``)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 from dataclasses import dataclass, field
 from functools import cache
@@ -25,6 +26,7 @@ class Format:
     gpu: bool = False  # needs an NVIDIA GPU (TensorRT)
     mobile: bool = False  # the SDK's mobile import links (coreml, coreai, litert)
     precisions: tuple[int, ...] = field(default=(32,))  # quantize values offered here (8 needs calibration data)
+    numpy_max: tuple[int, ...] | None = None  # the converter fails with a newer numpy
 
     @property
     def is_folder(self) -> bool:
@@ -43,9 +45,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("openvino", "_openvino_model", ("openvino",), precisions=(32, 16)),
     Format("engine", ".engine", ("tensorrt", *_ONNX), install="pip install tensorrt-cu12 (on a host with an "
            "NVIDIA GPU)", gpu=True, precisions=(32, 16)),
-    Format("coreml", ".mlpackage", ("coremltools",), install="pip install 'coremltools>=9.0' (Ultralytics "
-           "also asks for numpy<=2.3.5, a downgrade: it is not part of lanner[export])", mobile=True,
-           precisions=(32, 16)),
+    Format("coreml", ".mlpackage", ("coremltools",), install="pip install 'coremltools>=9.0' 'numpy<=2.3.5' (a "
+           "numpy downgrade: not part of lanner[export])", mobile=True, precisions=(32, 16), numpy_max=(2, 3, 5)),
     Format("coreai", ".aimodel", ("coreai_torch",), install="pip install 'coreai-torch>=0.4.3'", mobile=True,
            precisions=(32, 16)),
     Format("saved_model", "_saved_model", ("tensorflow", "onnx2tf", "tf_keras"), install="pip install "
@@ -61,11 +62,12 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("paddle", "_paddle_model", ("paddle", "x2paddle", "six")),
     Format("mnn", ".mnn", ("MNN", *_ONNX), precisions=(32, 16)),
     Format("ncnn", "_ncnn_model", ("ncnn", "pnnx"), precisions=(32, 16)),
-    Format("imx", "_imx_model", never=_VENDOR.format(what="Sony's IMX500 converter and a Java runtime, with "
-           "torch<2.12")),
-    Format("rknn", "_rknn_model", never=_VENDOR.format(what="Rockchip's rknn-toolkit2, which pins torch 2.4")),
-    Format("executorch", "_executorch_model", ("executorch",), install="pip install executorch (about 30 "
-           "packages: not part of lanner[export])"),
+    Format("imx", "_imx_model", never="needs Sony's IMX500 converter with a Java runtime and torch<2.12 (this "
+           "server runs a newer torch); this server cannot make it"),
+    Format("rknn", "_rknn_model", never="needs Rockchip's rknn-toolkit2, which pins torch 2.4 (this server runs a "
+           "newer torch); this server cannot make it"),
+    Format("executorch", "_executorch_model", ("executorch",), install="pip install executorch (33 packages, "
+           "75 s to install, and its httpx2 changes Starlette's test client: not part of lanner[export])"),
     Format("axelera", "_axelera_model", never=_VENDOR.format(what="Axelera's Voyager SDK")),
     Format("deepx", "_deepx_model", never=_VENDOR.format(what="DEEPX's dx_com compiler")),
     Format("qnn", "_qnn.onnx", never=_VENDOR.format(what="Qualcomm's QNN SDK")),
@@ -74,6 +76,14 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("xilinx", "_xilinx_model", never=_VENDOR.format(what="AMD's Vitis AI / Quark toolchain")),
 )}
 MOBILE_FORMATS = tuple(name for name, f in FORMATS.items() if f.mobile)
+
+
+@cache
+def _numpy_version() -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in importlib.metadata.version("numpy").split(".")[:3] if part.isdigit())
+    except importlib.metadata.PackageNotFoundError:
+        return ()
 
 
 @cache
@@ -92,6 +102,10 @@ def unavailable(name: str) -> str | None:
     missing = [module for module in fmt.modules if not _importable(module)]
     if missing:
         return f"format '{name}' is not installed on this server (missing {', '.join(missing)}): {fmt.install}"
+    if fmt.numpy_max and _numpy_version() > fmt.numpy_max:
+        found, wanted = ".".join(map(str, _numpy_version())), ".".join(map(str, fmt.numpy_max))
+        return (f"format '{name}' needs numpy<={wanted} (this server has {found}; the converter fails with a newer "
+                f"one): {fmt.install}")
     return None
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -184,6 +185,8 @@ class ExportQueue:
             "OMP_NUM_THREADS": "2",
             SPEC_ENV: json.dumps(spec),
         }
+        if os.environ.get("PYTHONPATH"):  # the server's own import path (a source checkout) is the worker's too
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         env = self.executor.worker_env(env, run_id=job.id)
         python = settings.worker_python or sys.executable
         return LaunchSpec(run_id=job.id, attempt=job.attempt, gpu_type=job.gpu_type,
