@@ -110,6 +110,12 @@ class Settings(BaseSettings):
     run_max_relaunches: int = Field(default=3, description="Relaunches of a lost run before it fails.")
     cancel_grace_seconds: float = Field(default=20.0, description="Time a cancelled trainer gets to stop by itself "
                                         "before its process or Ray job is killed.")
+    export_workers: int = Field(default=1, description="Exports the local executor runs at once on the CPU (each "
+                                "GPU takes one); the rest wait as queued.")
+    export_timeout_seconds: float = Field(default=3600.0, description="An export running longer is stopped and "
+                                          "failed (0: never).")
+    export_poll_seconds: float = Field(default=1.0, description="How often the export queue launches queued "
+                                       "exports and polls running ones (a new export wakes it at once; 0: off).")
     worker_python: str | None = Field(default=None, description="Python with Lanner installed on worker nodes "
                                       "(default: the server's own interpreter).")
 
