@@ -19,6 +19,8 @@ from lanner.config import Settings
 from lanner.migrate import upgrade_database
 from tests.pg import PostgresCluster
 
+pytest_plugins = ["tests.trained"]  # tiny_weights: the session's tiny trained detector, for tests needing real weights
+
 TEST_URL = "http://testserver"
 REPOSITORY = Path(__file__).resolve().parent.parent
 _db_counter = itertools.count()
