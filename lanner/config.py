@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     gpu_catalogue: str | None = Field(
         default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
 
+    official_models_dir: Path | None = Field(
+        default=None, description="Folder of official Ultralytics weights (yolo11n.pt, yolo26s-seg.pt, ...) served "
+        "as ul://ultralytics/<family>/<name>: registered at `lanner serve` and on every maintenance pass when "
+        "new or changed. Nothing is downloaded.")
+
     executor: str = Field(default="local", description="Where training runs: 'local' (subprocesses on this "
                           "machine) or 'ray' (Ray Jobs on a cluster).")
     ray_address: str | None = Field(default=None, description="Ray Jobs address for LANNER_EXECUTOR=ray, e.g. "

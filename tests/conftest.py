@@ -20,6 +20,8 @@ from lanner.migrate import upgrade_database
 from tests.pg import PostgresCluster
 from tests.training.fakes import FakeExecutor
 
+pytest_plugins = ["tests.trained"]  # tiny_weights: the session's tiny trained detector, for tests needing real weights
+
 TEST_URL = "http://testserver"
 REPOSITORY = Path(__file__).resolve().parent.parent
 _db_counter = itertools.count()

@@ -293,4 +293,6 @@ def test_the_matrix_covers_the_routes_that_matter() -> None:
     assert ("POST", "/api/webhooks/training/metrics") in covered
     assert ("PATCH", "/api/images/{image_id}") in covered
     assert ("POST", "/api/upload/complete") in covered
+    assert ("POST", "/api/models/{owner}/{project}/{model}/clone") in covered
+    assert ("POST", "/api/projects/{owner}/{project}/clone") in covered
     assert len(covered) >= 40

@@ -20,6 +20,7 @@ from lanner.datasets.models import Dataset
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from lanner.gpus import advisor
 from lanner.gpus.catalogue import Catalogue, GpuType
+from lanner.projects import official
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.training import refs
@@ -98,13 +99,17 @@ def resolve_base_model(session: Session, principal: Principal, model: Any) -> tu
         try:
             record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1],
                                                 model=parts[2])
-        except NotFound:
-            raise Unprocessable(f"trainArgs.model: model '{name}' not found") from None
+        except NotFound as exc:  # an official model not installed here: its message says how to add it
+            detail = exc.message if official.is_official_owner(parts[0]) else f"model '{name}' not found"
+            raise Unprocessable(f"trainArgs.model: {detail}") from None
         if record.weights_sha256 is None:
             raise Unprocessable(f"trainArgs.model: model '{name}' has no weights to start from")
         return name, refs.architecture_of(record)
     if not refs.is_plain_name(name):
         raise Unprocessable("trainArgs.model: a model YAML or weights name (yolo11n.yaml), or ul://owner/project/model")
+    installed = official.find_by_weights_name(session, name)
+    if installed is not None:  # yolo11n.pt: the operator's copy of the official weights, nothing downloaded
+        return f"ul://{official.OWNER}/{official.split_name(name)[0]}/{installed.slug}", refs.yaml_name(name)
     return name, refs.yaml_name(name)
 
 

@@ -311,9 +311,9 @@ def test_a_refused_import_leaves_no_new_dataset_with_the_cli(app, tmp_path, monk
     """``lanner datasets import`` creates the dataset in the transaction that adds its images."""
     from typer.testing import CliRunner
 
-    from lanner import cli
+    from lanner import cli, cli_common
 
-    monkeypatch.setattr(cli, "get_settings", lambda: app.state.lanner.settings)
+    monkeypatch.setattr(cli_common, "get_settings", lambda: app.state.lanner.settings)
     make_detection_dataset(tmp_path / "bomb", train=1, val=1)
     (tmp_path / "bomb" / "data.yaml").write_text(BOMB)
     result = CliRunner().invoke(cli.app, ["datasets", "import", str(tmp_path / "bomb"), "--owner", "alice",

@@ -10,7 +10,6 @@ import pytest
 
 from lanner.config import Settings
 from tests.conftest import GENEROUS_LIMITS, TEST_URL
-from tests.trained import tiny_weights  # noqa: F401  (the session's tiny detector, for the e2e tests)
 
 
 @pytest.fixture
