@@ -4,8 +4,8 @@ the tiny trained detector as ``yolo11n`` (``lanner models add-official``, and a 
 - ``ul cloud train model=yolo11n.pt`` finds ``ul://ultralytics/yolo11/yolo11n`` (it used to end in a 404 at that
   lookup, and the worker would have tried to download the weights) and trains from it: the worker fetches the
   operator's copy with its run-scoped key; nothing is downloaded from anywhere else;
-- ``ul cloud export model=yolo11n.pt`` clones the official model into the user's project before it exports
-  (what happens after the clone, the export itself, is the exports' own tests' business)."""
+- ``ul cloud export model=yolo11n.pt`` clones the official model into the user's project, then exports the
+  copy and downloads the file (the formats themselves are the exports' own tests' business)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ def test_ul_cloud_train_and_export_resolve_the_official_model_and_clone_it(tmp_p
                                   cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False)
         output = exported.stdout + exported.stderr
         assert "Model: ul://alice/cloud/yolo11n" in output, output[-4000:]  # printed once the clone succeeded
+        assert exported.returncode == 0, output[-4000:]
+        assert list(work.rglob("*.torchscript")), output[-4000:]  # downloaded from the signed URL
         clone = platform.models.retrieve("alice", "cloud", "yolo11n")
         assert clone["isOwner"] and clone["model"]["hasWeights"]
         assert clone["model"]["sourceModelId"] == official["id"]
