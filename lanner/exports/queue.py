@@ -35,6 +35,7 @@ from lanner.config import Settings
 from lanner.context import AppContext
 from lanner.db import utcnow
 from lanner.exports import jobs
+from lanner.exports.formats import FORMATS
 from lanner.exports.models import ModelExport
 from lanner.exports.worker import SPEC_ENV, error_from_log
 from lanner.periodic import PeriodicThread
@@ -65,6 +66,13 @@ def make_export_executor(settings: Settings) -> Executor:
                            worker_dir=f"{settings.ray_worker_dir.rstrip('/')}/exports")
     return LocalExecutor(settings.resolved_home / "exports", max_cpu_runs=settings.export_workers)
 
+
+
+def export_device(job: ModelExport) -> str:
+    """The GPU only where the artefact depends on it (a TensorRT engine, FP16 weights); anything else exports on
+    the CPU, so it also works on a node whose GPU this process cannot see."""
+    needs_gpu = FORMATS[job.format].gpu or (job.args or {}).get("quantize") == 16
+    return "0" if needs_gpu and job.gpu_type != "cpu" else "cpu"
 
 class ExportQueue:
     def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
@@ -166,7 +174,7 @@ class ExportQueue:
         ttl = int(max(settings.export_timeout_seconds, 3600) + 3600)  # Ray may hold the job before it runs
         filename = job.filename
         spec = {"exportId": job.id, "attempt": job.attempt, "format": job.format, "args": job.args or {},
-                "device": "cpu" if job.gpu_type == "cpu" else "0", "stem": model.slug if model else "model",
+                "device": export_device(job), "stem": model.slug if model else "model",
                 "filename": filename, "weightsUrl": signer.download_url(job.source_sha256 or "", "weights.pt", ttl),
                 "uploadUrl": signer.upload_url(f"{jobs.SLOT_PREFIX}{job.id}/{job.slot}/{filename}", ttl)}
         home = settings.resolved_home

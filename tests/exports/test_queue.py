@@ -118,3 +118,16 @@ def test_an_export_past_its_timeout_is_killed(app, setup) -> None:
 
 def _external(fake: FakeExecutor, export_id: str) -> str:
     return next(f"fake-{i + 1}" for i, spec in enumerate(fake.launched) if spec.run_id == export_id)
+
+
+def test_the_gpu_is_used_only_where_the_artefact_depends_on_it():
+    from lanner.exports.models import ModelExport
+    from lanner.exports.queue import export_device
+
+    def device(fmt: str, gpu: str, **args: object) -> str:
+        return export_device(ModelExport(format=fmt, gpu_type=gpu, args=args))
+
+    assert device("torchscript", "h100-sxm") == "cpu"  # a Ray node's GPU may not be visible: never needed here
+    assert device("onnx", "h100-sxm", quantize=16) == "0"
+    assert device("engine", "h100-sxm") == "0"
+    assert device("onnx", "cpu", quantize=16) == "cpu"
