@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
@@ -70,6 +70,17 @@ def model_by_name(session: Session, principal: Principal, project: str | None, n
 
 def latest_run(session: Session, model_id: str) -> Run | None:
     return session.scalar(select(Run).where(Run.model_id == model_id).order_by(Run.id.desc()).limit(1))
+
+
+def latest_runs(session: Session, model_ids: list[str]) -> dict[str, Run]:
+    """``latest_run`` of many models in one query per 500: model id -> its newest run (models without a run are
+    left out)."""
+    runs: dict[str, Run] = {}
+    for start in range(0, len(model_ids), 500):  # bound the IN list
+        newest = (select(func.max(Run.id)).where(Run.model_id.in_(model_ids[start:start + 500]))
+                  .group_by(Run.model_id))
+        runs.update({run.model_id: run for run in session.scalars(select(Run).where(Run.id.in_(newest)))})
+    return runs
 
 
 def model_url(public_url: str, owner: str, project: str, model: str) -> str:
