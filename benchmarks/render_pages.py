@@ -612,10 +612,11 @@ def machine_info(code_root: Path) -> dict[str, str]:
 CHANGES = [
     "Project page: the runs table asked some five queries per model (latest run, that run's epochs, the model's "
     "epochs twice over, its charges), loading every epoch's metrics twice, and one more per row for the user who "
-    "started it. `dashboard.model_rows` reads them for all models at once (`RunFacts`: latest runs, last epoch per "
-    "run, charges per run, starters; the box mAP50-95 of each epoch extracted by the database with `->`, so no "
-    "metrics document is parsed in Python), and the models are listed without their JSON columns "
-    "(`list_models(summary=True)`).",
+    "started it. `dashboard.model_rows` reads them for all models at once (`RunFacts`: latest runs and the models "
+    "without their JSON columns, charges per run, starters), and what a model's epochs give its row (best box "
+    "mAP50-95, extracted by the database with `->` so no metrics document is parsed in Python; epochs of the "
+    "latest run) is remembered per model until the model's `updated_at` changes, which every epoch write does: "
+    "a view reads the epochs of the models that changed since the last one.",
     "GPUs page and train dialog: the estimator's accuracy grade refit every calibration point's leave-one-out fit "
     "(up to 30 iterations over 49 points, 50 points per GPU type: some 420,000 epoch predictions per request), "
     "and every estimate refit each measured GPU type. The fits are pure functions of the points: remembered by "

@@ -5,6 +5,8 @@ billing's ``run_charged``), so a page shows what the API would show the same use
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -90,25 +92,71 @@ class RunFacts:
     runs: dict[str, Run]              # model id -> latest run
     epochs_done: dict[int, int]       # run id -> its last epoch + 1 (what job_view's currentEpoch counts)
     charged: dict[int, int]           # run id -> net charges, for runs with a price (``billing.run_charged``)
-    maps: dict[str, list[float]]      # model id -> curves()'s "map" column, Nones dropped
+    best_maps: dict[str, float | None]  # model id -> the best of curves()'s "map" column (None: no value)
     starters: dict[str, User]         # user id -> the user who started one of the runs
 
     @classmethod
     def load(cls, session: Session, models: Sequence[ModelRecord]) -> RunFacts:
-        ids = [m.id for m in models]
-        runs = latest_runs(session, ids)
-        run_ids = [r.id for r in runs.values()]
-        done: dict[int, int] = {}
-        for start in range(0, len(run_ids), IN_CHUNK):
-            done.update((run_id, last + 1) for run_id, last in session.execute(
-                select(EpochMetric.run_id, func.max(EpochMetric.epoch))
-                .where(EpochMetric.run_id.in_(run_ids[start:start + IN_CHUNK])).group_by(EpochMetric.run_id)))
+        runs = latest_runs(session, [m.id for m in models], summary=True)  # a row reads none of a run's JSON
+        best_maps, done = _epoch_facts(session, models, runs)
         priced = [r.id for r in runs.values() if r.price_micros_per_hour is not None]
         starter_ids = sorted({r.started_by_id for r in runs.values() if r.started_by_id})
         starters = {u.id: u for start in range(0, len(starter_ids), IN_CHUNK) for u in session.scalars(
             select(User).where(User.id.in_(starter_ids[start:start + IN_CHUNK])))}
         return cls(runs=runs, epochs_done=done, charged=billing.runs_charged(session, priced),
-                   maps=_map_curves(session, ids), starters=starters)
+                   best_maps=best_maps, starters=starters)
+
+
+# What a model's epochs give its row (best mAP, epochs of its latest run), by (model id, the model's updated_at,
+# its latest run). Epochs are written only together with their model's metrics and updated_at
+# (``writes.PendingWrites.add_epoch``, one transaction) and removed only with their model, so while a model's
+# updated_at is unchanged so are its epochs. Reading them extracts a value from every epoch's metrics (1,000
+# models of ~40 epochs: a tenth of a second), so a runs table reads only the models that changed since it was
+# last shown.
+_EPOCH_FACTS: OrderedDict[tuple[str, Any, int | None], tuple[float | None, int | None]] = OrderedDict()
+_EPOCH_FACTS_LOCK = threading.Lock()
+EPOCH_FACTS_REMEMBERED = 20_000
+
+
+def _epoch_facts(session: Session, models: Sequence[ModelRecord],
+                 runs: dict[str, Run]) -> tuple[dict[str, float | None], dict[int, int]]:
+    """(model id -> best of curves()'s "map", run id -> its last epoch + 1) for the models and their latest runs."""
+    ids = [m.id for m in models]
+    stamps: dict[str, Any] = {}  # read now, not from the loaded models: the epoch writer updates them in SQL
+    for start in range(0, len(ids), IN_CHUNK):
+        stamps.update(session.execute(select(ModelRecord.id, ModelRecord.updated_at)
+                                      .where(ModelRecord.id.in_(ids[start:start + IN_CHUNK]))).tuples().all())
+    best: dict[str, float | None] = {}
+    done: dict[int, int] = {}
+    stale: dict[str, tuple[str, Any, int | None]] = {}
+    with _EPOCH_FACTS_LOCK:
+        for model_id, updated_at in stamps.items():
+            run = runs.get(model_id)
+            key = (model_id, updated_at, run.id if run is not None else None)
+            if key in _EPOCH_FACTS:
+                best[model_id], last = _EPOCH_FACTS[key]
+                if run is not None and last is not None:
+                    done[run.id] = last
+            else:
+                stale[model_id] = key
+    if not stale:
+        return best, done
+    fresh_best = {model_id: max(maps) if maps else None
+                  for model_id, maps in _map_curves(session, list(stale)).items()}
+    run_ids = [key[2] for key in stale.values() if key[2] is not None]
+    fresh_done: dict[int, int] = {}
+    for start in range(0, len(run_ids), IN_CHUNK):
+        fresh_done.update((run_id, last + 1) for run_id, last in session.execute(
+            select(EpochMetric.run_id, func.max(EpochMetric.epoch))
+            .where(EpochMetric.run_id.in_(run_ids[start:start + IN_CHUNK])).group_by(EpochMetric.run_id)))
+    best.update(fresh_best)
+    done.update(fresh_done)
+    with _EPOCH_FACTS_LOCK:
+        for model_id, key in stale.items():
+            _EPOCH_FACTS[key] = (fresh_best[model_id], fresh_done.get(key[2]) if key[2] is not None else None)
+        while len(_EPOCH_FACTS) > EPOCH_FACTS_REMEMBERED:
+            _EPOCH_FACTS.popitem(last=False)
+    return best, done
 
 
 def _map_curves(session: Session, model_ids: list[str]) -> dict[str, list[float]]:
@@ -146,7 +194,6 @@ def model_row(session: Session, model: ModelRecord, *, catalogue: Catalogue,
     ``facts`` (``RunFacts.load`` of many models) saves the queries."""
     facts = facts or RunFacts.load(session, [model])
     run = facts.runs.get(model.id)
-    maps = facts.maps.get(model.id, [])
     progress: dict[str, Any] = {}
     timing: dict[str, Any] = {}
     gpu = None
@@ -169,7 +216,7 @@ def model_row(session: Session, model: ModelRecord, *, catalogue: Catalogue,
             "epochs_done": int(progress.get("currentEpoch", 0)), "epochs_total": int(progress.get("totalEpochs", 0)
                                                                                     or model.epochs or 0),
             "duration_s": round(timing.get("elapsedMs", 0.0) / 1000) if run else None,
-            "cost_micros": charged, "best_map": max(maps) if maps else None, "started_by": started_by,
+            "cost_micros": charged, "best_map": facts.best_maps.get(model.id), "started_by": started_by,
             "created_at": model.created_at}
 
 

@@ -137,3 +137,19 @@ def test_the_runs_table_runs_the_same_queries_for_any_number_of_models(app: Any,
             event.remove(engine, "before_cursor_execute", count)
     # Only the models whose box mAP is not a plain number are read one by one (two here).
     assert len(statements) <= few + 2, statements
+
+
+def test_a_new_epoch_changes_what_the_table_remembers(app: Any, make_account: Any) -> None:
+    alice = make_account("alice")
+    catalogue = get_catalogue(app.state.lanner.settings)
+    with app.state.lanner.db.session() as session:
+        done = seed(session, alice.user_id)[1]
+        assert dashboard.model_rows(session, [done], catalogue=catalogue)[0]["best_map"] == 0.5
+        assert dashboard.model_rows(session, [done], catalogue=catalogue)[0]["best_map"] == 0.5  # remembered
+        writes = PendingWrites()  # the webhook's own rows: the epoch, and the model's metrics and updated_at
+        writes.add_epoch(model_id=done.id, run_id=latest_run(session, done.id).id, epoch=5, metrics={BOX: 0.9},
+                         fitness=None, best_fitness=None, system=None)
+        writes.flush(session)
+        row = dashboard.model_rows(session, [done], catalogue=catalogue)[0]
+        expected = reference_row(session, done, catalogue)
+        assert (row["best_map"], row["epochs_done"]) == (0.9, 6) == (expected["best_map"], expected["epochs_done"])
