@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 from common import (
     DOC,
     HOST,
@@ -514,14 +515,22 @@ def check(page: Page, body: str, facts: dict[str, Any]) -> None:
         raise RuntimeError(f"{page.path}: the page lacks its {what}:\n{body[:2000]}")
 
 
-def time_pages(url: str, facts: dict[str, Any], warmup: int, requests: int) -> dict[str, Any]:
+def server_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the server process so far (its threads included)."""
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def time_pages(url: str, pid: int, facts: dict[str, Any], warmup: int, requests: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with local_client(base_url=url) as client:
         sign_in(client)
         for page in pages(facts):
             headers = {"HX-Request": "true"} if page.htmx else {}
-            samples, first = [], 0.0
+            samples, first, cpu = [], 0.0, 0.0
             for i in range(warmup + requests):
+                if i == warmup:
+                    cpu = server_cpu_s(pid)
                 t0 = time.perf_counter()
                 # The first request may load torch and profile a model (the train dialog): a generous limit.
                 resp = client.get(page.path, headers=headers, timeout=600 if i == 0 else 120)
@@ -535,7 +544,8 @@ def time_pages(url: str, facts: dict[str, Any], warmup: int, requests: int) -> d
                     samples.append(elapsed)
             out[page.key] = {"label": page.label, "path": page.path, "htmx": page.htmx, "bytes": len(resp.content),
                              "p50_ms": round(percentile(samples, 50), 1), "p95_ms": round(percentile(samples, 95), 1),
-                             "max_ms": round(max(samples), 1), "first_ms": round(first, 1), "requests": requests}
+                             "max_ms": round(max(samples), 1), "first_ms": round(first, 1), "requests": requests,
+                             "cpu_ms": round((server_cpu_s(pid) - cpu) / requests * 1000, 1)}
             log(f"[time] {page.label}: p50 {out[page.key]['p50_ms']} ms, p95 {out[page.key]['p95_ms']} ms, "
                 f"max {out[page.key]['max_ms']} ms ({len(resp.content) / 1024:.0f} KiB)")
     return out
@@ -577,9 +587,12 @@ def _count_sql_main(facts_json: str) -> int:
         for page in pages(facts):
             headers = {"HX-Request": "true"} if page.htmx else {}
             client.get(page.path, headers=headers).raise_for_status()
-            statements[0] = 0
-            client.get(page.path, headers=headers).raise_for_status()
-            counts[page.key] = statements[0]
+            seen = []
+            for _ in range(3):  # the fewest: a background pass (imports, exports) may run a statement meanwhile
+                statements[0] = 0
+                client.get(page.path, headers=headers).raise_for_status()
+                seen.append(statements[0])
+            counts[page.key] = min(seen)
     print("SQL " + json.dumps(counts))
     return 0
 
@@ -637,15 +650,17 @@ def render(saved: dict[str, dict[str, Any]]) -> str:
     latest = saved[labels[-1]]
     facts, machine = latest["facts"], latest["machine"]
     head = ("| Page | " + " | ".join(f"{label}: p50 / **p95** / max ms" for label in labels) + " | "
+            + " | ".join(f"{label}: server CPU ms per request" for label in labels) + " | "
             + " | ".join(f"{label}: first request ms" for label in labels) + " | "
             + " | ".join(f"{label}: SQL per request" for label in labels) + " | KiB |")
-    rows = [head, "|---|" + "---:|" * (3 * len(labels) + 1)]
+    rows = [head, "|---|" + "---:|" * (4 * len(labels) + 1)]
     for key, page in latest["pages"].items():
         timings = [saved[label]["pages"].get(key) for label in labels]
         cells = [f"{t['p50_ms']:,.1f} / **{t['p95_ms']:,.1f}** / {t['max_ms']:,.1f}" if t else "–" for t in timings]
+        cpus = [f"{t['cpu_ms']:,.1f}" if t and "cpu_ms" in t else "–" for t in timings]
         firsts = [f"{t['first_ms']:,.0f}" if t and "first_ms" in t else "–" for t in timings]
         sql = [f"{saved[label].get('sql', {}).get(key, '–'):,}" for label in labels]
-        rows.append(f"| {page['label']}: `{page['path']}` | " + " | ".join([*cells, *firsts, *sql]) +
+        rows.append(f"| {page['label']}: `{page['path']}` | " + " | ".join([*cells, *cpus, *firsts, *sql]) +
                     f" | {page['bytes'] / 1024:,.0f} |")
     runs = [f"- `{label}`: commit {saved[label]['machine']['commit']}, {saved[label]['machine']['date']}, load "
             f"average {saved[label]['load_before']} before and {saved[label]['machine']['load']} after (1/5/15 "
@@ -663,10 +678,13 @@ def render(saved: dict[str, dict[str, Any]]) -> str:
         "default SQLite database, supervisor and maintenance passes off) is asked one request at a time over one "
         "keep-alive httpx connection, signed in through the form like a browser (session cookie): "
         f"{latest['warmup']} warm-up requests per page, then {latest['requests']} timed. The time is the client's, "
-        "request sent to response read, on the same machine. \"First request\" is the first warm-up request of "
+        "request sent to response read, on the same machine, which other work shares: \"server CPU\" is the CPU "
+        "time the server process spent per timed request (psutil), what a request costs on an idle core. "
+        "\"First request\" is the first warm-up request of "
         "each page, in the table's order, after the server started (nothing remembered yet; the train dialog's "
         "also loads torch and profiles the model). \"SQL per request\" is the number of statements one request "
-        "runs (the app in-process under Starlette's TestClient with a cursor hook). The \"before\" column is the "
+        "runs (the fewest of three; the app in-process under Starlette's TestClient with a cursor hook). The "
+        "\"before\" column is the "
         "commit before the changes below, served from a git worktree of it (`--code-root`) against the same "
         "seeded database.",
         "",
@@ -746,7 +764,8 @@ def main() -> int:
         server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env,
                         port, home / "lanner-serve.log")
         server.start()
-        timings = time_pages(server.url, facts, args.warmup, args.requests)
+        assert server.proc is not None
+        timings = time_pages(server.url, server.proc.pid, facts, args.warmup, args.requests)
         server.stop()
         sql = count_sql(env, facts)
         result = {"command": command, "machine": machine_info((args.code_root or ROOT).resolve()),
