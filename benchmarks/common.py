@@ -1,9 +1,12 @@
-"""Shared by the benchmarks: venv tools, a `lanner serve` subprocess, machine facts, docs/benchmarks.md sections."""
+"""Shared by the benchmarks: venv tools, a `lanner serve` subprocess, machine facts, docs/benchmarks.md sections,
+and a big dataset seeded from a small real import (``seed_items``)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
+import random
 import re
 import signal
 import socket
@@ -143,3 +146,73 @@ def write_section(title: str, section: str) -> None:
         text = text[:start] + section + ("\n" + rest if rest else "")
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text.rstrip("\n") + "\n")
+
+
+def seed_items(home: Path, owner: str, slug: str, count: int, *, distinct_images: bool = False) -> int:
+    """Replace the items of dataset ``owner/slug`` (a real import) with ``count`` rows that reuse its images and
+    labels under unique names (``img_000123.jpg``, 80/20 train/val), in one transaction; returns the manifest.
+
+    ``distinct_images``: each row also gets its own ``image_blobs`` row, as an import of distinct images leaves
+    them (a digest of its own, a random perceptual hash, the source's size, dimensions and thumbnail), so the
+    health checks find no duplicates. Otherwise every source image is shared by ``count / sources`` rows."""
+    from sqlalchemy import delete, select, update
+
+    from lanner.accounts.models import User
+    from lanner.datasets import service
+    from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
+    from lanner.db import make_engine, utcnow
+
+    engine = make_engine(f"sqlite:///{home / 'lanner.db'}")
+    table, blobs = DatasetItem.__table__, ImageBlob.__table__
+    rng = random.Random(count)
+    try:
+        t0 = time.perf_counter()
+        with engine.begin() as conn:
+            dataset_id, manifest = conn.execute(
+                select(Dataset.id, Dataset.manifest_id).join(User, User.id == Dataset.owner_id)
+                .where(User.username == owner, Dataset.slug == slug)).one()
+            sources = conn.execute(select(table.c.sha256, table.c.labels, table.c.class_id, blobs.c.size,
+                                          blobs.c.width, blobs.c.height, blobs.c.format, blobs.c.thumb_sha256)
+                                   .join(blobs, blobs.c.sha256 == table.c.sha256)
+                                   .where(table.c.manifest_id == manifest).order_by(table.c.name)).all()
+            if not sources:
+                raise RuntimeError(f"dataset {owner}/{slug} has no items to reuse")
+            conn.execute(delete(table).where(table.c.manifest_id == manifest))
+            keys: set[str] = set()
+            now = utcnow()
+            chunk: list[dict[str, Any]] = []
+            images: list[dict[str, Any]] = []
+            for i in range(count):
+                source = sources[i % len(sources)]
+                sha256, labels, class_id = source.sha256, source.labels, source.class_id
+                if distinct_images:
+                    sha256 = hashlib.sha256(f"{source.sha256}:{i}".encode()).hexdigest()
+                    images.append({"sha256": sha256, "size": source.size, "width": source.width,
+                                   "height": source.height, "format": source.format,
+                                   "phash": rng.getrandbits(64) - (1 << 63), "thumb_sha256": source.thumb_sha256,
+                                   "created_at": now})
+                key = service.new_key()
+                while key in keys:
+                    key = service.new_key()
+                keys.add(key)
+                chunk.append({"manifest_id": manifest, "key": key, "name": f"img_{i:06d}.jpg",
+                              "split": "val" if i % 5 == 4 else "train", "sha256": sha256, "labels": labels,
+                              "class_id": class_id, "issues": ",", "updated_at": now,
+                              **service.label_fields(labels, class_id)})
+                if len(chunk) == 5000:
+                    if images:
+                        conn.execute(blobs.insert(), images)
+                        images = []
+                    conn.execute(table.insert(), chunk)
+                    chunk = []
+            if images:
+                conn.execute(blobs.insert(), images)
+            if chunk:
+                conn.execute(table.insert(), chunk)
+            conn.execute(update(Dataset).where(Dataset.id == dataset_id)
+                         .values(revision=Dataset.revision + 1, updated_at=now))
+        print(f"[seed] {count:,} items into {owner}/{slug} (manifest {manifest}) in {time.perf_counter() - t0:.1f}s",
+              file=sys.stderr, flush=True)
+        return manifest
+    finally:
+        engine.dispose()

@@ -56,6 +56,7 @@ from common import (
     local_client,
     ram_bytes,
     run_cli,
+    seed_items,
     venv_bin,
     verdict,
     write_section,
@@ -248,55 +249,7 @@ def timed_import(gnu_time: str | None, env: dict[str, str], archive: Path, name:
     return run
 
 
-# --- 2. a 100k-image dataset ----------------------------------------------------------------------------------
-
-def seed_items(home: Path, slug: str, count: int) -> int:
-    """Replace the items of dataset ``bench/<slug>`` with ``count`` rows reusing its image blobs and labels."""
-    from sqlalchemy import delete, select, update
-
-    from lanner.accounts.models import User
-    from lanner.datasets import service
-    from lanner.datasets.models import Dataset, DatasetItem
-    from lanner.db import make_engine, utcnow
-
-    engine = make_engine(f"sqlite:///{home / 'lanner.db'}")
-    table = DatasetItem.__table__
-    try:
-        t0 = time.perf_counter()
-        with engine.begin() as conn:
-            dataset_id, manifest = conn.execute(
-                select(Dataset.id, Dataset.manifest_id).join(User, User.id == Dataset.owner_id)
-                .where(User.username == OWNER, Dataset.slug == slug)).one()
-            sources = conn.execute(select(table.c.sha256, table.c.labels, table.c.class_id)
-                                   .where(table.c.manifest_id == manifest).order_by(table.c.name)).all()
-            if not sources:
-                raise RuntimeError(f"dataset {OWNER}/{slug} has no items to reuse")
-            conn.execute(delete(table).where(table.c.manifest_id == manifest))
-            keys: set[str] = set()
-            now = utcnow()
-            chunk: list[dict[str, Any]] = []
-            for i in range(count):
-                sha256, labels, class_id = sources[i % len(sources)]
-                key = service.new_key()
-                while key in keys:
-                    key = service.new_key()
-                keys.add(key)
-                chunk.append({"manifest_id": manifest, "key": key, "name": f"img_{i:06d}.jpg",
-                              "split": "val" if i % 5 == 4 else "train", "sha256": sha256, "labels": labels,
-                              "class_id": class_id, "issues": ",", "updated_at": now,
-                              **service.label_fields(labels, class_id)})
-                if len(chunk) == 5000:
-                    conn.execute(table.insert(), chunk)
-                    chunk = []
-            if chunk:
-                conn.execute(table.insert(), chunk)
-            conn.execute(update(Dataset).where(Dataset.id == dataset_id)
-                         .values(revision=Dataset.revision + 1, updated_at=now))
-        log(f"[seed] {count:,} items into {OWNER}/{slug} (manifest {manifest}) in {time.perf_counter() - t0:.1f}s")
-        return manifest
-    finally:
-        engine.dispose()
-
+# --- 2. listing a 100k-image dataset (seeded by common.seed_items) --------------------------------------------
 
 @dataclass
 class Timing:
@@ -727,7 +680,7 @@ def main() -> int:
         seed = timed_import(gnu_time, env, seed_zip, "list", args.seed_images, home)
         for archive in (big_zip, small_zip, seed_zip):
             archive.unlink(missing_ok=True)
-        seed_items(home, "list", args.list_images)
+        seed_items(home, OWNER, "list", args.list_images)
 
         server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env, port,
                         home / "lanner-serve.log")

@@ -98,6 +98,19 @@ def run_charged(session: Session, run_id: int) -> int:
     return _run_posting_sum(session, run_id, REVENUE)
 
 
+def runs_charged(session: Session, run_ids: list[int]) -> dict[int, int]:
+    """``run_charged`` of many runs in one query: run id -> net charges (0 for a run never charged)."""
+    charged = dict.fromkeys(run_ids, 0)
+    for start in range(0, len(run_ids), 500):  # bound the IN list
+        rows = session.execute(
+            select(LedgerTransaction.run_id, func.coalesce(func.sum(LedgerPosting.amount_micros), 0))
+            .join(LedgerTransaction, LedgerTransaction.id == LedgerPosting.transaction_id)
+            .where(LedgerTransaction.run_id.in_(run_ids[start:start + 500]), LedgerPosting.account == REVENUE)
+            .group_by(LedgerTransaction.run_id))
+        charged.update({run_id: int(total or 0) for run_id, total in rows})
+    return charged
+
+
 def post(session: Session, *, user_id: str, kind: str, postings: list[tuple[str, int]], description: str = "",
          run_id: int | None = None, model_id: str | None = None, gpu_type: str | None = None,
          idempotency_key: str | None = None, lock: bool = True) -> LedgerTransaction | None:

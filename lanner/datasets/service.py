@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import case, delete, func, insert, literal, or_, select
@@ -23,7 +25,7 @@ from lanner.datasets import state
 from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob, Manifest
 from lanner.datasets.records import TASKS, Label
 from lanner.datasets.schemas import dataset_item
-from lanner.db import iso, utcnow
+from lanner.db import after_commit, iso, utcnow
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
 from lanner.resources import apply_changes, check_visibility
 from lanner.slugs import slugify
@@ -88,8 +90,8 @@ def list_versions(session: Session, dataset: Dataset) -> list[DatasetVersion]:
 
 def dataset_view(session: Session, dataset: Dataset, *, owner: str, versions: bool = False) -> dict[str, Any]:
     """The dataset as ``datasets.list`` and ``datasets.retrieve`` show it: with its counts and size."""
-    return dataset_item(dataset, owner=owner, stats=counts(session, dataset.manifest_id),
-                        size=total_bytes(session, dataset.manifest_id),
+    return dataset_item(dataset, owner=owner, stats=dataset_counts(session, dataset),
+                        size=dataset_bytes(session, dataset),
                         versions=list_versions(session, dataset) if versions else None)
 
 
@@ -267,6 +269,43 @@ def counts(session: Session, manifest_id: int) -> dict[str, int]:
 def total_bytes(session: Session, manifest_id: int) -> int:
     return int(session.scalar(select(func.coalesce(func.sum(ImageBlob.size), 0)).join(
         DatasetItem, DatasetItem.sha256 == ImageBlob.sha256).where(DatasetItem.manifest_id == manifest_id)) or 0)
+
+
+# ``counts`` and ``total_bytes`` of datasets' current content, by (what, dataset, manifest, revision). Both read
+# every item (100,000 images: a tenth and half a second), and ``touch`` bumps the revision on every content
+# change, so an entry is never asked for once its content has changed. An entry is kept only once the transaction
+# that read it has committed: a change rolled back may have bumped a revision that a later change bumps again.
+_REMEMBERED: OrderedDict[tuple[str, str, int, int], Any] = OrderedDict()
+_REMEMBERED_LOCK = threading.Lock()
+REMEMBERED_MAX = 512
+
+
+def _remembered(session: Session, dataset: Dataset, what: str, read: Callable[[Session, int], Any]) -> Any:
+    key = (what, dataset.id, dataset.manifest_id, dataset.revision)
+    with _REMEMBERED_LOCK:
+        if key in _REMEMBERED:
+            _REMEMBERED.move_to_end(key)
+            return _REMEMBERED[key]
+    value = read(session, dataset.manifest_id)
+
+    def remember() -> None:
+        with _REMEMBERED_LOCK:
+            _REMEMBERED[key] = value
+            while len(_REMEMBERED) > REMEMBERED_MAX:
+                _REMEMBERED.popitem(last=False)
+
+    after_commit(session, remember)
+    return value
+
+
+def dataset_counts(session: Session, dataset: Dataset) -> dict[str, int]:
+    """``counts`` of the dataset's current content (remembered per revision)."""
+    return dict(_remembered(session, dataset, "counts", counts))
+
+
+def dataset_bytes(session: Session, dataset: Dataset) -> int:
+    """``total_bytes`` of the dataset's current content (remembered per revision)."""
+    return int(_remembered(session, dataset, "bytes", total_bytes))
 
 
 # --- versions (frozen manifests) -------------------------------------------------------------

@@ -95,6 +95,11 @@ def host_cpus(gpu: GpuType) -> float:
 def estimate(session: Session, catalogue: Catalogue, request: Request, *, price: PriceRule) -> dict[str, Any]:
     """Every requested (or offered) GPU type: batch, memory, time and cost, whether it is on the time/cost
     Pareto front, and a recommendation."""
+    with fit.remembered_points(session):  # each GPU type's calibration points read once, not three times
+        return _estimate(session, catalogue, request, price=price)
+
+
+def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price: PriceRule) -> dict[str, Any]:
     from lanner.gpus import memory, profile  # torch: loaded on the first estimate, not at server start
 
     args = normalise_args(request.train_args)

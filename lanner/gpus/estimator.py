@@ -164,12 +164,9 @@ def step_times(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple
     return compute, load
 
 
-def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed: FixedCosts, *,
-                  spread: tuple[float, float] = (0.8, 1.25)) -> TimeEstimate:
-    """Epoch and total time. ``spread`` is the (low, high) ratio band of measured/predicted from calibration."""
+def _epoch_parts(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple[float, float, float, float]:
+    """(compute seconds per step, loader seconds per step, training seconds, validation seconds) of one epoch."""
     compute, load = step_times(work, speed, loader)
-    loader_bound = load > compute
-    step = max(compute, load) if speed.overlaps_loader else compute + load
     # Over a whole epoch: every step pays its overhead, but only real images pay compute and loading (the last
     # batch is partial), so a huge AutoBatch on a small dataset is not charged for images it never sees.
     steps = math.ceil(work.train_images / work.batch) if work.train_images else 0
@@ -188,6 +185,21 @@ def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed
                                                                               work.host_cpus))
     val = (max(val_compute, val_load) if speed.overlaps_loader else val_compute + val_load)
     val += math.ceil(work.val_images / max(1, work.batch * 2)) * speed.step_overhead_s if work.val_images else 0.0
+    return compute, load, train, val
+
+
+def epoch_seconds(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> float:
+    """``estimate_time(...).epoch_seconds.value`` alone: calibration refits ask for it thousands of times."""
+    _, _, train, val = _epoch_parts(work, speed, loader)
+    return train + (val if work.val_every_epoch else 0.0)
+
+
+def estimate_time(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed, fixed: FixedCosts, *,
+                  spread: tuple[float, float] = (0.8, 1.25)) -> TimeEstimate:
+    """Epoch and total time. ``spread`` is the (low, high) ratio band of measured/predicted from calibration."""
+    compute, load, train, val = _epoch_parts(work, speed, loader)
+    loader_bound = load > compute
+    step = max(compute, load) if speed.overlaps_loader else compute + load
     epoch = train + (val if work.val_every_epoch else 0.0)
     startup = fixed.provision_s + fixed.model_build_s + fixed.per_image_download_s * (work.train_images +
                                                                                       work.val_images)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from lanner.gpus import priors
 from lanner.gpus.catalogue import Catalogue, GpuType
-from lanner.gpus.estimator import DeviceSpeed, FixedCosts, LoaderSpeed, Workload, estimate_time
+from lanner.gpus.estimator import DeviceSpeed, FixedCosts, LoaderSpeed, Workload, epoch_seconds, estimate_time
 from lanner.gpus.models import CalibrationPoint
 
 PRIOR_SPREAD = (0.7, 1.45)     # before any calibration the band is wide, and says so
@@ -69,9 +71,34 @@ def prior_speed(catalogue: Catalogue, gpu: GpuType) -> DeviceSpeed:
     return priors.gpu_prior(priors.relative_speeds(specs)[gpu.id], "prior", gpu.fp16_tflops, specs)
 
 
+POINTS_MEMO = "lanner.calibration_points"  # session.info key: each GPU type's points, during one estimate
+Measured = tuple[tuple[Workload, float], ...]  # (workload, measured epoch seconds) of calibration points
+
+
 def _points(session: Session, gpu_type: str) -> list[CalibrationPoint]:
-    return list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu_type)
-                                .order_by(CalibrationPoint.id.desc()).limit(200)))
+    memo = session.info.get(POINTS_MEMO)
+    if memo is not None and gpu_type in memo:
+        return memo[gpu_type]
+    points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu_type)
+                                  .order_by(CalibrationPoint.id.desc()).limit(200)))
+    if memo is not None:
+        memo[gpu_type] = points
+    return points
+
+
+@contextmanager
+def remembered_points(session: Session) -> Iterator[None]:
+    """Within the block each GPU type's points are read once (an estimate asks for them to calibrate the type,
+    correct its memory model and measure its start-up), never across blocks: a later estimate sees new runs."""
+    session.info[POINTS_MEMO] = {}
+    try:
+        yield
+    finally:
+        session.info.pop(POINTS_MEMO, None)
+
+
+def _measured(points: list[CalibrationPoint]) -> Measured:
+    return tuple((_workload(p), p.epoch_seconds) for p in points)
 
 
 def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType, family: str | None = None) -> Calibration:
@@ -91,10 +118,11 @@ def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType, family: str 
         if borrowed is None:
             return Calibration(prior, PRIOR_SPREAD, 0, loader)
         return Calibration(borrowed, PRIOR_SPREAD, 0, loader)
-    speed = _fit_speed(prior, points, loader)
+    measured = _measured(points)
+    speed = _fit_measured(prior, measured, loader)
     if same_family:
         speed = dataclasses.replace(speed, source=f"{speed.source} of {family}")
-    residuals = [p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points]
+    residuals = [seconds / epoch_seconds(work, speed, loader) for work, seconds in measured]
     if len(residuals) >= 3:
         ordered = sorted(residuals)
         low = min(MIN_SPREAD[0], ordered[max(0, int(0.1 * len(ordered)) - 1)] * 0.95)
@@ -110,24 +138,35 @@ ACCURACY_POINTS = 50  # per GPU type: leave-one-out refits are quadratic, and re
 def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
     """How well the current model predicts recorded runs: each run predicted from the other points of its device
     (leave-one-out), so a point never grades the fit it took part in."""
-    errors = []
+    errors: list[float] = []
     for gpu in catalogue.all():
         points = list(session.scalars(select(CalibrationPoint).where(CalibrationPoint.gpu_type == gpu.id)
                                       .order_by(CalibrationPoint.id.desc()).limit(ACCURACY_POINTS)))
         if len(points) < 2:
             continue
-        prior, loader = prior_speed(catalogue, gpu), loader_prior(gpu)
-        for point in points:
-            if point.source == "probe":
-                continue
-            speed = _fit_speed(prior, [p for p in points if p.id != point.id], loader)
-            predicted = _predicted_epoch(point, speed, loader)
-            errors.append(abs(predicted - point.epoch_seconds) / point.epoch_seconds)
+        graded = tuple((p.id, p.source == "probe", work, seconds) for p, (work, seconds) in zip(
+            points, _measured(points), strict=True))
+        errors += _leave_one_out(prior_speed(catalogue, gpu), loader_prior(gpu), graded)
     if not errors:
         return {"runs": 0, "medianAbsErrorPct": None, "worstAbsErrorPct": None,
                 "note": "no finished runs measured yet: bands are the wide prior ones"}
     return {"runs": len(errors), "medianAbsErrorPct": round(100 * statistics.median(errors), 1),
             "worstAbsErrorPct": round(100 * max(errors), 1)}
+
+
+@functools.lru_cache(maxsize=64)
+def _leave_one_out(prior: DeviceSpeed, loader: LoaderSpeed,
+                   graded: tuple[tuple[int, bool, Workload, float], ...]) -> tuple[float, ...]:
+    """The relative error of each point but probes, (id, probe, workload, seconds), predicted by a fit of the
+    others. A pure function of its arguments, remembered: a grade refits every point's others up to 30 times
+    (some 70,000 epoch predictions for 50 points), and the points change only when a run reports."""
+    errors = []
+    for point_id, probe, work, seconds in graded:
+        if probe:
+            continue
+        speed = _fit(prior, tuple((w, s) for i, _, w, s in graded if i != point_id), loader)
+        errors.append(abs(epoch_seconds(work, speed, loader) - seconds) / seconds)
+    return tuple(errors)
 
 
 def _predicted_epoch(point: CalibrationPoint, speed: DeviceSpeed, loader: LoaderSpeed) -> float:
@@ -137,13 +176,22 @@ def _predicted_epoch(point: CalibrationPoint, speed: DeviceSpeed, loader: Loader
 def _fit_speed(prior: DeviceSpeed, points: list[CalibrationPoint], loader: LoaderSpeed) -> DeviceSpeed:
     """Scale the device's compute (FLOP rate and per-step cost together) until its points are predicted without
     bias: the median of measured/predicted is 1. The loader part is not scaled, so this is iterated."""
+    return _fit_measured(prior, _measured(points), loader)
+
+
+def _fit(prior: DeviceSpeed, measured: Measured, loader: LoaderSpeed) -> DeviceSpeed:
     speed = prior
     for _ in range(30):
-        scale = statistics.median(p.epoch_seconds / _predicted_epoch(p, speed, loader) for p in points)
-        speed = _scaled_speed(speed, scale, f"calibrated on {len(points)} measurement(s)")
+        scale = statistics.median(seconds / epoch_seconds(work, speed, loader) for work, seconds in measured)
+        speed = _scaled_speed(speed, scale, f"calibrated on {len(measured)} measurement(s)")
         if abs(scale - 1) < 1e-4:
             break
     return speed
+
+
+# ``_fit`` is a pure function of its arguments, and every estimate refits each measured GPU type (and the types
+# of its architecture) on the same points until a run reports: remembered.
+_fit_measured = functools.lru_cache(maxsize=128)(_fit)
 
 
 def _measured_scale(session: Session, catalogue: Catalogue, gpu: GpuType) -> float | None:

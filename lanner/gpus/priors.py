@@ -82,6 +82,13 @@ Specs = dict[str, tuple[float, ...]]  # gpu id -> (dense FP16 tensor TFLOPS, ban
 
 def _fit_power_law(specs: Specs, columns: int = 3) -> tuple[float, ...]:
     """log(rel) = a + b log(fp16 / ref) + c log(bw / ref) [+ d log(tdp / ref)], least squares over the B1 rows."""
+    return _fitted_power_law(tuple(specs.items()), columns)
+
+
+@functools.lru_cache(maxsize=16)
+def _fitted_power_law(spec_items: tuple[tuple[str, tuple[float, ...]], ...], columns: int) -> tuple[float, ...]:
+    """``_fit_power_law``, remembered: every GPU type's prior asks it for every type not in B1, the same fit."""
+    specs = dict(spec_items)
     ref = specs[REFERENCE_GPU][:columns]
     rows, target = [], []
     for gpu, rel in B1_RELATIVE.items():

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
@@ -128,8 +128,18 @@ def model_counts(session: Session, project_ids: list[str]) -> dict[str, int]:
 
 # --- models -------------------------------------------------------------------------------------
 
-def list_models(session: Session, project: Project, *, limit: int | None = None) -> list[ModelRecord]:
+# What a list of models does not show: the JSON a model carries (metrics, arguments, plots...), several KB each.
+DETAIL_COLUMNS = (ModelRecord.metrics, ModelRecord.train_args, ModelRecord.results, ModelRecord.class_names,
+                  ModelRecord.plots, ModelRecord.environment, ModelRecord.model_info, ModelRecord.training_error,
+                  ModelRecord.metadata_, ModelRecord.full_run_estimate)
+
+
+def list_models(session: Session, project: Project, *, limit: int | None = None,
+                summary: bool = False) -> list[ModelRecord]:
+    """Newest first. ``summary``: without ``DETAIL_COLUMNS`` (each loads on first access), for lists of many."""
     query = select(ModelRecord).where(ModelRecord.project_id == project.id).order_by(ModelRecord.created_at.desc())
+    if summary:
+        query = query.options(*(defer(column) for column in DETAIL_COLUMNS))
     if limit:
         query = query.limit(limit)
     return list(session.scalars(query))

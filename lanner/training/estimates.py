@@ -28,7 +28,7 @@ def dataset_counts(session: Session, principal: Principal, uri: str) -> tuple[in
         dataset = datasets_service.get_dataset(session, principal, owner=parts[0], slug=parts[1])
     except NotFound:
         raise NotFound(f"dataset: '{uri}' not found") from None
-    counts = datasets_service.counts(session, dataset.manifest_id)
+    counts = datasets_service.dataset_counts(session, dataset)
     return counts["train"], counts["val"], len(dataset.class_names or [])
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, defer
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
@@ -70,6 +70,23 @@ def model_by_name(session: Session, principal: Principal, project: str | None, n
 
 def latest_run(session: Session, model_id: str) -> Run | None:
     return session.scalar(select(Run).where(Run.model_id == model_id).order_by(Run.id.desc()).limit(1))
+
+
+# What a list of runs does not show: the JSON a run carries (trainer arguments, environment, launch, estimate).
+RUN_DETAIL_COLUMNS = (Run.train_args, Run.environment, Run.error, Run.launch, Run.estimate)
+
+
+def latest_runs(session: Session, model_ids: list[str], *, summary: bool = False) -> dict[str, Run]:
+    """``latest_run`` of many models in one query per 500: model id -> its newest run (models without a run are
+    left out). ``summary``: without ``RUN_DETAIL_COLUMNS`` (each loads on first access)."""
+    options = [defer(column) for column in RUN_DETAIL_COLUMNS] if summary else []
+    runs: dict[str, Run] = {}
+    for start in range(0, len(model_ids), 500):  # bound the IN list
+        newest = (select(func.max(Run.id)).where(Run.model_id.in_(model_ids[start:start + 500]))
+                  .group_by(Run.model_id))
+        runs.update({run.model_id: run for run in session.scalars(select(Run).where(Run.id.in_(newest))
+                                                                  .options(*options))})
+    return runs
 
 
 def model_url(public_url: str, owner: str, project: str, model: str) -> str:

@@ -28,7 +28,7 @@ from lanner.datasets.records import SPLITS, TASKS
 from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, LannerError, NotFound
 from lanner.storage.signing import URLSigner
-from lanner.web.templating import PageUser, redirect, render
+from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 
 router = APIRouter(include_in_schema=False)
 PER_PAGE = 100
@@ -178,9 +178,12 @@ def dataset_page(owner: str, slug: str, request: Request, user: PageUser, sessio
     dataset = _dataset(session, user, owner, slug)
     owner = owner.lower()
     base = _base(dataset, owner)
-    health = health_report(session, dataset) if dataset.status != "processing" else None  # the issue filter's codes
     grid = _grid(session, dataset, ctx.signer, base, page=page, split=split, labeled=labeled, issue=issue,
                  class_id=int(class_id) if class_id and class_id.isdigit() else None)
+    if is_fragment_request(request):  # the grid shows nothing of the rest: no health report, counts or size
+        return render(request, "dataset.html", {**grid, "base": base}, fragment="_dataset_grid.html", user=user,
+                      active="datasets")
+    health = health_report(session, dataset) if dataset.status != "processing" else None  # the issue filter's codes
     view = service.dataset_view(session, dataset, owner=owner, versions=True)
     balance = (health or {}).get("class_balance", {}).get("classes", [])
     return render(request, "dataset.html", {

@@ -91,8 +91,8 @@ def project_page(request: Request, owner: str, project: str, user: PageUser, ses
                  catalogue: CurrentCatalogue, sort: str = Query("created", max_length=20),
                  order: str = Query("desc", pattern="^(asc|desc)$")) -> Response:
     proj = projects_service.get_project(session, user, owner=owner, slug=project)
-    rows = [dashboard.model_row(session, m, catalogue=catalogue)
-            for m in projects_service.list_models(session, proj)]
+    rows = dashboard.model_rows(session, projects_service.list_models(session, proj, summary=True),
+                                catalogue=catalogue)
     sort = sort if sort in SORTS else "created"
     rows.sort(key=SORTS[sort], reverse=order == "desc")
     return render(request, "project.html", {

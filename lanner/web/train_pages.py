@@ -44,7 +44,7 @@ def _models(session: Session, user: Principal) -> list[dict[str, str]]:
     """The user's earlier models that have weights to start from."""
     out = []
     for project in projects_service.list_projects(session, user, owner=user.username, limit=None):
-        for record in projects_service.list_models(session, project):
+        for record in projects_service.list_models(session, project, summary=True):
             if record.weights_sha256:
                 out.append({"uri": f"ul://{user.username}/{project.slug}/{record.slug}",
                             "name": f"{project.slug}/{record.slug}"})
