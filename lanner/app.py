@@ -1,6 +1,6 @@
-"""The composition root: ``create_app()`` builds the request context, the training runtime, the import queue
-and the maintenance thread, mounts every router and ties the threads to the app's lifespan. Used by ``lanner
-serve``, tests and benchmarks."""
+"""The composition root: ``create_app()`` builds the request context, the training runtime, the import queue,
+the maintenance thread and the inference predictor, mounts every router and ties the threads to the app's
+lifespan. Used by ``lanner serve``, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
 from lanner.gpus.catalogue import get_catalogue
+from lanner.inference.predictor import Predictor
+from lanner.inference.router import router as inference_router
 from lanner.maintenance.loop import Maintenance
 from lanner.migrate import upgrade_database
 from lanner.projects.router import router as projects_router
@@ -41,7 +43,7 @@ from lanner.web.router import router as web_router
 from lanner.web.train_pages import router as train_pages
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
-           dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router,
+           dataset_images_router, dataset_versions_router, dataset_trash_router, inference_router, uploads_router,
            storage_router, web_router, account_pages, key_pages,
            dataset_pages, train_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
 
@@ -55,6 +57,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     training = TrainingRuntime(ctx)
     imports = ImportQueue(ctx)
     maintenance = Maintenance(ctx)
+    inference = Predictor.from_settings(settings)  # loads nothing until the first predict
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -65,6 +68,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         maintenance.stop()
         imports.stop()
         training.stop()
+        inference.close()
         ctx.db.dispose()
 
     app = FastAPI(
@@ -77,13 +81,15 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.training = training
     app.state.imports = imports
     app.state.maintenance = maintenance
+    app.state.inference = inference
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
     web_site.install(app)  # static files, the sign-in redirect, errors as pages for browsers
     app.add_middleware(CsrfProtection, secret=ctx.signer.derive_key("csrf"),
                        secure=settings.public_url.startswith("https"))
     app.add_middleware(SecurityHeaders)
-    body_limit.install(app, max_bytes=settings.max_body_bytes)
+    body_limit.install(app, max_bytes=settings.max_body_bytes, overrides=(body_limit.Override(
+        settings.inference_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES"),))
     for router in ROUTERS:
         app.include_router(router)
 
