@@ -82,7 +82,7 @@ def source_bytes(session: Session, source: str, *, signer: URLSigner, blobs: Blo
             raise Unprocessable("source: a data: URI must be base64 (data:image/jpeg;base64,...)")
         return _base64(payload, max_bytes)
     parts = urlsplit(text)
-    if parts.scheme.lower() in ("http", "https") or text.startswith("/"):
+    if parts.scheme.lower() in ("http", "https") or text.startswith("/api/"):  # base64 JPEG starts "/9j/"
         return _linked(session, parts, signer=signer, blobs=blobs, origins=origins, referenced=referenced,
                        max_bytes=max_bytes)
     if "://" in text:
