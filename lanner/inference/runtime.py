@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torchvision  # noqa: F401  (Ultralytics runs torchvision's compiled NMS only once it is imported)
 import ultralytics
 from ultralytics.models import yolo
 from ultralytics.nn.tasks import guess_model_task, torch_safe_load
