@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from lanner.inference.runtime import LoadedModel
 
 
+CPU_BATCH_PIXELS = 8 * 640 * 640
+
+
 @dataclass(frozen=True)
 class Weights:
     """A model's weights: ``digest`` (the cache key) and ``write_to(path)``, which puts the file at ``path``."""
@@ -73,20 +76,30 @@ class _Item:
 
 class Predictor:
     def __init__(self, *, home: Path, cache_bytes: int, max_batch: int = 16, window_s: float = 0.005,
-                 threads: int = 0, workers: int = 1) -> None:
+                 threads: int = 0, workers: int = 1, cpu_batch_pixels: int = CPU_BATCH_PIXELS) -> None:
         self.home = home
         self.threads = threads
+        self.cpu_batch_pixels = cpu_batch_pixels
+        self.on_cpu: bool | None = None  # known once a model is loaded
         self.cache: ModelCache[LoadedModel] = ModelCache(cache_bytes, size_of=lambda model: model.nbytes)
         self._executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="lanner-inference")
         self.batcher: Batcher[tuple[str, int], _Item, Any] = Batcher(
-            self._run, executor=self._executor, max_batch=max_batch, window_s=window_s)
+            self._run, executor=self._executor, max_batch=max_batch, window_s=window_s, limit=self._batch_limit)
         self._versions: dict[str, str] | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> Predictor:
         return cls(home=settings.resolved_home, cache_bytes=settings.inference_cache_bytes,
                    max_batch=settings.inference_max_batch, window_s=settings.inference_batch_window_ms / 1000,
-                   threads=settings.inference_threads, workers=settings.inference_workers)
+                   threads=settings.inference_threads, workers=settings.inference_workers,
+                   cpu_batch_pixels=settings.inference_cpu_batch_pixels)
+
+    def _batch_limit(self, key: tuple[str, int]) -> int:
+        """On a CPU, a batch holds at most ``cpu_batch_pixels`` of input (batch x imgsz^2): past a few 640-px
+        images its activations no longer fit the caches and each image runs slower than alone."""
+        if not self.on_cpu or self.cpu_batch_pixels <= 0:
+            return self.batcher.max_batch
+        return self.cpu_batch_pixels // (key[1] * key[1])
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -104,7 +117,9 @@ class Predictor:
             path = folder / "weights.pt"
             weights.write_to(path)  # a hard link where the blob store can
             try:
-                return runtime.load(path, digest=weights.digest)
+                loaded = runtime.load(path, digest=weights.digest)
+                self.on_cpu = loaded.device == "cpu"
+                return loaded
             except runtime.UnloadableWeights as error:
                 raise Unprocessable(f"this model cannot be served: {error}", code="unloadable_weights") from None
 

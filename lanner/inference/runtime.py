@@ -109,6 +109,7 @@ class LoadedModel:
         self._predictor = PREDICTORS[self.task](overrides=overrides)
         self._predictor.setup_model(module, verbose=False)
         backend = self._predictor.model
+        self.device = str(getattr(backend, "device", "cpu")).split(":")[0]
         names = backend.names if isinstance(backend.names, dict) else dict(enumerate(backend.names))
         self.names = {int(k): str(v) for k, v in names.items()}
         self.class_names = [self.names.get(i, str(i)) for i in range(max(self.names, default=-1) + 1)]
