@@ -24,6 +24,9 @@ def main() -> None:
     parser.add_argument("--imgsz", type=int, default=640)
     parser.add_argument("--max-batch", default="16")
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--clients", type=int, default=bench.CLIENTS)
+    parser.add_argument("--native", action="store_true", help="C frames too (slower sampling)")
+    parser.add_argument("--thread", default="", help="only stacks of threads whose name contains this")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="lanner-inference-profile-"))
     home = work / "home"
@@ -40,11 +43,12 @@ def main() -> None:
         url, data = bench._predict_url(server, "yolo11n"), image.read_bytes()
         asyncio.run(bench._load(url, key, data, args.imgsz, 3.0))  # model loaded, lanes warm: not profiled
         load = threading.Thread(target=lambda: print(asyncio.run(bench._load(url, key, data, args.imgsz,
-                                                                            args.seconds + 5))))
+                                                                            args.seconds + 5, args.clients))))
         load.start()
         subprocess.run([venv_bin("py-spy"), "record", "--pid", str(server.proc.pid), "--duration",
                         str(int(args.seconds)), "--format", "raw", "--output", str(raw), "--threads",
-                        "--nonblocking", "--rate", "50"], check=True, capture_output=True)
+                        "--rate", "200", *(["--native"] if args.native else ["--nonblocking"])], check=True,
+                       capture_output=True)
         load.join()
     finally:
         server.stop()
@@ -53,6 +57,8 @@ def main() -> None:
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames = stack.split(";")
+        if args.thread and args.thread not in frames[0]:
+            continue
         samples += int(count)
         own[frames[-1]] += int(count)
         for frame in set(frames):

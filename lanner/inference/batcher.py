@@ -51,10 +51,11 @@ class BatchStats:
 
 
 class Batcher(Generic[K, I, R]):
-    def __init__(self, run: Callable[[K, list[I]], Sequence[R | BaseException]], *, executor: Executor,
+    def __init__(self, run: Callable[[K, list[I]], Sequence[R | BaseException]], *,
+                 executor: Executor | Callable[[], Executor],
                  max_batch: int = 16, window_s: float = 0.005, limit: Callable[[K], int] | None = None) -> None:
         self._run = run
-        self._executor = executor
+        self._executor = executor  # or a function giving the current one (a predictor restarted with its app)
         self.max_batch = max(1, max_batch)
         self._limit = limit  # a key's own cap under max_batch (the predictor's pixel cap on a CPU)
         self.window_s = max(0.0, window_s)
@@ -118,7 +119,8 @@ class Batcher(Generic[K, I, R]):
     async def _run_batch(self, loop: asyncio.AbstractEventLoop, key: K,
                          batch: list[tuple[I, asyncio.Future[Any]]]) -> None:
         try:
-            results = await loop.run_in_executor(self._executor, self._run, key, [item for item, _ in batch])
+            executor = self._executor if isinstance(self._executor, Executor) else self._executor()
+            results = await loop.run_in_executor(executor, self._run, key, [item for item, _ in batch])
             if len(results) != len(batch):
                 raise RuntimeError(f"a batch of {len(batch)} gave {len(results)} results")
         except Exception as error:  # the batch's requests fail; the lane goes on with the next batch

@@ -15,6 +15,7 @@ Callers validate options first (``lanner.inference.schemas`` holds the hosted ra
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -82,9 +83,12 @@ class Predictor:
         self.cpu_batch_pixels = cpu_batch_pixels
         self.on_cpu: bool | None = None  # known once a model is loaded
         self.cache: ModelCache[LoadedModel] = ModelCache(cache_bytes, size_of=lambda model: model.nbytes)
-        self._executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="lanner-inference")
+        self.workers = max(1, workers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self.batcher: Batcher[tuple[str, int], _Item, Any] = Batcher(
-            self._run, executor=self._executor, max_batch=max_batch, window_s=window_s, limit=self._batch_limit)
+            self._run_batch, executor=self._executor_now, max_batch=max_batch, window_s=window_s,
+            limit=self._batch_limit)
         self._versions: dict[str, str] | None = None
 
     @classmethod
@@ -101,8 +105,19 @@ class Predictor:
             return self.batcher.max_batch
         return self.cpu_batch_pixels // (key[1] * key[1])
 
+    def _executor_now(self) -> ThreadPoolExecutor:
+        """The inference threads, started on first use (again after ``close``: an app may be started twice)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="lanner-inference")
+            return self._pool
+
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the inference threads (a batch running finishes) and unload every model."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         self.cache.clear()
 
     # -- loading --------------------------------------------------------------------------------------------
@@ -140,7 +155,7 @@ class Predictor:
         return dict(self._versions or {"lanner": __version__})
 
     # -- running --------------------------------------------------------------------------------------------
-    def _run(self, key: tuple[str, int], items: list[_Item]) -> list[Any]:
+    def _run_batch(self, key: tuple[str, int], items: list[_Item]) -> list[Any]:
         """One batch, on an inference thread: every item has the same weights and image size."""
         from lanner.inference.runtime import Job  # loaded by now: _model imported it
 
