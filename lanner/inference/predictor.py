@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lanner import __version__
+from lanner.config import Settings
 from lanner.errors import Unprocessable
 from lanner.inference import convert
 from lanner.inference.batcher import Batcher
@@ -92,7 +93,7 @@ class Predictor:
         self._versions: dict[str, str] | None = None
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Predictor:
+    def from_settings(cls, settings: Settings) -> Predictor:
         return cls(home=settings.resolved_home, cache_bytes=settings.inference_cache_bytes,
                    max_batch=settings.inference_max_batch, window_s=settings.inference_batch_window_ms / 1000,
                    threads=settings.inference_threads, workers=settings.inference_workers,
