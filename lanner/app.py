@@ -1,6 +1,6 @@
 """The composition root: ``create_app()`` builds the request context, the training runtime, the import queue,
-the export queue and the maintenance thread, mounts every router and ties the threads to the app's lifespan.
-Used by ``lanner serve``, tests and benchmarks."""
+the export queue, the maintenance thread and the inference predictor, mounts every router and ties the threads to
+the app's lifespan. Used by ``lanner serve``, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from lanner.datasets.version_router import router as dataset_versions_router
 from lanner.exports.queue import ExportQueue
 from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
+from lanner.inference.predictor import Predictor
+from lanner.inference.router import router as inference_router
 from lanner.maintenance.loop import Maintenance
 from lanner.migrate import upgrade_database
 from lanner.projects.router import router as projects_router
@@ -42,7 +44,8 @@ from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
 from lanner.web.train_pages import router as train_pages
 
-ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
+ROUTERS = (inference_router,  # first: its hot paths are matched before the other ~70 routes are tried
+           accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router, exports_router,
            storage_router, web_router, account_pages, key_pages,
            dataset_pages, train_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
@@ -58,6 +61,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     imports = ImportQueue(ctx)
     exports = ExportQueue(ctx)
     maintenance = Maintenance(ctx)
+    inference = Predictor.from_settings(settings)  # loads nothing until the first predict
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -70,6 +74,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         exports.stop()
         imports.stop()
         training.stop()
+        inference.close()
         ctx.db.dispose()
 
     app = FastAPI(
@@ -83,13 +88,15 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.imports = imports
     app.state.exports = exports
     app.state.maintenance = maintenance
+    app.state.inference = inference
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
     web_site.install(app)  # static files, the sign-in redirect, errors as pages for browsers
     app.add_middleware(CsrfProtection, secret=ctx.signer.derive_key("csrf"),
                        secure=settings.public_url.startswith("https"))
     app.add_middleware(SecurityHeaders)
-    body_limit.install(app, max_bytes=settings.max_body_bytes)
+    body_limit.install(app, max_bytes=settings.max_body_bytes, overrides=(body_limit.Override(
+        settings.inference_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES"),))
     for router in ROUTERS:
         app.include_router(router)
 

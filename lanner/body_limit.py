@@ -4,10 +4,14 @@ Why a middleware and not a check in each route: every JSON body is read whole in
 route sees it, so the limit must act while it is read. A declared ``Content-Length`` over the limit is refused
 before a byte is read; a chunked body (no length) is counted as it streams and refused once it passes the
 limit. Paths under an exempt prefix (the signed upload PUT, which streams files to disk under its own limit)
-are passed through untouched. Ground floor: it knows no domain.
+are passed through untouched, and paths matching an override get that override's limit instead (shared inference
+takes images under ``LANNER_INFERENCE_MAX_BYTES``). Ground floor: it knows no domain.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
@@ -18,8 +22,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 SIGNED_UPLOAD_PREFIX = "/api/storage/uploads/"
 
 
-def install(app: FastAPI, *, max_bytes: int) -> None:
-    app.add_middleware(BodyLimit, max_bytes=max_bytes, exempt_prefixes=(SIGNED_UPLOAD_PREFIX,))
+@dataclass(frozen=True)
+class Override:
+    """Paths matching ``pattern`` (a regular expression, from the start of the path) may send ``max_bytes``; the
+    refusal names ``setting``."""
+
+    pattern: str
+    max_bytes: int
+    setting: str
+
+
+def install(app: FastAPI, *, max_bytes: int, overrides: tuple[Override, ...] = ()) -> None:
+    app.add_middleware(BodyLimit, max_bytes=max_bytes, exempt_prefixes=(SIGNED_UPLOAD_PREFIX,), overrides=overrides)
 
 
 class RequestTooLarge(HTTPException):
@@ -28,23 +42,32 @@ class RequestTooLarge(HTTPException):
 
     code = "body_too_large"
 
-    def __init__(self, max_bytes: int) -> None:
-        super().__init__(413, f"request body is larger than {max_bytes} bytes (LANNER_MAX_BODY_BYTES)")
+    def __init__(self, max_bytes: int, setting: str = "LANNER_MAX_BODY_BYTES") -> None:
+        super().__init__(413, f"request body is larger than {max_bytes} bytes ({setting})")
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, *, max_bytes: int, exempt_prefixes: tuple[str, ...] = ()) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, exempt_prefixes: tuple[str, ...] = (),
+                 overrides: tuple[Override, ...] = ()) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.exempt_prefixes = exempt_prefixes
+        self.overrides = [(re.compile(o.pattern), o.max_bytes, o.setting) for o in overrides]
+
+    def _limit(self, path: str) -> tuple[int, str]:
+        for pattern, max_bytes, setting in self.overrides:
+            if pattern.match(path):
+                return max_bytes, setting
+        return self.max_bytes, "LANNER_MAX_BODY_BYTES"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith(self.exempt_prefixes):
             await self.app(scope, receive, send)
             return
+        max_bytes, setting = self._limit(scope["path"])
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            error = RequestTooLarge(self.max_bytes)
+        if declared is not None and declared > max_bytes:
+            error = RequestTooLarge(max_bytes, setting)
             response = JSONResponse({"error": error.detail, "code": error.code}, status_code=413,
                                     headers={"Connection": "close"})
             await response(scope, receive, send)
@@ -56,8 +79,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise RequestTooLarge(self.max_bytes)
+                if received > max_bytes:
+                    raise RequestTooLarge(max_bytes, setting)
             return message
 
         await self.app(scope, counted, send)

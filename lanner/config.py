@@ -50,10 +50,10 @@ class Settings(BaseSettings):
         "trainer's webhooks (/api/webhooks/...), instead of LANNER_API_RATE_LIMIT.")
     inference_rate_limit: str = Field(
         default="20/minute", description="Requests per key to shared inference (paths under "
-        "LANNER_INFERENCE_PATH_PREFIX), instead of LANNER_API_RATE_LIMIT.")
-    inference_path_prefix: str = Field(
-        default="/api/predict", description="Path prefix of the shared-inference routes that "
-        "LANNER_INFERENCE_RATE_LIMIT applies to.")
+        "LANNER_INFERENCE_PATHS), instead of LANNER_API_RATE_LIMIT.")
+    inference_paths: str = Field(
+        default=r"^/api/(models/[^/]+/[^/]+/[^/]+|images/[^/]+)/predict$", description="Regular expression of "
+        "the shared-inference paths that LANNER_INFERENCE_RATE_LIMIT applies to (models.predict, images.predict).")
 
     import_max_bytes: int = Field(default=50 * 1024**3, description="Largest total unpacked size of one upload.")
     import_max_files: int = Field(default=1_000_000, description="Most files in one uploaded archive.")
@@ -80,6 +80,30 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=32 * 1024**2, description="Largest request body (JSON) any other route "
                                 "accepts; larger is a 413. The trainer's training_complete of a 1000-class model "
                                 "is about 13 MB.")
+    # Shared inference (lanner.inference): models.predict and images.predict.
+    inference_max_bytes: int = Field(
+        default=10 * 1024**2, ge=1, description="Largest request body a shared-inference route accepts (the image "
+        "and the form fields); larger is a 413 before it is read.")
+    inference_max_pixels: int = Field(
+        default=50_000_000, ge=1, description="Largest image (width x height, read from its header before "
+        "decoding) shared inference decodes: the decompression-bomb guard.")
+    inference_cache_bytes: int = Field(
+        default=1024**3, ge=0, description="Memory budget of the models loaded for shared inference (their "
+        "parameters and buffers); the least recently used are unloaded to stay under it.")
+    inference_batch_window_ms: float = Field(
+        default=5.0, ge=0, description="How long a request waits for others to the same model and image size "
+        "before their batch runs, once requests have been arriving together (0: only what already waits).")
+    inference_max_batch: int = Field(
+        default=16, ge=1, description="Most images in one inference batch (1 turns dynamic batching off).")
+    inference_cpu_batch_pixels: int = Field(
+        default=8 * 640 * 640, ge=0, description="Most input pixels (batch x imgsz^2) in one inference batch on a "
+        "CPU, where a larger batch outgrows the caches and runs slower per image (0: only "
+        "LANNER_INFERENCE_MAX_BATCH caps it).")
+    inference_threads: int = Field(
+        default=0, ge=0, description="Torch threads for inference (0: one per CPU this process may use).")
+    inference_workers: int = Field(
+        default=1, ge=1, description="Inference batches run at once, each on its own thread (several models on "
+        "one GPU host).")
     gpu_catalogue: str | None = Field(
         default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
 

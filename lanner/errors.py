@@ -53,6 +53,11 @@ class PayloadTooLarge(LannerError):
     status_code, code = 413, "too_large"
 
 
+class UnsupportedMediaType(LannerError):
+    """415: the body is not the kind of content this endpoint reads (a file that is not an image)."""
+    status_code, code = 415, "unsupported_media_type"
+
+
 class Unprocessable(LannerError):
     """422: well-formed but not acceptable as a whole (a training event that contradicts the run, an upload
     too large for its slot)."""

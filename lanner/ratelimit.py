@@ -6,7 +6,7 @@
   even the right password or a valid key is refused until the window passes; otherwise a guesser could keep
   guessing and simply stop when it is let in.
 - **request budgets** per caller, in one bucket chosen by what the request is: a training worker's (run-scoped
-  key, or the trainer's webhooks), shared inference (by path prefix), or the plain API.
+  key, or the trainer's webhooks), shared inference (paths matching ``LANNER_INFERENCE_PATHS``), or the plain API.
 
 Refusals are ``TooManyRequests`` (429 with ``Retry-After``). Who the caller is, and so which identity is
 counted, is decided by ``lanner.accounts.dependencies``; this module knows no domain.
@@ -15,6 +15,7 @@ counted, is decided by ``lanner.accounts.dependencies``; this module knows no do
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import NoReturn
 
@@ -48,7 +49,10 @@ class RateLimits:
         self._per_username = parse_limit(settings.login_limit_per_username)
         self._budgets = {API: parse_limit(settings.api_rate_limit), WORKER: parse_limit(settings.worker_rate_limit),
                          INFERENCE: parse_limit(settings.inference_rate_limit)}
-        self._inference_prefix = settings.inference_path_prefix.strip()
+        try:
+            self._inference_paths = re.compile(settings.inference_paths) if settings.inference_paths.strip() else None
+        except re.error as error:  # a typo stops the server at start, like a malformed limit
+            raise ValueError(f"LANNER_INFERENCE_PATHS is not a regular expression: {error}") from None
 
     def _refuse(self, item: RateLimitItem, kind: str, identity: str, message: str) -> NoReturn:
         reset = self._limiter.get_window_stats(item, kind, identity).reset_time
@@ -83,7 +87,7 @@ class RateLimits:
         """Which budget a request spends: a training worker's, shared inference's or the API's."""
         if worker:
             return WORKER
-        if self._inference_prefix and path.startswith(self._inference_prefix):
+        if self._inference_paths is not None and self._inference_paths.match(path):
             return INFERENCE
         return API
 

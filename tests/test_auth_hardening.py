@@ -151,17 +151,21 @@ def test_a_malformed_limit_stops_the_server_at_start(settings):
 def test_inference_paths_spend_their_own_budget(settings):
     from lanner.ratelimit import API, INFERENCE, WORKER, RateLimits
 
-    limits = RateLimits(settings.model_copy(update={"inference_rate_limit": "1/minute", "api_rate_limit": "",
-                                                    "inference_path_prefix": "/api/predict"}))
-    assert limits.bucket("/api/predict/alice/shapes/train", worker=False) == INFERENCE
+    limits = RateLimits(settings.model_copy(update={"inference_rate_limit": "1/minute", "api_rate_limit": ""}))
+    assert limits.bucket("/api/models/alice/shapes/train/predict", worker=False) == INFERENCE
+    assert limits.bucket("/api/images/d1-k1/predict", worker=False) == INFERENCE
+    assert limits.bucket("/api/models/alice/shapes/train", worker=False) == API
+    assert limits.bucket("/api/models/alice/shapes/train/predict/x", worker=False) == API
     assert limits.bucket("/api/webhooks/training/metrics", worker=True) == WORKER
     assert limits.bucket("/api/projects/alice", worker=False) == API
-    limits.count_request("key:k", "/api/predict/x", worker=False)
+    limits.count_request("key:k", "/api/images/x/predict", worker=False)
     with pytest.raises(Exception) as refused:
-        limits.count_request("key:k", "/api/predict/x", worker=False)
+        limits.count_request("key:k", "/api/models/a/b/c/predict", worker=False)
     assert refused.value.status_code == 429 and refused.value.headers["Retry-After"]
     for _ in range(5):
         limits.count_request("key:k", "/api/projects/alice", worker=False)  # "" turns the API limit off
+    with pytest.raises(ValueError):
+        RateLimits(settings.model_copy(update={"inference_paths": "(unclosed"}))
 
 
 # --- password hashing -----------------------------------------------------------------------------------------
