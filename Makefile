@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: the machines' pip constraints cap it here, and a bare `torch` would pull a newer CUDA build
 	$(BIN)/pip install -q torch==2.14.1 torchvision==0.29.1
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,export]'
 	touch $(STAMP)
 
 run: $(STAMP)

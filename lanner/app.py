@@ -1,6 +1,6 @@
 """The composition root: ``create_app()`` builds the request context, the training runtime, the import queue,
-the maintenance thread and the inference predictor, mounts every router and ties the threads to the app's
-lifespan. Used by ``lanner serve``, tests and benchmarks."""
+the export queue, the maintenance thread and the inference predictor, mounts every router and ties the
+threads to the app's lifespan. Used by ``lanner serve``, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from lanner.datasets.import_queue import ImportQueue
 from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
+from lanner.exports.queue import ExportQueue
+from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
 from lanner.inference.predictor import Predictor
 from lanner.inference.router import router as inference_router
@@ -44,6 +46,7 @@ from lanner.web.train_pages import router as train_pages
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, inference_router, uploads_router,
+           exports_router,
            storage_router, web_router, account_pages, key_pages,
            dataset_pages, train_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
 
@@ -56,6 +59,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
     training = TrainingRuntime(ctx)
     imports = ImportQueue(ctx)
+    exports = ExportQueue(ctx)
     maintenance = Maintenance(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
 
@@ -63,9 +67,11 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         training.start()
         imports.start()
+        exports.start()
         maintenance.start()
         yield
         maintenance.stop()
+        exports.stop()
         imports.stop()
         training.stop()
         inference.close()
@@ -80,6 +86,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.lanner = ctx
     app.state.training = training
     app.state.imports = imports
+    app.state.exports = exports
     app.state.maintenance = maintenance
     app.state.inference = inference
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training

@@ -5,22 +5,19 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy.orm import Session
 
 from lanner.accounts import passwords
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
 from lanner.billing import service as billing_service
+from lanner.cli_common import act_as, command_session, context, err, fail, refusals
+from lanner.cli_models import models_app, register_official_folder
 from lanner.config import get_settings
-from lanner.context import AppContext
-from lanner.errors import LannerError
 from lanner.migrate import upgrade_database
 
 app = typer.Typer(help="Lanner: self-hosted computer-vision platform.", no_args_is_help=True,
@@ -39,42 +36,7 @@ app.add_typer(credits_app, name="credits")
 app.add_typer(db_app, name="db")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(gpus_app, name="gpus")
-
-err = Console(stderr=True)
-
-
-def _context() -> AppContext:
-    ctx = AppContext.from_settings(get_settings())
-    upgrade_database(ctx.db.url)
-    return ctx
-
-
-def _fail(message: str) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", soft_wrap=True)  # one line: scripts and tests grep it
-    raise typer.Exit(code=1)
-
-
-@contextmanager
-def _refusals() -> Iterator[None]:
-    """A refused action (``LannerError``) is one red line and exit code 1."""
-    try:
-        yield
-    except LannerError as exc:
-        _fail(exc.message)
-
-
-@contextmanager
-def _session() -> Iterator[tuple[AppContext, Session]]:
-    """Every command's frame: settings, a migrated database and one transaction, committed when the command's
-    block ends; a refused action is one red line and exit code 1, with nothing written."""
-    ctx = _context()
-    with _refusals(), ctx.db.session() as session:
-        yield ctx, session
-
-
-def _principal(session: Session, username: str) -> Principal:
-    """Act as user ``username`` (their tier and access), as their own API key would."""
-    return Principal.of(accounts_service.require_user(session, username=username))
+app.add_typer(models_app, name="models")
 
 
 @app.command()
@@ -90,6 +52,7 @@ def serve(host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0
     settings = get_settings()
     settings.resolved_home.mkdir(parents=True, exist_ok=True)
     upgrade_database(settings.resolved_database_url)
+    register_official_folder(settings)  # once, before any worker: their maintenance passes pick up later files
     err.print(f"Lanner on http://{host}:{port} (data in {settings.resolved_home})")
     uvicorn.run("lanner.app:create_served_app", factory=True, host=host, port=port, workers=workers,
                 log_level="warning", access_log=False)
@@ -101,7 +64,7 @@ def users_create(name: str,
                  tier: Annotated[str, typer.Option(help="free, pro or enterprise.")] = "free",
                  credits: Annotated[float, typer.Option(help="Starting credits in USD.")] = 0.0) -> None:
     """Create a user; prints its username."""
-    with _session() as (_, session):
+    with command_session() as (_, session):
         user = accounts_service.create_user(session, username=name, password=password, tier=tier)
         if credits:
             billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(credits),
@@ -122,7 +85,7 @@ def _read_password() -> str:
 def users_set_password(name: str) -> None:
     """Set user NAME's web password (prompted, or read from stdin); signs them out of every browser."""
     password = _read_password()
-    with _session() as (_, session):
+    with command_session() as (_, session):
         passwords.set_password(session, user=accounts_service.require_user(session, username=name),
                                password=password)
 
@@ -130,7 +93,7 @@ def users_set_password(name: str) -> None:
 @keys_app.command("create")
 def keys_create(name: str, label: Annotated[str, typer.Option(help="Name shown in the key list.")] = "cli") -> None:
     """Create an API key for user NAME; prints the key (shown only once)."""
-    with _session() as (_, session):
+    with command_session() as (_, session):
         user = accounts_service.require_user(session, username=name)
         _, plaintext = accounts_service.create_api_key(session, user=user, name=label)
     typer.echo(plaintext)
@@ -139,7 +102,7 @@ def keys_create(name: str, label: Annotated[str, typer.Option(help="Name shown i
 @keys_app.command("revoke")
 def keys_revoke(name: str, key_id: str) -> None:
     """Revoke API key KEY_ID of user NAME."""
-    with _session() as (_, session):
+    with command_session() as (_, session):
         user = accounts_service.require_user(session, username=name)
         accounts_service.revoke_api_key(session, user_id=user.id, key_id=key_id)
 
@@ -147,7 +110,7 @@ def keys_revoke(name: str, key_id: str) -> None:
 @credits_app.command("add")
 def credits_add(name: str, usd: float) -> None:
     """Top up user NAME by USD dollars; prints the new balance in cents."""
-    with _session() as (_, session):
+    with command_session() as (_, session):
         user = accounts_service.require_user(session, username=name)
         billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(usd))
         cents = billing_service.micros_to_cents(billing_service.balance_micros(session, user_id=user.id))
@@ -163,9 +126,9 @@ def runs_cancel(target: Annotated[str, typer.Argument(help="OWNER/PROJECT/MODEL"
 
     parts = target.strip("/").split("/")
     if len(parts) != 3 or not all(parts):
-        _fail("expected OWNER/PROJECT/MODEL")
-    with _session() as (_, session):
-        model = projects_service.get_model(session, _principal(session, parts[0]), owner=parts[0],
+        fail("expected OWNER/PROJECT/MODEL")
+    with command_session() as (_, session):
+        model = projects_service.get_model(session, act_as(session, parts[0]), owner=parts[0],
                                            project=parts[1], model=parts[2], write=True)
         run_id = training_service.cancel_training(session, model).id
     typer.echo(run_id)
@@ -189,10 +152,10 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
 
     source = Path(path).expanduser()
     if not source.exists():
-        _fail(f"{source} does not exist")
-    with _session() as (ctx, session):
-        _principal(session, owner)  # an unknown owner fails before any work
-    with _refusals(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        fail(f"{source} does not exist")
+    with command_session() as (ctx, session):
+        act_as(session, owner)  # an unknown owner fails before any work
+    with refusals(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task("unpacking", total=None)
 
@@ -201,7 +164,7 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
 
         with prepare_import(blobs=ctx.blobs, settings=ctx.settings, source=source, progress=progress) as prepared, \
                 ctx.db.session() as session:
-            principal = _principal(session, owner)
+            principal = act_as(session, owner)
             try:
                 dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slugify(name),
                                                        write=True)
@@ -257,8 +220,8 @@ def gpus_probe(model: Annotated[str, typer.Option(help="Model YAML or weights to
     )
 
     if imgsz <= 0 or batch <= 0 or images <= 0:
-        _fail("imgsz, batch and images must be positive")
-    ctx = _context()
+        fail("imgsz, batch and images must be positive")
+    ctx = context()
     for device, gpu_type in local_devices():
         err.print(f"probing {gpu_type} (device {device}) with {model}, imgsz {imgsz}, batch {batch} ...")
         result = run_probe(model=model, imgsz=imgsz, batch=batch, images=images, device=device)
@@ -306,21 +269,21 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
     from lanner.training.estimates import advise, dataset_counts, model_architecture
 
     if (data is None) == (train_images is None):
-        _fail("give either --data ul://owner/datasets/slug or --train-images N")
+        fail("give either --data ul://owner/datasets/slug or --train-images N")
     # Without --owner the estimate runs as the owner its URIs name, so their private datasets and models are
     # readable and their tier marks which GPU types they may use.
     source = "--owner"
     if owner is None:
         source, owner = next(((option, _uri_owner(uri)) for option, uri in (("--data", data), ("--model", model))
                               if _uri_owner(uri)), (source, None))
-    with _session() as (ctx, session):
+    with command_session() as (ctx, session):
         principal = Principal.operator()
         if owner:
             try:
-                principal = _principal(session, owner)
+                principal = act_as(session, owner)
             except NotFound:
                 given = {"--owner": owner, "--data": data, "--model": model}[source]
-                _fail(f"{source} {given}: user '{owner}' not found")
+                fail(f"{source} {given}: user '{owner}' not found")
         nc = None
         if data is not None:
             train, val, nc = dataset_counts(session, principal, data)
@@ -370,8 +333,8 @@ def demo(username: str = "demo") -> None:
     # start-up cost: the demo draws its dataset with OpenCV
     from lanner.demo import ensure_workspace
 
-    with _refusals():
-        workspace = ensure_workspace(_context(), username=username, password=secrets.token_urlsafe(9))
+    with refusals():
+        workspace = ensure_workspace(context(), username=username, password=secrets.token_urlsafe(9))
     public = get_settings().public_url
     typer.echo(f"Demo workspace ready at {public}\n  login:    {username}\n  password: {workspace.password}\n"
                f"  API key:  {workspace.key}\n  dataset:  {workspace.dataset}\n"

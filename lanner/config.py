@@ -72,8 +72,9 @@ class Settings(BaseSettings):
                                      "(0: unlimited); an upload that needs more fails with that reason.")
     import_timeout_seconds: float = Field(default=6 * 3600.0, description="An import running longer is stopped "
                                           "and failed (0: never).")
-    import_poll_seconds: float = Field(default=1.0, description="How often the import queue looks for work and "
-                                       "for imports whose server died (a new upload wakes it at once).")
+    import_poll_seconds: float = Field(default=1.0, description="How often the import queue looks for work (a "
+                                       "new upload wakes it at once); it looks for imports whose server died "
+                                       "when it starts and every 30 s of these passes.")
     blob_grace_seconds: float = Field(default=3600.0, description="A blob, half-written upload or scratch folder "
                                       "nothing refers to is deleted once nobody wrote it for this long.")
     max_body_bytes: int = Field(default=32 * 1024**2, description="Largest request body (JSON) any other route "
@@ -102,6 +103,11 @@ class Settings(BaseSettings):
     gpu_catalogue: str | None = Field(
         default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
 
+    official_models_dir: Path | None = Field(
+        default=None, description="Folder of official Ultralytics weights (yolo11n.pt, yolo26s-seg.pt, ...) served "
+        "as ul://ultralytics/<family>/<name>: registered at `lanner serve` and on every maintenance pass when "
+        "new or changed. Nothing is downloaded.")
+
     executor: str = Field(default="local", description="Where training runs: 'local' (subprocesses on this "
                           "machine) or 'ray' (Ray Jobs on a cluster).")
     ray_address: str | None = Field(default=None, description="Ray Jobs address for LANNER_EXECUTOR=ray, e.g. "
@@ -129,6 +135,12 @@ class Settings(BaseSettings):
     run_max_relaunches: int = Field(default=3, description="Relaunches of a lost run before it fails.")
     cancel_grace_seconds: float = Field(default=20.0, description="Time a cancelled trainer gets to stop by itself "
                                         "before its process or Ray job is killed.")
+    export_workers: int = Field(default=1, description="Exports the local executor runs at once on the CPU (each "
+                                "GPU takes one); the rest wait as queued.")
+    export_timeout_seconds: float = Field(default=3600.0, description="An export running longer is stopped and "
+                                          "failed (0: never).")
+    export_poll_seconds: float = Field(default=1.0, description="How often the export queue launches queued "
+                                       "exports and polls running ones (a new export wakes it at once; 0: off).")
     worker_python: str | None = Field(default=None, description="Python with Lanner installed on worker nodes "
                                       "(default: the server's own interpreter).")
 

@@ -1,4 +1,4 @@
-"""Fixtures: an app per test on SQLite or on a real PostgreSQL, users with keys, and the official SDK."""
+"""Fixtures: an app per test on SQLite or on a real PostgreSQL, users with keys, a fake executor, and the SDK."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from lanner.app import create_app
 from lanner.config import Settings
 from lanner.migrate import upgrade_database
 from tests.pg import PostgresCluster
+from tests.training.fakes import FakeExecutor
+
+pytest_plugins = ["tests.trained"]  # tiny_weights: the session's tiny trained detector, for tests needing real weights
 
 TEST_URL = "http://testserver"
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -83,6 +86,14 @@ def app(settings: Settings) -> Any:
 def client(app: Any) -> Iterator[TestClient]:
     with TestClient(app) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def fake_executor(app: Any) -> FakeExecutor:
+    """The app's runs go to a fake executor: nothing trains, and a test sets what each job reports."""
+    executor = FakeExecutor()
+    app.state.training.use_executor(executor)
+    return executor
 
 
 @dataclass

@@ -120,8 +120,8 @@ def real_identifiers(t: Target) -> tuple[dict[str, Any], dict[str, Any]]:
         project_slug = project.slug if project is not None else PROJECT
     owner = owned.user.username
     params = {"owner": owner, "dataset": dataset_slug, "project": project_slug, "model": model_slug,
-              "image_id": owned.image_id, "key_id": owned.key_id, "v": owned.version, "base": owned.version,
-              "head": owned.version, "username": owner, "id": owned.old_dataset_id}
+              "image_id": owned.image_id, "key_id": owned.key_id, "export_id": owned.export_id, "v": owned.version,
+              "base": owned.version, "head": owned.version, "username": owner, "id": owned.old_dataset_id}
     body = {"modelId": owned.model_id, "runId": owned.run_id, "sessionId": owned.session_id,
             "imageIds": [owned.image_id], "id": owned.old_dataset_id, "assetId": owned.dataset_id,
             "owner": owner, "project": project_slug, "version": owned.version}

@@ -57,8 +57,9 @@ class Server:
             self.process.kill()
 
 
-def start_server(home: Path, **extra: str) -> Server:
-    port = free_port()
+def start_server(home: Path, port: int | None = None, **extra: str) -> Server:
+    """``lanner serve`` on ``port`` (a free one by default; the same one again to restart a killed server)."""
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     log = home / "server.log"
     home.mkdir(parents=True, exist_ok=True)

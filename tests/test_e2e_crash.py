@@ -18,7 +18,7 @@ from ultralytics_platform import Platform
 from lanner.config import Settings
 from lanner.datasets.models import Dataset, ImportJob
 from lanner.db import Database
-from lanner.maintenance.gc import is_referenced, sweep
+from lanner.maintenance.gc import referenced_among, sweep
 from lanner.storage.blobs import LocalBlobStore
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, wait_for_import
@@ -47,7 +47,9 @@ def leftovers(home: Path) -> tuple[list[str], list[str], list[str]]:
     try:
         with db.session() as session:
             processing = list(session.scalars(select(Dataset.slug).where(Dataset.status == "processing")))
-            orphans = [p.name for p in (home / "blobs").glob("??/??/*") if not is_referenced(session, p.name)]
+            stored = [p.name for p in (home / "blobs").glob("??/??/*")]
+            live = referenced_among(session, stored)
+            orphans = [name for name in stored if name not in live]
     finally:
         db.dispose()
     scratch = [p.name for p in (home / "tmp").iterdir()] if (home / "tmp").exists() else []

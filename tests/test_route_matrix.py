@@ -38,6 +38,7 @@ PATH_VALUES: dict[str, Callable[[Owned], Any]] = {
     "dataset": lambda a: DATASET,
     "image_id": lambda a: a.image_id,
     "key_id": lambda a: a.key_id,
+    "export_id": lambda a: a.export_id,
 }
 
 # Query parameters and body properties that name a resource -> A's value. An operation taking any of these
@@ -220,7 +221,8 @@ def snapshot(client: TestClient, owned: Owned) -> dict[str, Any]:
              "class stats": f"/api/datasets/{a}/{DATASET}/class-stats", "datasets": f"/api/datasets/{a}",
              "project": f"/api/projects/{a}/{PROJECT}", "model": f"/api/models/{a}/{PROJECT}/{MODEL}",
              "files": f"/api/models/{a}/{PROJECT}/{MODEL}/files", "keys": "/api/api-keys", "trash": "/api/trash",
-             "job": f"/api/models/{a}/{PROJECT}/{MODEL}/training"}
+             "job": f"/api/models/{a}/{PROJECT}/{MODEL}/training",
+             "exports": f"/api/models/{a}/{PROJECT}/{MODEL}/exports"}
     seen = {}
     for name, url in reads.items():
         response = client.get(url, headers=headers)
@@ -291,4 +293,6 @@ def test_the_matrix_covers_the_routes_that_matter() -> None:
     assert ("POST", "/api/webhooks/training/metrics") in covered
     assert ("PATCH", "/api/images/{image_id}") in covered
     assert ("POST", "/api/upload/complete") in covered
+    assert ("POST", "/api/models/{owner}/{project}/{model}/clone") in covered
+    assert ("POST", "/api/projects/{owner}/{project}/clone") in covered
     assert len(covered) >= 40

@@ -31,6 +31,7 @@ def quiet_settings(home: Path, database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app whose background loops never start a trainer or collect anything."""
     return Settings(home=home, database_url=database_url, public_url=TEST_URL, secret_key="test-secret",
                     api_key_cache_seconds=0, supervisor_interval_seconds=0, maintenance_interval_seconds=0,
+                    export_poll_seconds=0,
                     **{**GENEROUS_LIMITS, **overrides})
 
 
@@ -81,18 +82,19 @@ class Owned:
     key_id: str = ""  # a second API key, not the one requests use
     session_id: str = ""  # a completed upload session, ready to ingest
     checkpoint_path: str = ""  # a staged checkpoint upload
+    export_id: str = ""  # a queued export of the model (never run: the export queue is off)
     values: dict[str, Any] = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
         """Strings that only a leak of this user's private resources would put in another user's response."""
         return [self.dataset_id, self.old_dataset_id, self.image_id, self.model_id, self.key_id, self.session_id,
-                DATASET, OLD_DATASET, PROJECT, MODEL]
+                self.export_id, DATASET, OLD_DATASET, PROJECT, MODEL]
 
 
 def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
     """A private dataset with images and a version, one in the trash, a project with a model that has a run
-    (started through the trainer's webhook: no process runs), a staged checkpoint, a completed upload session
-    and a second API key."""
+    (started through the trainer's webhook: no process runs) and weights uploaded for it, a queued export of it,
+    a staged checkpoint, a completed upload session and a second API key."""
     owned = Owned(user)
     platform = Platform(api_key=user.key, base_url=TEST_URL, http_client=client, max_retries=0)
     archive = package(make_detection_dataset(work / "shapes", train=4, val=2, size=64).parent, work / "zip")
@@ -115,6 +117,12 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
     staged = _ok(client.post("/api/webhooks/models/upload", headers=user.headers, json={
         "modelId": owned.model_id, "runId": owned.run_id, "filename": "last.pt"}))
     owned.checkpoint_path = staged["uploadPath"]
+    weights = _ok(client.post("/api/upload/signed-url", headers=user.headers, json={
+        "assetType": "models", "assetId": owned.model_id, "filename": "weights.pt", "totalBytes": 7}))
+    _ok(client.put(weights["uploadUrl"], content=b"weights"))
+    _ok(client.post("/api/upload/complete", json={"sessionId": weights["sessionId"]}, headers=user.headers))
+    owned.export_id = _ok(client.post(f"/api/models/{user.username}/{PROJECT}/{MODEL}/exports", headers=user.headers,
+                                      json={"format": "torchscript"}))["id"]
     owned.key_id = _ok(client.post("/api/api-keys", json={"name": "spare"}, headers=user.headers))["keyId"]
     signed = _ok(client.post("/api/upload/signed-url", headers=user.headers, json={
         "assetType": "datasets", "assetId": owned.dataset_id, "filename": "more.zip", "totalBytes": 3}))

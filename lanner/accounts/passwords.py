@@ -53,6 +53,7 @@ async def sign_in(ctx: AppContext, *, address: str, username: str, password: str
 def replace_password(session: Session, *, user: User, password_hash: str) -> int:
     """Store a new password hash and sign the user out everywhere (their API keys keep working); returns how
     many sessions ended. The one way a password changes: the HTTP route and ``lanner users set-password``."""
+    service.check_can_sign_in(user)
     user.password_hash = password_hash
     return end_all_sessions(session, user_id=user.id)
 

@@ -12,13 +12,16 @@ from sqlalchemy.orm import Session
 from lanner.accounts.models import ApiKey, User
 from lanner.accounts.security import hash_password, key_digest, looks_like_api_key, new_api_key
 from lanner.db import utcnow
-from lanner.errors import BadRequest, Conflict, NotFound, Unauthorized
+from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 
 USERNAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 TIERS = ("free", "pro", "enterprise")
 # Names that are pages of the site: a user's workspace is /{username}, so no user may take one.
 RESERVED = {"api", "datasets", "settings", "login", "logout", "static", "admin", "explore", "new", "account",
             "projects", "gpus", "docs", "redoc"}
+# Owners that belong to the server, not to a person (``ultralytics`` holds the official models): nobody may
+# register one, sign in as one or hold a key of one, so what they own is readable by all and writable by none.
+SYSTEM_USERNAMES = frozenset({"ultralytics"})
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ def require_user(session: Session, *, username: str) -> User:
 def create_user(session: Session, *, username: str, password: str | None = None, tier: str = "free",
                 full_name: str = "", is_admin: bool = False) -> User:
     username = username.strip().lower()
+    if username in SYSTEM_USERNAMES:
+        raise BadRequest(f"username '{username}' is reserved: it holds this server's official models")
     if not USERNAME_RE.match(username) or username in RESERVED:
         raise BadRequest(
             f"invalid username '{username}': use 1-40 lowercase letters, digits or inner hyphens"
@@ -73,6 +78,31 @@ def create_user(session: Session, *, username: str, password: str | None = None,
     return user
 
 
+def ensure_system_user(session: Session, *, username: str, full_name: str) -> User:
+    """The server's own owner ``username`` (one of ``SYSTEM_USERNAMES``), made on first use: no password, no
+    keys. A person's account of that name (made before the name was reserved) is refused, never taken over."""
+    assert username in SYSTEM_USERNAMES
+    user = get_user_by_username(session, username=username)
+    if user is None:
+        user = User(username=username, full_name=full_name, tier="free")
+        session.add(user)
+        session.flush()
+        return user
+    has_key = session.scalar(select(ApiKey.id).where(ApiKey.user_id == user.id, ApiKey.revoked_at.is_(None))
+                             .limit(1))
+    if user.password_hash is not None or has_key is not None:
+        raise Conflict(f"a person's account is named '{username}' (made before the name was reserved): rename "
+                       f"or delete it before this server can hold official models")
+    return user
+
+
+def check_can_sign_in(user: User) -> None:
+    """Only people sign in or hold keys: never the server's own owners (``SYSTEM_USERNAMES``)."""
+    if user.username in SYSTEM_USERNAMES:
+        raise Forbidden(f"'{user.username}' holds this server's official models: nobody can sign in as it or "
+                        f"hold its keys")
+
+
 def check_new_password(password: str) -> None:
     if len(password) < 8:
         raise BadRequest("password must be at least 8 characters")
@@ -81,6 +111,7 @@ def check_new_password(password: str) -> None:
 def create_api_key(session: Session, *, user: User, name: str = "default",
                    run_id: int | None = None) -> tuple[ApiKey, str]:
     """Returns the row and the plaintext key; the plaintext is never stored."""
+    check_can_sign_in(user)
     plaintext = new_api_key()
     key = ApiKey(user_id=user.id, name=name[:100] or "default", prefix=plaintext[:7],
                  digest=key_digest(plaintext), created_at=utcnow(), run_id=run_id)

@@ -5,9 +5,12 @@ Each pass (every ``LANNER_IMPORT_POLL_SECONDS``, or at once when a request queue
 
 1. reap: a worker that exited without an outcome (killed by the kernel for memory, crashed) fails its job with
    the reason; one running past ``LANNER_IMPORT_TIMEOUT_SECONDS`` is killed and its job failed;
-2. recover: a running job whose server is gone (same host: its process is dead; any host: no heartbeat for
-   ``HEARTBEAT_STALE_SECONDS``) is queued again (``import_jobs.interrupted``); a dataset left ``processing``
-   with no live job at all is failed;
+2. recover (the first pass after ``start``, then every ``RECOVER_SECONDS`` worth of passes): a running job whose
+   server is gone (same host: its process is dead; any host: no heartbeat for ``HEARTBEAT_STALE_SECONDS``) is
+   queued again (``import_jobs.interrupted``); a dataset left ``processing`` with no live job at all is failed.
+   Jobs are lost when a server dies, so what counts is the next start; while running, recovery mostly finds the
+   jobs of another server on the same database, whose heartbeat takes a minute to go stale anyway, and asking
+   on every pass would only load the database;
 3. heartbeat: this server's running jobs say they are alive;
 4. dispatch: while fewer than ``LANNER_IMPORT_WORKERS`` workers run here, the next job goes to the user with the
    fewest imports running (at most ``LANNER_IMPORT_MAX_PER_USER`` each), oldest first, so one user's uploads
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import secrets
 import signal
@@ -41,6 +45,7 @@ log = logging.getLogger("lanner.datasets.import")
 
 HEARTBEAT_SECONDS = 10.0
 HEARTBEAT_STALE_SECONDS = 60.0
+RECOVER_SECONDS = 30.0  # between recoveries while running, counted in passes of LANNER_IMPORT_POLL_SECONDS
 STRANDED = "the import was interrupted and cannot be resumed; upload the file again"
 
 
@@ -59,6 +64,7 @@ class ImportQueue:
         self._workers: dict[str, _Worker] = {}
         self.worker_command = [sys.executable, "-m", "lanner.datasets.import_worker"]  # reads its job on stdin
         self._last_heartbeat = 0.0
+        self._passes_to_recovery = 0  # the first pass recovers
         self._thread = PeriodicThread("lanner-imports", self.run_once,
                                       lambda: ctx.settings.import_poll_seconds, log)
 
@@ -71,6 +77,7 @@ class ImportQueue:
         return len(self._workers)
 
     def start(self) -> None:
+        self._passes_to_recovery = 0  # a queue started again (after stop) recovers on its first pass too
         self._thread.start()
         self._thread.wake()  # recover what a previous server left, now rather than after the first interval
 
@@ -95,7 +102,10 @@ class ImportQueue:
 
     def run_once(self) -> None:
         self._reap()
-        self._recover()
+        if self._passes_to_recovery <= 0:
+            self._recover()  # a failure leaves the count at zero: the next pass tries again
+            self._passes_to_recovery = recovery_passes(self.ctx.settings.import_poll_seconds)
+        self._passes_to_recovery -= 1
         self._heartbeat()
         self._dispatch()
 
@@ -198,6 +208,12 @@ class ImportQueue:
                     import_jobs.fail(session, job, "the server could not start an import worker; try again later")
             return
         self._workers[job_id] = _Worker(process, time.monotonic(), worker)
+
+
+def recovery_passes(poll_seconds: float) -> int:
+    """Passes between recoveries: ``RECOVER_SECONDS`` of them at the poll interval (a wake makes a pass early,
+    so recovery comes sooner then, never later)."""
+    return max(1, math.ceil(RECOVER_SECONDS / poll_seconds)) if poll_seconds > 0 else 1
 
 
 def _alive(pid: int) -> bool:

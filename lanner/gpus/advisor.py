@@ -93,7 +93,8 @@ def host_cpus(gpu: GpuType) -> float:
 
 
 def estimate(session: Session, catalogue: Catalogue, request: Request, *, price: PriceRule) -> dict[str, Any]:
-    """Every requested (or offered) GPU type: batch, memory, time and cost, and a recommendation."""
+    """Every requested (or offered) GPU type: batch, memory, time and cost, whether it is on the time/cost
+    Pareto front, and a recommendation."""
     from lanner.gpus import memory, profile  # torch: loaded on the first estimate, not at server start
 
     args = normalise_args(request.train_args)
@@ -159,6 +160,9 @@ def estimate(session: Session, catalogue: Catalogue, request: Request, *, price:
             "breakdown": {k: round(v, 1) for k, v in times.breakdown.items()},
         })
     estimates.sort(key=lambda e: (e["costCents"]["value"], e["totalSeconds"]["value"]))
+    front = pareto_front(estimates)
+    for item in estimates:
+        item["pareto"] = item["gpuType"] in front
     deadline = request.deadline_minutes * 60 if request.deadline_minutes is not None else None
     recommendation = recommend(options, deadline_s=deadline, budget_cents=request.budget_cents)
     body: dict[str, Any] = {
@@ -171,6 +175,16 @@ def estimate(session: Session, catalogue: Catalogue, request: Request, *, price:
     if deadline is None and request.budget_cents is None:
         body["guidance"] = _guidance(train_images, recommendation, catalogue)
     return body
+
+
+def pareto_front(estimates: list[dict[str, Any]]) -> set[str]:
+    """The usable GPU types (fits, allowed) no other usable type beats on both time and cost: every other choice
+    is slower and dearer than one of these. Judged on the figures the answer shows, so a caller who compares
+    them finds the same front."""
+    usable = [(e["gpuType"], e["totalSeconds"]["value"], e["costCents"]["value"]) for e in estimates
+              if e["fits"] and e["allowed"]]
+    return {gpu for gpu, time, cost in usable
+            if not any(t <= time and c <= cost and (t < time or c < cost) for _, t, c in usable)}
 
 
 def _guidance(train_images: int, recommendation: dict[str, Any], catalogue: Catalogue) -> dict[str, Any]:

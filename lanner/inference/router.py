@@ -19,7 +19,7 @@ from lanner.errors import Unprocessable
 from lanner.inference import schemas, service
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Options, Predictor
-from lanner.maintenance.gc import is_referenced
+from lanner.maintenance.gc import referenced_among
 
 router = APIRouter(tags=["inference"])
 PREDICT_PATH = "/api/models/{owner}/{project}/{model}/predict"
@@ -31,6 +31,11 @@ async def get_predictor(request: Request) -> Predictor:
 
 
 Engine = Annotated[Predictor, Depends(get_predictor)]
+
+
+def is_referenced(session: Any, sha256: str) -> bool:
+    """Whether a row still refers to ``sha256`` (the signed links serve only such bytes)."""
+    return bool(referenced_among(session, [sha256]))
 
 
 def _json(body: dict[str, Any]) -> Response:

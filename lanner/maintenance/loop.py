@@ -3,8 +3,9 @@
 Every ``LANNER_MAINTENANCE_INTERVAL_SECONDS`` it forgets superseded training checkpoints and deletes the blobs
 nothing refers to any more (``gc.collect_checkpoints``), permanently deletes datasets whose days in the trash
 are over (the trash's ``daysRemaining`` is a promise) with the bytes they alone used, deletes expired web
-sessions (a browser that never comes back would otherwise leave its row forever), and sweeps a sixteenth of the
-blob store for anything else nobody refers to (``gc.sweep``). Each job runs in its own transaction and a
+sessions (a browser that never comes back would otherwise leave its row forever), sweeps a sixteenth of the
+blob store for anything else nobody refers to (``gc.sweep``), and registers official models new or changed in
+``LANNER_OFFICIAL_MODELS_DIR``. Each job runs in its own transaction and a
 failure is logged and retried on the next pass, so one broken job never stops the others.
 """
 
@@ -26,6 +27,7 @@ from lanner.maintenance.gc import (
     sweep,
 )
 from lanner.periodic import PeriodicThread
+from lanner.projects.official import OfficialFolder
 
 log = logging.getLogger("lanner.maintenance")
 
@@ -36,12 +38,14 @@ class Pass:
     purged_datasets: int | None
     swept: Swept | None = None
     expired_sessions: int | None = None
+    official_models: list[str] | None = None
 
 
 class Maintenance:
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
         self._next_shard = 0
+        self.official = OfficialFolder(ctx.settings.official_models_dir)
         self._thread = PeriodicThread("lanner-maintenance", self.run_once,
                                       lambda: ctx.settings.maintenance_interval_seconds, log)
 
@@ -72,7 +76,13 @@ class Maintenance:
         except Exception:
             sessions = None
             log.exception("deleting expired web sessions failed; the next pass retries")
-        return Pass(checkpoints=checkpoints, purged_datasets=purged, swept=swept, expired_sessions=sessions)
+        try:
+            official = self.official.sync(ctx.db, ctx.blobs)
+        except Exception:
+            official = None
+            log.exception("registering official models failed; the next pass retries")
+        return Pass(checkpoints=checkpoints, purged_datasets=purged, swept=swept, expired_sessions=sessions,
+                    official_models=official)
 
     def start(self) -> None:
         if self.ctx.settings.maintenance_interval_seconds > 0:

@@ -15,6 +15,7 @@ UNTRAINED = "untrained"
 # What a model's status can be: untrained, or its latest run's status as the wire shows it. Only
 # ``lanner.training.state`` writes it (a guarded change with a StatusEvent).
 MODEL_STATUSES = ("pending", UNTRAINED, "starting", "running", "completed", "failed", "cancelled")
+TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 
 
 class Project(OwnedResource, Base):
@@ -24,6 +25,8 @@ class Project(OwnedResource, Base):
 
     icon_color: Mapped[str | None] = mapped_column(String(20))
     archived: Mapped[bool] = mapped_column(default=False)
+    # ``projects.clone``: the project this one was copied from (no foreign key: the original may go first).
+    cloned_from_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
     models: Mapped[list[ModelRecord]] = relationship(back_populates="project", cascade="all, delete-orphan")
 
@@ -62,5 +65,8 @@ class ModelRecord(TimestampMixin, Base):
     completed_at: Mapped[datetime | None]
     # After a quick test run: its measured speed applied to the full run (Lanner extension).
     full_run_estimate: Mapped[dict[str, Any] | None] = mapped_column()
+    # ``models.clone``: the model this one was copied from, weights shared by digest (no foreign key: the
+    # original may be deleted first; the copy keeps its weights).
+    cloned_from_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
     project: Mapped[Project] = relationship(back_populates="models")

@@ -9,12 +9,14 @@ from fastapi import APIRouter, Depends, Request
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import PageSize
 from lanner.deps import Ctx, DbSession
-from lanner.projects import service
+from lanner.projects import clones, service
 from lanner.projects.models import ModelRecord, Project
 from lanner.projects.schemas import (
     REGION,
+    ModelClone,
     ModelCreate,
     ModelUpdate,
+    ProjectClone,
     ProjectCreate,
     ProjectUpdate,
     model_item,
@@ -62,7 +64,7 @@ def retrieve_project(owner: str, project: str, principal: CurrentPrincipal, sess
         models = [m for m in models if needle in m.name.lower() or needle in m.slug]
     epoch_counts = hooks.epoch_counts(session, [m.id for m in models])
     item = project_item(proj, owner=owner.lower(), model_count=len(models), model_names=[m.name for m in models])
-    item["metadata"] = proj.metadata_ or {}
+    item.update(metadata=proj.metadata_ or {}, **clones.project_lineage(session, principal, proj))
     return {
         "project": item,
         "models": [model_summary(m, epoch_count=int(epoch_counts.get(m.id, 0))) for m in models],
@@ -83,6 +85,19 @@ def delete_project(owner: str, project: str, principal: CurrentPrincipal, sessio
                    hooks: Hooks) -> dict[str, Any]:
     proj = service.get_project(session, principal, owner=owner, slug=project, write=True)
     return {"success": True, "cascadedModels": service.delete_project(session, proj, hooks=hooks)}
+
+
+@router.post("/api/projects/{owner}/{project}/clone", status_code=201)
+def clone_project(owner: str, project: str, body: ProjectClone, principal: CurrentPrincipal,
+                  session: DbSession) -> dict[str, Any]:
+    """Copy a project you may read, with its completed models (or those in ``models``), into your workspace."""
+    source = service.get_project(session, principal, owner=owner, slug=project)
+    copy, count = clones.clone_project(
+        session, principal, source, where=f"{owner.lower()}/{project}", owner=body.owner, project=body.project,
+        name=body.name, description=body.description, visibility=body.visibility, license=body.license,
+        models=body.models)
+    return {"id": copy.id, "owner": principal.username, "project": copy.slug, "name": copy.name,
+            "modelCount": count, "region": REGION}
 
 
 # --- models --------------------------------------------------------------------------------------
@@ -113,9 +128,23 @@ def retrieve_model(owner: str, project: str, model: str, principal: CurrentPrinc
     record = service.get_model(session, principal, owner=owner, project=project, model=model)
     proj = session.get(Project, record.project_id)
     assert proj is not None
-    extra = {"metadata": record.metadata_ or {}, **hooks.details(session, record)}
+    extra = {"metadata": record.metadata_ or {}, **hooks.details(session, record),
+             **clones.model_lineage(session, principal, record)}
     return {"model": model_item(record, owner=owner.lower(), project=proj, extra=extra),
             "isOwner": record.owner_id == principal.user_id}
+
+
+@router.post("/api/models/{owner}/{project}/{model}/clone", status_code=201)
+def clone_model(owner: str, project: str, model: str, body: ModelClone, principal: CurrentPrincipal,
+                session: DbSession) -> dict[str, Any]:
+    """Copy a model you may read (yours, public or official) into a project of yours, created if missing; the
+    copy shares the weights."""
+    source = service.get_model(session, principal, owner=owner, project=project, model=model)
+    copy, target = clones.clone_model(
+        session, principal, source, where=f"{owner.lower()}/{project}/{model}", project=body.project,
+        owner=body.owner, model=body.model, name=body.name, description=body.description)
+    return {"id": copy.id, "owner": principal.username, "project": target.slug, "model": copy.slug,
+            "name": copy.name, "region": REGION}
 
 
 @router.patch("/api/models/{owner}/{project}/{model}")

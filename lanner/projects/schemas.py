@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -132,6 +132,29 @@ class ModelCreate(_Body):
     metadata: JsonObject | None = None
     trainArgs: JsonObject | None = None
     epochs: Count | None = None
+
+
+class ModelClone(_Body):
+    """``models.clone``: where the copy goes. ``owner`` may only be the caller; ``project`` is created if missing."""
+
+    project: str = Field(min_length=1, max_length=128)
+    owner: str | None = Field(default=None, max_length=64)
+    model: str | None = Field(default=None, min_length=1, max_length=128)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=TEXT_MAX_CHARS)
+
+
+class ProjectClone(_Body):
+    """``projects.clone``: the new project (``project`` is its slug) and which models it takes (default: every
+    completed model with weights)."""
+
+    project: str | None = Field(default=None, min_length=1, max_length=128)
+    owner: str | None = Field(default=None, max_length=64)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=TEXT_MAX_CHARS)
+    visibility: str | None = Field(default=None, max_length=10)
+    license: str | None = Field(default=None, max_length=40)
+    models: list[Annotated[str, Field(max_length=128)]] | None = Field(default=None, max_length=1000)
 
 
 class ProjectUpdate(OwnedResourceUpdate):

@@ -16,11 +16,10 @@ from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
-from lanner.projects.models import MODEL_STATUSES, ModelRecord, Project
+from lanner.projects import official
+from lanner.projects.models import MODEL_STATUSES, TASKS, ModelRecord, Project
 from lanner.resources import VISIBILITIES, apply_changes
 from lanner.slugs import renamed_slug, slugify, unique_slug
-
-TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 
 
 class DeleteGuard(Protocol):
@@ -50,8 +49,11 @@ def get_project(session: Session, principal: Principal, *, owner: str, slug: str
         )
     )
     if project is None or not can_read(principal, owner_id=project.owner_id, visibility=project.visibility):
-        raise NotFound(f"project '{owner}/{slug}' not found")
+        official_missing = official.missing(slug) if official.is_official_owner(owner) else None
+        raise NotFound(official_missing or f"project '{owner}/{slug}' not found")
     if write and project.owner_id != principal.user_id:
+        if official.is_official_owner(owner):
+            raise Forbidden(official.read_only_message(slug))
         raise Forbidden(f"project '{owner}/{slug}' is public but read-only for you")
     return project
 
@@ -155,10 +157,16 @@ def model_refs(session: Session, model_ids: set[str], *, owner_id: str) -> dict[
 
 def get_model(session: Session, principal: Principal, *, owner: str, project: str, model: str,
               write: bool = False) -> ModelRecord:
-    proj = get_project(session, principal, owner=owner, slug=project, write=write)
+    official_missing = official.missing(project, model) if official.is_official_owner(owner) else None
+    try:
+        proj = get_project(session, principal, owner=owner, slug=project, write=write)
+    except NotFound:
+        if official_missing:
+            raise NotFound(official_missing) from None
+        raise
     record = session.scalar(select(ModelRecord).where(ModelRecord.project_id == proj.id, ModelRecord.slug == model))
     if record is None:
-        raise NotFound(f"model '{owner}/{project}/{model}' not found")
+        raise NotFound(official_missing or f"model '{owner}/{project}/{model}' not found")
     return record
 
 

@@ -36,8 +36,9 @@ def list_gpus(principal: CurrentPrincipal, catalogue: CurrentCatalogue) -> GpuLi
 @router.post("/api/training/estimate", summary="Estimate time, memory and cost on every GPU type (Lanner)",
              description="Before launch: per GPU type the batch used (AutoBatch resolved), whether it fits, peak "
                          "memory, the largest batch that fits, epoch and total time and cost as value/low/high "
-                         "ranges from the calibration residuals, whether the run is loader-bound, and a cheapest / "
-                         "fastest / balanced recommendation under an optional deadline and budget.")
+                         "ranges from the calibration residuals, whether the run is loader-bound, whether it is on "
+                         "the time/cost Pareto front (`pareto`), and a cheapest / fastest / balanced "
+                         "recommendation under an optional deadline and budget.")
 def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSession, catalogue: CurrentCatalogue,
              runtime: Runtime) -> dict[str, Any]:
     result = estimates.estimate(session, principal, body, catalogue=catalogue)

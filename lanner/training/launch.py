@@ -20,6 +20,7 @@ from lanner.datasets.models import Dataset
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from lanner.gpus import advisor
 from lanner.gpus.catalogue import Catalogue, GpuType
+from lanner.projects import official
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.training import refs
@@ -98,13 +99,17 @@ def resolve_base_model(session: Session, principal: Principal, model: Any) -> tu
         try:
             record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1],
                                                 model=parts[2])
-        except NotFound:
-            raise Unprocessable(f"trainArgs.model: model '{name}' not found") from None
+        except NotFound as exc:  # an official model not installed here: its message says how to add it
+            detail = exc.message if official.is_official_owner(parts[0]) else f"model '{name}' not found"
+            raise Unprocessable(f"trainArgs.model: {detail}") from None
         if record.weights_sha256 is None:
             raise Unprocessable(f"trainArgs.model: model '{name}' has no weights to start from")
         return name, refs.architecture_of(record)
     if not refs.is_plain_name(name):
         raise Unprocessable("trainArgs.model: a model YAML or weights name (yolo11n.yaml), or ul://owner/project/model")
+    installed = official.find_by_weights_name(session, name)
+    if installed is not None:  # yolo11n.pt: the operator's copy of the official weights, nothing downloaded
+        return f"ul://{official.OWNER}/{official.split_name(name)[0]}/{installed.slug}", refs.yaml_name(name)
     return name, refs.yaml_name(name)
 
 
@@ -148,6 +153,16 @@ def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, *
     return body["estimates"][0]
 
 
+def hold_micros(estimate: dict[str, Any], max_cost_micros: int | None) -> int:
+    """The credit ``start`` holds for a run on the GPU of ``estimate`` (an item of the advisor's answer): the high
+    end of its cost in whole cents, nothing on a free GPU, at most the run's cost cap. The train dialog shows
+    this figure before launch, so it asks this function rather than repeating the rule."""
+    if not billing.dollars_to_micros(estimate["pricePerHour"]):
+        return 0
+    hold = billing.cents_to_micros(math.ceil(estimate["costCents"]["high"]))
+    return hold if max_cost_micros is None else min(hold, max_cost_micros)
+
+
 def start(session: Session, principal: Principal, body: StartRequest, *, catalogue: Catalogue,
           executor: Executor, executor_name: str) -> dict[str, Any]:
     model = session.get(ModelRecord, body.modelId)
@@ -171,10 +186,8 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
 
     price_micros = billing.dollars_to_micros(gpu.price_per_hour)
     estimate_micros = billing.cents_to_micros(estimate["costCents"]["value"])
-    hold = billing.cents_to_micros(math.ceil(estimate["costCents"]["high"])) if price_micros else 0
     max_cost = billing.cents_to_micros(body.maxCostCents) if body.maxCostCents is not None else None
-    if max_cost is not None:
-        hold = min(hold, max_cost)
+    hold = hold_micros(estimate, max_cost)
 
     project = session.get(Project, model.project_id)
     assert project is not None

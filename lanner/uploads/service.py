@@ -17,6 +17,7 @@ from lanner.config import Settings
 from lanner.datasets.models import Dataset
 from lanner.db import iso, utcnow
 from lanner.errors import BadRequest, NotFound, PayloadTooLarge
+from lanner.exports import jobs as export_jobs
 from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
 from lanner.storage.models import UploadSession
@@ -101,6 +102,10 @@ def open_slot(session: Session, key: str, settings: Settings, content_length: st
         upload_sessions.start_receiving(session, upload)  # a used slot says so (409) whatever the body's size
         _check_length(content_length, limit)  # raising rolls the claim back
         return limit
+    if key.startswith(export_jobs.SLOT_PREFIX):  # an export worker delivering its artefact
+        export_jobs.open_slot(session, key)
+        _check_length(content_length, settings.max_upload_bytes)
+        return settings.max_upload_bytes
     checkpoints.open_checkpoint_slot(session, key)
     _check_length(content_length, MAX_CHECKPOINT_BYTES)
     return MAX_CHECKPOINT_BYTES
@@ -127,5 +132,7 @@ def record_upload(session: Session, key: str, *, sha256: str, size: int) -> None
         if upload is None:
             raise NotFound("upload session not found")
         upload_sessions.mark_uploaded(session, upload, sha256=sha256, size=size)
+    elif key.startswith(export_jobs.SLOT_PREFIX):
+        export_jobs.record_artefact(session, key, sha256=sha256, size=size)
     else:
         checkpoints.record_checkpoint_upload(session, key, sha256=sha256, size=size)

@@ -1,6 +1,6 @@
 """The train dialog's form, read one way: its fields (strings as typed, so a refused form shows them again), the
 trainer arguments and advisor constraints they make, which field a service's error is about, and the advisor's
-estimates arranged as the page shows them (re-ranked by deadline and budget, the Pareto front, the chart)."""
+estimates arranged as the page shows them (re-ranked by deadline and budget, the chart)."""
 
 from __future__ import annotations
 
@@ -121,8 +121,8 @@ def hours(seconds: float) -> str:
 
 def arrange(result: dict[str, Any], *, deadline_minutes: float | None, budget_cents: float | None,
             ) -> list[dict[str, Any]]:
-    """The estimates, each marked usable / within the constraints / on the Pareto front and with its picks;
-    with a deadline or budget, those within them first (by cost), then the rest."""
+    """The estimates, each marked usable / within the constraints and with its picks (the advisor marks the
+    Pareto front); with a deadline or budget, those within them first (by cost), then the rest."""
     picks: dict[str, list[str]] = {}
     for kind in ("cheapest", "fastest", "balanced"):
         pick = result["recommendation"].get(kind)
@@ -134,24 +134,10 @@ def arrange(result: dict[str, Any], *, deadline_minutes: float | None, budget_ce
         within = usable and (deadline_minutes is None or item["totalSeconds"]["value"] <= deadline_minutes * 60) \
             and (budget_cents is None or item["costCents"]["value"] <= budget_cents)
         rows.append({**item, "usable": usable, "within": within, "picks": picks.get(item["gpuType"], [])})
-    front = pareto([r for r in rows if r["usable"]])
-    for row in rows:
-        row["pareto"] = row["gpuType"] in front
     constrained = deadline_minutes is not None or budget_cents is not None
     rows.sort(key=lambda r: (not r["within"] if constrained else not r["usable"], r["costCents"]["value"],
                              r["totalSeconds"]["value"]))
     return rows
-
-
-def pareto(rows: list[dict[str, Any]]) -> set[str]:
-    """GPU types no other type beats on both time and cost."""
-    front = set()
-    for row in rows:
-        time, cost = row["totalSeconds"]["value"], row["costCents"]["value"]
-        if not any(o["totalSeconds"]["value"] <= time and o["costCents"]["value"] <= cost
-                   and (o["totalSeconds"]["value"] < time or o["costCents"]["value"] < cost) for o in rows):
-            front.add(row["gpuType"])
-    return front
 
 
 def chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -161,9 +147,3 @@ def chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "cost": [round(r["costCents"]["value"] / 100, 4) for r in ordered],
             "front": [round(r["costCents"]["value"] / 100, 4) if r["pareto"] else None for r in ordered],
             "names": [r["displayName"] for r in ordered]}
-
-
-def hold_cents(row: dict[str, Any], max_cost_cents: float | None) -> float:
-    """What ``training.start`` holds for ``row``'s GPU: the high end of its cost, at most the budget cap."""
-    hold = float(math.ceil(row["costCents"]["high"])) if row["pricePerHour"] else 0.0
-    return min(hold, max_cost_cents) if max_cost_cents is not None else hold

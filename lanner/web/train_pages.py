@@ -80,12 +80,12 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
         balanced = (picks.get("balanced") or {}).get("gpuType")
         chosen = next((r for r in rows if r["gpuType"] == balanced), rows[0] if rows else None)
     available = billing_service.balances(session, user_id=user.user_id).available
-    hold = train_form.hold_cents(chosen, max_cost) if chosen else 0.0
+    cap = billing_service.cents_to_micros(max_cost) if max_cost is not None else None
+    hold = launch.hold_micros(chosen, cap) if chosen else 0  # what launching would hold: start's own rule
     return {"rows": rows, "picks": picks, "chosen": chosen, "chart": train_form.chart(rows),
             "model": result["model"], "images": result["images"], "accuracy": result["accuracy"],
-            "guidance": result.get("guidance"), "hold_micros": billing_service.cents_to_micros(hold),
-            "available_micros": available, "after_micros": available - billing_service.cents_to_micros(hold),
-            "constrained": deadline is not None or budget is not None}
+            "guidance": result.get("guidance"), "hold_micros": hold, "available_micros": available,
+            "after_micros": available - hold, "constrained": deadline is not None or budget is not None}
 
 
 def _page(request: Request, session: Session, user: Principal, form: TrainForm, catalogue: Catalogue,

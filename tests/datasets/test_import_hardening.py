@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import threading
+import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -19,10 +21,11 @@ from sqlalchemy import select
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.datasets import import_jobs, import_worker
+from lanner.datasets.import_queue import ImportQueue, recovery_passes
 from lanner.datasets.importers.untrusted import load_yaml
 from lanner.datasets.models import Dataset, ImportJob
 from lanner.datasets.records import ImportRefused
-from lanner.maintenance.gc import is_referenced, sweep
+from lanner.maintenance.gc import referenced_among, sweep
 from lanner.status import StatusEvent
 from lanner.storage import upload_sessions
 from lanner.synthetic import make_detection_dataset
@@ -54,7 +57,8 @@ def blob_files(app: Any) -> set[str]:
 
 def unreferenced(app: Any) -> set[str]:
     with app.state.lanner.db.session() as session:
-        return {sha for sha in blob_files(app) if not is_referenced(session, sha)}
+        files = blob_files(app)
+        return files - referenced_among(session, files)
 
 
 def test_a_yaml_alias_bomb_is_refused_before_it_expands():
@@ -175,9 +179,30 @@ def test_a_processing_dataset_without_a_job_is_failed_on_start(app, client, sdk,
     sdk(alice).datasets.create(dataset="stuck", name="stuck")
     with app.state.lanner.db.session() as session:  # what a server older than import jobs left behind
         session.scalar(select(Dataset).where(Dataset.slug == "stuck")).status = "processing"
-    app.state.imports.run_once()
+    ImportQueue(app.state.lanner).run_once()  # the first pass of a server starting
     dataset = sdk(alice).datasets.retrieve("alice", "stuck")["dataset"]
     assert dataset["status"] == "failed" and "upload the file again" in dataset["processingError"]["message"]
+
+
+def test_the_queue_recovers_on_start_then_every_thirty_seconds_of_passes(app, monkeypatch):
+    asked: list[str] = []
+    real = import_jobs.stranded_datasets
+    monkeypatch.setattr(import_jobs, "stranded_datasets",
+                        lambda session: asked.append(threading.current_thread().name) or real(session))
+    app.state.lanner.settings.import_poll_seconds = 1.0
+    queue = ImportQueue(app.state.lanner)  # not started: only the passes run here
+    for _ in range(61):
+        queue.run_once()
+    assert len(asked) == 3  # passes 1, 31 and 61, not 61 recovery queries
+    assert [recovery_passes(s) for s in (1.0, 0.5, 0.2, 45.0, 0.0)] == [30, 60, 150, 1, 1]
+    queue.start()  # started (again): its first pass recovers
+    try:
+        deadline = time.monotonic() + 30
+        while len(asked) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        queue.stop()
+    assert asked[3:] == ["lanner-imports"]
 
 
 # --- upload slots ---------------------------------------------------------------------------------------------
@@ -286,9 +311,9 @@ def test_a_refused_import_leaves_no_new_dataset_with_the_cli(app, tmp_path, monk
     """``lanner datasets import`` creates the dataset in the transaction that adds its images."""
     from typer.testing import CliRunner
 
-    from lanner import cli
+    from lanner import cli, cli_common
 
-    monkeypatch.setattr(cli, "get_settings", lambda: app.state.lanner.settings)
+    monkeypatch.setattr(cli_common, "get_settings", lambda: app.state.lanner.settings)
     make_detection_dataset(tmp_path / "bomb", train=1, val=1)
     (tmp_path / "bomb" / "data.yaml").write_text(BOMB)
     result = CliRunner().invoke(cli.app, ["datasets", "import", str(tmp_path / "bomb"), "--owner", "alice",

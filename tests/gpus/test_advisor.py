@@ -35,6 +35,21 @@ def test_estimates_every_offered_gpu_sorted_by_cost(client, alice):
     assert body["guidance"]["band"] == "small" and "accuracy" in body
 
 
+def test_each_estimate_says_whether_it_is_on_the_time_cost_pareto_front(client, alice):
+    estimates = post(client, alice, BODY).json()["estimates"]
+    usable = [e for e in estimates if e["fits"] and e["allowed"]]
+
+    def beaten(e):
+        time, cost = e["totalSeconds"]["value"], e["costCents"]["value"]
+        return any(o["totalSeconds"]["value"] <= time and o["costCents"]["value"] <= cost
+                   and (o["totalSeconds"]["value"] < time or o["costCents"]["value"] < cost) for o in usable)
+
+    front = {e["gpuType"] for e in estimates if e["pareto"]}
+    assert front == {e["gpuType"] for e in usable if not beaten(e)}
+    assert front and len(front) < len(usable)
+    assert not any(e["pareto"] for e in estimates if not e["allowed"])  # h200-sxm: alice's tier may not use it
+
+
 def test_weights_names_are_profiled_through_their_yaml(client, alice, tmp_path, monkeypatch):
     (tmp_path / "yolo11n.pt").write_bytes(b"not a checkpoint: the API must never open it")
     monkeypatch.chdir(tmp_path)

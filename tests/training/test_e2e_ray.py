@@ -94,6 +94,16 @@ def test_runs_go_through_ray_jobs_and_wait_for_a_node_with_their_gpu(tmp_path, r
         assert set(waited) == {"FAILED", "PENDING"}, waited
         assert job(platform, "ray", "on-b200")["status"] == "pending"  # still waiting for a B200 node
 
+        # An export of the trained model goes through Ray Jobs too, on the type it names (here the "H100" node).
+        export = platform.exports.create("alice", "ray", "on-h100", format="torchscript", gpu_type="h100-sxm",
+                                         args={"imgsz": 64})
+        exported = wait_for(lambda: (e := platform.exports.retrieve("alice", "ray", "on-h100", export["id"])["export"])
+                            ["status"] in ("completed", "failed") and e, timeout=300, what="the Ray export", every=1)
+        assert exported["status"] == "completed", exported.get("error")
+        assert any(s.startswith(f"lanner-run-{export['id']}-attempt-") for s in ray_jobs()), ray_jobs()
+        artefact = httpx.get(exported["file"]["downloadUrl"], timeout=60)
+        assert artefact.status_code == 200 and len(artefact.content) == exported["file"]["size"]
+
         platform.models.delete_training("alice", "ray", "on-b200")
         cancelled = wait_for(lambda: settled(platform, "ray", "on-b200"), timeout=30, what="the cancel to settle")
         assert cancelled["computeCost"]["totalCost"] == 0  # never ran, never charged

@@ -10,7 +10,7 @@ import pytest
 from lanner.training.executors import Capability, Executor, JobState, JobStatus, LaunchDeferred, LaunchSpec
 from lanner.training.executors.local import LocalExecutor
 from lanner.training.executors.ray import RayExecutor
-from tests.training.conftest import FakeExecutor
+from tests.training.fakes import FakeExecutor
 
 
 def test_ray_queues_jobs_and_keeps_worker_files_on_its_node() -> None:

@@ -14,7 +14,8 @@ from lanner.training.capacity import availability_level
 from lanner.training.executors import Capability, JobState, JobStatus
 from lanner.training.models import Run
 from lanner.training.supervisor import KILL_AFTER_GRACE_SECONDS, Supervisor
-from tests.training.conftest import ARGS, FakeExecutor, new_model
+from tests.training.conftest import ARGS, new_model
+from tests.training.fakes import FakeExecutor
 from tests.training.test_start_api import backdate, credit
 from tests.training.test_supervisor import run_row, started_run
 

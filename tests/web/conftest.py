@@ -12,7 +12,9 @@ installs it; Playwright never downloads a browser) against a real ``lanner serve
   that did not load; ``new_context``/``check_recorder`` do the same for a context a test opens itself;
 - ``signed_in(page, user)``: signs in through the form;
 - ``screenshot(page, name)``: writes ``docs/screenshots/<name>.png`` when ``LANNER_SCREENSHOTS=1`` (``make
-  screenshots``), else a temporary file, so a test run leaves the committed images alone."""
+  screenshots``), else a temporary file, so a test run leaves the committed images alone;
+- ``webhook(...)`` and ``a_run(...)``: training reported as the trainer reports it (with the user's key), for the
+  project and model pages."""
 
 from __future__ import annotations
 
@@ -203,3 +205,31 @@ def screenshot(page: Any, name: str) -> Path:
     path = folder / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+METRICS = {"train/box_loss": 1.5, "train/cls_loss": 0.8, "val/box_loss": 1.7, "metrics/mAP50(B)": 0.3,
+           "metrics/mAP50-95(B)": 0.2, "metrics/precision(B)": 0.5, "metrics/recall(B)": 0.4}
+
+
+def webhook(web_server: WebServer, user: User, event: str, data: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    response = web_server.api(user, "POST", "/api/webhooks/training/metrics",
+                              json={"event": event, "data": data, **fields})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def a_run(web_server: WebServer, user: User, name: str, epochs: int, gain: float = 0.0, *, project: str = "shapes",
+          **args: Any) -> str:
+    """A run of model ``name`` in ``project`` as the trainer starts it: two epochs and a console line, still
+    running; returns the model's id."""
+    started = webhook(web_server, user, "training_started", {
+        "epochs": epochs, "trainArgs": {"model": "yolo11n.yaml", "epochs": str(epochs), **args}},
+        project=f"{user.username}/{project}", name=name)
+    for epoch in range(2):
+        webhook(web_server, user, "epoch_end", {"epoch": epoch, "metrics": {
+            **METRICS, "metrics/mAP50-95(B)": (0.2, 0.3)[epoch] + gain, "train/box_loss": 1.5 - gain - 0.2 * epoch},
+            "system": {"cpu": 35.0, "ram": 12.5}},
+            modelId=started["modelId"])
+    webhook(web_server, user, "console_output", {"chunkId": 1, "content": "Epoch 2/5 box_loss 1.5\n",
+                                                  "lineCount": 1}, modelId=started["modelId"])
+    return started["modelId"]

@@ -17,6 +17,7 @@ from lanner import demo
 from lanner.billing.models import LedgerTransaction
 from lanner.config import Settings
 from lanner.context import AppContext
+from lanner.gpus.catalogue import get_catalogue
 from tests.ledger import DOLLAR, make_run, spend_on
 from tests.web.conftest import (
     User,
@@ -129,7 +130,7 @@ def test_the_account_shows_a_transaction_after_credits_add(page: Any, browser: A
     check_recorder(recorder)
 
 
-def test_the_dashboard_links_to_datasets_and_projects(page: Any, web_server: WebServer) -> None:
+def test_the_dashboard_links_to_datasets_projects_and_gpus(page: Any, web_server: WebServer) -> None:
     carol = web_server.user("carol", credits=25)
     ctx = AppContext.from_settings(Settings(home=web_server.server.home, public_url=web_server.url))
     try:
@@ -149,6 +150,12 @@ def test_the_dashboard_links_to_datasets_and_projects(page: Any, web_server: Web
     assert projects.filter(has_text="shapes-detector").locator("td").nth(1).inner_text() == "2"
     assert page.get_by_role("link", name="Sign detector").get_attribute("href") == "/carol/sign-detector"
     screenshot(page, "home")
+    page.get_by_role("link", name="GPUs and prices").click()
+    page.wait_for_url("**/gpus")
+    offered = {gpu.id for gpu in get_catalogue(Settings(home=web_server.server.home)).offered()}
+    assert offered <= set(page.locator("#gpu-catalogue tbody tr").evaluate_all("rows => rows.map(r => r.dataset.gpu)"))
+    expect(page.locator('#gpu-catalogue tr[data-gpu="h200-sxm"]')).to_contain_text("Needs pro")  # carol: free tier
+    screenshot(page, "gpus")
 
 
 def test_the_forms_work_without_javascript(page_without_js: Any, web_server: WebServer) -> None:

@@ -1,7 +1,8 @@
 """The dataset pages in a real browser against a real server: a zip dropped on the upload area goes up with a
 progress bar, is imported and reported; the grid shows its thumbnails with their boxes, filters by class and by
-a health issue (htmx swaps the grid), and the dataset is cloned. Fails on any request to another host or any
-browser error (see ``conftest.page``)."""
+a health issue (htmx swaps the grid), a version is saved and compared with the current content, and the dataset
+is cloned, deleted and restored from the trash. Fails on any request to another host or any browser error (see
+``conftest.page``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from lanner.datasets.trash import TRASH_DAYS
 from lanner.synthetic import make_detection_dataset
 from tests.web.conftest import WebServer, screenshot, signed_in
 
@@ -32,7 +34,7 @@ def grid_count(page: Any) -> int:
     return int(page.locator("#grid-count").inner_text().split()[0])
 
 
-def test_upload_filter_and_clone_a_dataset(page: Any, web_server: WebServer, tmp_path: Path) -> None:
+def test_upload_filter_version_and_clone_a_dataset(page: Any, web_server: WebServer, tmp_path: Path) -> None:
     alice = web_server.user("alice")
     archive = synthetic_zip(tmp_path)
     signed_in(page, alice, "/datasets")
@@ -78,6 +80,20 @@ def test_upload_filter_and_clone_a_dataset(page: Any, web_server: WebServer, tmp
     page.wait_for_url(re.compile(r"issue=leakage"))
     expect(thumbs).to_have_count(2)
 
+    page.locator("#version-description").fill("as uploaded")
+    page.get_by_role("button", name="Save a version").click()
+    expect(page.locator("#messages")).to_contain_text("Version 1 saved.")
+    expect(page.locator("#version-list tbody tr")).to_have_count(1)
+    expect(page.locator("#version-list tbody tr")).to_contain_text("as uploaded")
+    page.locator("#compare-form").get_by_role("button", name="Compare").click()  # v1 with the current content
+    page.wait_for_url(re.compile(r"/datasets/alice/shapes/compare\?base=1&head=0$"))
+    images = page.locator("#compare-splits tbody tr", has_text="images").first.locator("td")
+    expect(images).to_have_text([str(IMAGES), str(IMAGES), "+0"])
+    expect(page.locator("#change-summary")).to_contain_text("0 added · 0 removed")
+    expect(page.locator("#compare-classes tbody tr")).to_have_count(2)  # circle and square
+    screenshot(page, "dataset-versions")
+    page.get_by_role("link", name="Back to the dataset").click()
+
     page.locator("#clone-name").fill("shapes copy")
     page.get_by_role("button", name="Clone").click()
     page.wait_for_url("**/datasets/alice/shapes-copy")
@@ -88,7 +104,10 @@ def test_upload_filter_and_clone_a_dataset(page: Any, web_server: WebServer, tmp
     page.get_by_role("button", name="Delete").click()  # htmx asks first, then follows the redirect
     page.wait_for_url("**/datasets/trash")
     row = page.locator("#trash-list tr", has_text="shapes copy")
+    expect(row.locator("td").nth(2)).to_have_text(str(TRASH_DAYS))  # days left to restore it
+    screenshot(page, "dataset-trash")
     row.get_by_role("button", name=re.compile("Restore")).click()
     page.get_by_text("Dataset restored.").wait_for()
     page.goto("/datasets")
     expect(page.locator("#dataset-list li")).to_have_count(2)
+    screenshot(page, "datasets")

@@ -1,6 +1,6 @@
 """The project and model pages in a real browser against a real server: a model page follows its run live (a
 new epoch_end and console_output webhook sent with the user's key show up without a reload), the run is
-cancelled from the page, and two runs are compared from the project's table."""
+cancelled from the page, and two runs are compared from the project's table (opened from the projects list)."""
 
 from __future__ import annotations
 
@@ -10,33 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import User, WebServer, screenshot, signed_in
+from tests.web.conftest import METRICS, WebServer, a_run, screenshot, signed_in, webhook
 
 pytestmark = pytest.mark.browser
-
-METRICS = {"train/box_loss": 1.5, "train/cls_loss": 0.8, "val/box_loss": 1.7, "metrics/mAP50(B)": 0.3,
-           "metrics/mAP50-95(B)": 0.2, "metrics/precision(B)": 0.5, "metrics/recall(B)": 0.4}
-
-
-def webhook(web_server: WebServer, user: User, event: str, data: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    response = web_server.api(user, "POST", "/api/webhooks/training/metrics",
-                              json={"event": event, "data": data, **fields})
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def a_run(web_server: WebServer, user: User, name: str, epochs: int, gain: float = 0.0, **args: Any) -> str:
-    started = webhook(web_server, user, "training_started", {
-        "epochs": epochs, "trainArgs": {"model": "yolo11n.yaml", "epochs": str(epochs), **args}},
-        project=f"{user.username}/shapes", name=name)
-    for epoch in range(2):
-        webhook(web_server, user, "epoch_end", {"epoch": epoch, "metrics": {
-            **METRICS, "metrics/mAP50-95(B)": (0.2, 0.3)[epoch] + gain, "train/box_loss": 1.5 - gain - 0.2 * epoch},
-            "system": {"cpu": 35.0, "ram": 12.5}},
-            modelId=started["modelId"])
-    webhook(web_server, user, "console_output", {"chunkId": 1, "content": "Epoch 2/5 box_loss 1.5\n",
-                                                  "lineCount": 1}, modelId=started["modelId"])
-    return started["modelId"]
 
 
 def test_a_model_page_follows_its_run_live_and_cancels_it(page: Any, web_server: WebServer) -> None:
@@ -71,7 +47,12 @@ def test_two_runs_compared_from_the_project_table(page: Any, web_server: WebServ
     bob = web_server.user("bob")
     a_run(web_server, bob, "small", 5)
     a_run(web_server, bob, "large", 5, gain=0.1, imgsz="1280")
-    signed_in(page, bob, "/bob/shapes")
+    signed_in(page, bob, "/projects")
+    row = page.locator("#project-list tbody tr", has_text="shapes")
+    expect(row.locator("td").nth(2)).to_have_text("2")  # its two models
+    screenshot(page, "projects")
+    row.get_by_role("link", name="shapes").click()
+    page.wait_for_url("**/bob/shapes")
     expect(page.locator("#run-list tbody tr")).to_have_count(2)
     screenshot(page, "project-runs")
     page.get_by_label("Select small").check()

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from lanner.gpus.catalogue import get_catalogue
 from lanner.synthetic import make_detection_dataset
+from lanner.training.models import Run
+from lanner.web.templating import money
 from tests.datasets.helpers import package, upload_dataset
-from tests.training.conftest import FakeExecutor
 from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
 
 DOLLAR = 1_000_000
@@ -21,14 +23,7 @@ SMALL = {"dataset": DATASET, "model": "yolo11n.yaml", "epochs": "2", "imgsz": "9
 
 
 @pytest.fixture
-def executor(app: Any) -> FakeExecutor:
-    fake = FakeExecutor()
-    app.state.training.use_executor(fake)
-    return fake
-
-
-@pytest.fixture
-def setup(app, client, make_account, sdk, tmp_path: Path, executor):
+def setup(app, client, make_account, sdk, tmp_path: Path, fake_executor):
     """alice (free tier) with a dataset, signed in; returns (account, CSRF token)."""
     def make(credits: int = 20 * DOLLAR) -> tuple[Any, str]:
         alice = make_account("alice", password=PASSWORD, credits_micros=credits)
@@ -106,7 +101,7 @@ def test_a_batch_that_does_not_fit_is_shown_next_to_batch(client, setup):
     assert "largest batch that fits" in text(soup(response).select_one("#field-batch-error"))
 
 
-def test_launch_starts_the_run_and_goes_to_the_model_page(client, setup, executor):
+def test_launch_starts_the_run_and_goes_to_the_model_page(client, setup):
     _, token = setup()
     response = launch(client, token, quick="on", quick_fraction="0.5", quick_epochs="1", max_cost="5")
     assert response.status_code == 303 and response.headers["location"] == "/alice/p/m"
@@ -126,3 +121,16 @@ def test_the_gpus_page_lists_the_catalogue_and_the_estimator_accuracy(client, se
     assert ids == {gpu.id for gpu in get_catalogue(settings).all()}
     assert "Needs pro" in text(page.select_one('tr[data-gpu="h200-sxm"]'))
     assert "no finished runs" in text(page.select_one("#accuracy")).lower()
+
+
+@pytest.mark.parametrize("max_cost", ["", "0.01"], ids=["uncapped", "capped"])
+def test_the_hold_shown_before_launch_is_the_hold_training_start_places(client, app, setup, max_cost):
+    _, token = setup()
+    form = {**SMALL, "gpu": "h100-sxm", "max_cost": max_cost}
+    summary = soup(client.get("/train", params=form))
+    shown = next(text(dt.find_next_sibling("dd")) for dt in summary.select("dt") if text(dt) == "Held at launch")
+    assert launch(client, token, **form).status_code == 303
+    with app.state.lanner.db.session() as session:
+        held = session.scalars(select(Run.hold_micros)).one()
+    assert held > 0 and shown == money(held)
+    assert held == 10_000 or not max_cost  # the cap of one cent binds

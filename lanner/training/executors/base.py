@@ -43,9 +43,10 @@ class Capacity:
 
 @dataclass
 class LaunchSpec:
-    """One attempt of one run: the worker command line and its whole environment (nothing is inherited)."""
+    """One attempt of one run: the worker command line and its whole environment (nothing is inherited).
+    ``run_id`` is the job's id: a run's number, or another job's string id (an export's)."""
 
-    run_id: int
+    run_id: int | str
     attempt: int
     gpu_type: str
     command: list[str]
@@ -96,6 +97,6 @@ class Executor(ABC):
     @abstractmethod
     def log_tail(self, external_id: str, lines: int = 20) -> str: ...
 
-    def worker_env(self, env: dict[str, str], *, run_id: int) -> dict[str, str]:
+    def worker_env(self, env: dict[str, str], *, run_id: int | str) -> dict[str, str]:
         """The worker's environment as this executor must change it (paths on the node that runs it)."""
         return env

@@ -51,7 +51,7 @@ def discover_gpus() -> dict[str, list[str]]:
 class _Worker:
     pid: int
     started_ms: int
-    run_id: int
+    run_id: int | str
     attempt: int
     gpu_type: str
     devices: list[str]
@@ -64,7 +64,8 @@ class _Worker:
     @classmethod
     def parse(cls, external_id: str) -> _Worker:
         pid, started, run_id, attempt, gpu_type, devices = external_id.split(":", 5)
-        return cls(int(pid), int(started), int(run_id), int(attempt), gpu_type, [d for d in devices.split(",") if d])
+        # run_id stays text: a run's number or an export's id, only ever written back into paths and ids
+        return cls(int(pid), int(started), run_id, int(attempt), gpu_type, [d for d in devices.split(",") if d])
 
 
 def _started_ms(pid: int) -> int | None:
@@ -196,7 +197,7 @@ class LocalExecutor(Executor):
             except subprocess.TimeoutExpired:  # pragma: no cover
                 pass
 
-    def _log_path(self, run_id: int, attempt: int) -> Path:
+    def _log_path(self, run_id: int | str, attempt: int) -> Path:
         return self.root / str(run_id) / f"attempt-{attempt}.log"
 
     def log_tail(self, external_id: str, lines: int = 20) -> str:

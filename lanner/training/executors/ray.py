@@ -136,7 +136,7 @@ class RayExecutor(Executor):
         except Exception as exc:
             log.warning("could not stop Ray job %s: %s", external_id, exc)
 
-    def worker_env(self, env: dict[str, str], *, run_id: int) -> dict[str, str]:
+    def worker_env(self, env: dict[str, str], *, run_id: int | str) -> dict[str, str]:
         """The worker runs on another node: this server's home is not there, so its files go under
         ``ray_worker_dir`` on that node (and HOME stays the node's own)."""
         worker_dir = f"{self.worker_dir.rstrip('/')}/{run_id}"

@@ -1,0 +1,107 @@
+"""The export job's states and the only ways they change (guarded compare-and-sets through ``lanner.status``,
+each writing a ``StatusEvent``). The statuses are the SDK's:
+
+    (requested) ──> queued
+    queued ──> starting              the queue launched a worker through the executor (attempt n)
+    starting ──> running             the executor says the worker runs
+    starting | running ──> completed the worker's artefact arrived on the attempt's upload slot
+    starting | running ──> queued    the worker was lost (killed, its node or server died): run it again, at most
+                                     MAX_ATTEMPTS times
+    queued | starting | running ──> failed     the export failed (its error kept), timed out or was lost too often
+    queued | starting | running ──> cancelled  the owner deleted it while active; the queue stops its worker
+
+``external_id`` is set while a worker may be alive (the queue clears it once the executor says it is gone), so
+a cancelled or failed job whose worker still runs is found and stopped. A job that ends lets go of the weights
+(``source_sha256``); a completed one holds its artefact (``sha256``) until it is deleted.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlalchemy.orm import Session
+
+from lanner.db import utcnow
+from lanner.errors import Conflict, NotFound
+from lanner.exports.models import ModelExport
+from lanner.status import record_created, try_change_status
+
+QUEUED = "queued"
+STARTING = "starting"
+RUNNING = "running"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+STATUSES = (QUEUED, STARTING, RUNNING, COMPLETED, FAILED, CANCELLED)
+ACTIVE = (QUEUED, STARTING, RUNNING)
+LAUNCHED = (STARTING, RUNNING)
+MAX_ATTEMPTS = 3
+SLOT_PREFIX = "exports/"  # upload slot keys: exports/<export id>/<attempt token>/<file name>
+
+
+def create(session: Session, job: ModelExport, *, reason: str) -> ModelExport:
+    session.add(job)
+    record_created(session, job, reason=reason)
+    return job
+
+
+def launched(session: Session, job: ModelExport, *, external_id: str, executor: str) -> bool:
+    """queued -> starting, for the attempt the queue just launched (``job.attempt`` and ``job.slot`` are set)."""
+    return try_change_status(session, job, STARTING, allowed_from=(QUEUED,), reason=f"attempt {job.attempt}",
+                             external_id=external_id, executor=executor)
+
+
+def new_attempt(job: ModelExport) -> None:
+    """Before launching: the next attempt number and a fresh upload token (an older attempt's upload is refused)."""
+    job.attempt += 1
+    job.slot = secrets.token_hex(8)
+
+
+def running(session: Session, job: ModelExport) -> bool:
+    return try_change_status(session, job, RUNNING, allowed_from=(STARTING,), started_at=job.started_at or utcnow())
+
+
+def fail(session: Session, job: ModelExport, message: str) -> bool:
+    now = utcnow()
+    return try_change_status(session, job, FAILED, allowed_from=ACTIVE, reason=message[:300], error=message[:4000],
+                             failed_at=now, completed_at=now, source_sha256=None)
+
+
+def cancel(session: Session, job: ModelExport) -> bool:
+    return try_change_status(session, job, CANCELLED, allowed_from=ACTIVE, reason="cancelled by its owner",
+                             completed_at=utcnow(), source_sha256=None)
+
+
+def lost(session: Session, job: ModelExport, why: str) -> None:
+    """The worker is gone without an outcome: run the export again, or fail it after MAX_ATTEMPTS."""
+    if job.attempt >= MAX_ATTEMPTS:
+        fail(session, job, f"the export worker was lost {job.attempt} times; last: {why}")
+    else:
+        try_change_status(session, job, QUEUED, allowed_from=LAUNCHED, reason=f"lost: {why}"[:300],
+                          external_id=None, slot=None)
+
+
+def _slot_job(session: Session, key: str) -> ModelExport:
+    parts = key.split("/")
+    if len(parts) != 4 or not parts[0] + "/" == SLOT_PREFIX:
+        raise NotFound("upload slot not found")
+    job = session.get(ModelExport, parts[1])
+    if job is None or job.slot is None or job.slot != parts[2]:
+        raise NotFound("upload slot not found")
+    if job.status not in LAUNCHED or job.sha256 is not None:
+        raise Conflict(f"this export is {job.status}: its upload slot is closed")
+    return job
+
+
+def open_slot(session: Session, key: str) -> None:
+    """Before the worker's signed PUT stores a byte: its attempt is the job's current one and still running."""
+    _slot_job(session, key)
+
+
+def record_artefact(session: Session, key: str, *, sha256: str, size: int) -> None:
+    """The artefact arrived on the attempt's slot: the job is completed, in the same transaction."""
+    job = _slot_job(session, key)
+    if not try_change_status(session, job, COMPLETED, allowed_from=LAUNCHED, reason=f"{size} bytes",
+                             sha256=sha256, size=size, completed_at=utcnow(), source_sha256=None,
+                             started_at=job.started_at or utcnow()):
+        raise Conflict(f"this export is {job.status}: its upload slot is closed")

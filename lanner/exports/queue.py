@@ -1,0 +1,282 @@
+"""The export queue: one background loop per server process that runs export jobs through an executor (the
+same interface as training: a local subprocess by default, a Ray Job on a cluster), so an export never blocks
+the API and survives the server.
+
+Each pass (every ``LANNER_EXPORT_POLL_SECONDS``, or at once when a request queues or cancels one):
+
+1. watch: every job with a worker that may be alive is polled. A worker that runs makes its job ``running``; one
+   that exited without delivering fails its job with the error it printed; one that was lost (killed, its node
+   died, gone after a server restart) runs the job again (``jobs.lost``); one running past
+   ``LANNER_EXPORT_TIMEOUT_SECONDS`` is killed and its job failed; a cancelled or failed job's worker is stopped.
+2. dispatch: queued jobs are claimed (a compare-and-set, so several server processes can share one database)
+   and launched while the executor has room (an executor that queues jobs itself, Ray, gets them all).
+
+A server killed mid-export loses nothing: local workers run in their own session and are recognised again
+after a restart by pid and start time (``LocalExecutor``); a worker that finished while no server listened has
+its upload retried for a while, else it is lost and the job runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+
+from lanner.billing.metering import elapsed_seconds
+from lanner.config import Settings
+from lanner.context import AppContext
+from lanner.db import utcnow
+from lanner.exports import jobs
+from lanner.exports.formats import FORMATS
+from lanner.exports.models import ModelExport
+from lanner.exports.worker import SPEC_ENV, error_from_log
+from lanner.periodic import PeriodicThread
+from lanner.projects.models import ModelRecord
+from lanner.storage.signing import URLSigner
+from lanner.training.executors.base import (
+    FINISHED,
+    Capability,
+    Executor,
+    JobState,
+    JobStatus,
+    LaunchDeferred,
+    LaunchSpec,
+)
+from lanner.training.executors.local import LocalExecutor
+from lanner.training.executors.ray import RayExecutor
+
+log = logging.getLogger("lanner.exports")
+LAUNCHING = "launching:"  # external_id while a pass launches the attempt
+STALE_LAUNCH_SECONDS = 300.0
+STOP_GRACE_SECONDS = 60.0  # a finished job's worker still running this long is killed
+
+
+def make_export_executor(settings: Settings) -> Executor:
+    """Exports run on the same kind of executor as training, with their own slots and folders."""
+    if settings.executor == "ray" and settings.ray_address:
+        return RayExecutor(settings.ray_address, num_gpus=settings.ray_num_gpus,
+                           worker_dir=f"{settings.ray_worker_dir.rstrip('/')}/exports")
+    return LocalExecutor(settings.resolved_home / "exports", max_cpu_runs=settings.export_workers)
+
+
+
+def export_device(job: ModelExport) -> str:
+    """The GPU only where the artefact depends on it (a TensorRT engine, FP16 weights); anything else exports on
+    the CPU, so it also works on a node whose GPU this process cannot see."""
+    needs_gpu = FORMATS[job.format].gpu or (job.args or {}).get("quantize") == 16
+    return "0" if needs_gpu and job.gpu_type != "cpu" else "cpu"
+
+class ExportQueue:
+    def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
+        self.ctx = ctx
+        self._executor = executor
+        self._thread = PeriodicThread("lanner-exports", self.run_once, lambda: ctx.settings.export_poll_seconds, log)
+        self._lock = threading.Lock()
+        self._ended: dict[str, float] = {}  # job -> when its worker was first seen alive after the job ended
+
+    @property
+    def executor(self) -> Executor:
+        if self._executor is None:
+            self._executor = make_export_executor(self.ctx.settings)
+        return self._executor
+
+    def start(self) -> None:
+        if self.ctx.settings.export_poll_seconds > 0:
+            self._thread.start()
+            self._thread.wake()  # what a previous server left, now
+
+    def wake(self) -> None:
+        """A job was queued or cancelled (called once its request committed)."""
+        if self._thread.running:
+            self._thread.wake()
+
+    def stop(self) -> None:
+        """Stop the loop; workers go on (the next server start finds them), as training's do."""
+        self._thread.stop()
+
+    def run_once(self) -> None:
+        with self._lock:
+            self.watch()
+            self.dispatch()
+
+    # --- dispatch --------------------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        with self.ctx.db.session() as session:
+            queued = list(session.execute(select(ModelExport.id, ModelExport.gpu_type).where(
+                ModelExport.status == jobs.QUEUED, ModelExport.external_id.is_(None))
+                .order_by(ModelExport.created_at)))
+        if not queued:
+            return
+        capacity = None if self.executor.can(Capability.QUEUES_JOBS) else self._free_slots()
+        for job_id, gpu_type in queued:
+            if capacity is not None:
+                if capacity.get(gpu_type, 0) <= 0:
+                    continue
+                capacity[gpu_type] -= 1
+            self._launch(job_id)
+
+    def _free_slots(self) -> dict[str, int]:
+        """Free slots per GPU type: the executor's count, never more than the database allows (workers launched
+        before a restart, or by another server process, are known only there)."""
+        slots = {gpu: room.total for gpu, room in self.executor.capacity().items()}
+        with self.ctx.db.session() as session:
+            for gpu in session.scalars(select(ModelExport.gpu_type).where(ModelExport.external_id.is_not(None))):
+                slots[gpu] = slots.get(gpu, 0) - 1
+        return slots
+
+    def _launch(self, job_id: str) -> None:
+        with self.ctx.db.session() as session:
+            claimed = session.execute(update(ModelExport).where(
+                ModelExport.id == job_id, ModelExport.status == jobs.QUEUED, ModelExport.external_id.is_(None))
+                .values(external_id=f"{LAUNCHING}{utcnow().isoformat()}")
+                .execution_options(synchronize_session=False)).rowcount
+            if claimed != 1:
+                return
+            job = session.get(ModelExport, job_id)
+            assert job is not None
+            session.refresh(job)
+            jobs.new_attempt(job)
+            spec = self._spec(session, job)
+        try:
+            external_id = self.executor.launch(spec)
+        except LaunchDeferred as exc:
+            log.warning("export %s waits: the executor cannot take it yet (%s)", job_id, exc)
+            self._release(job_id)
+            return
+        except Exception as exc:
+            log.exception("could not launch export %s", job_id)
+            self._end(job_id, f"the {self.executor.name} executor could not start the export worker "
+                              f"({type(exc).__name__}); the server log has the details")
+            return
+        with self.ctx.db.session() as session:
+            job = session.get(ModelExport, job_id)
+            if job is None:
+                self.executor.stop(external_id)
+                return
+            if not jobs.launched(session, job, external_id=external_id, executor=self.executor.name):
+                job.external_id = external_id  # cancelled meanwhile: watch stops the worker
+            elif not self.executor.can(Capability.QUEUES_JOBS):
+                jobs.running(session, job)
+
+    def _spec(self, session: Any, job: ModelExport) -> LaunchSpec:
+        settings = self.ctx.settings
+        signer: URLSigner = self.ctx.signer
+        model = session.get(ModelRecord, job.model_id)
+        ttl = int(max(settings.export_timeout_seconds, 3600) + 3600)  # Ray may hold the job before it runs
+        filename = job.filename
+        spec = {"exportId": job.id, "attempt": job.attempt, "format": job.format, "args": job.args or {},
+                "device": export_device(job), "stem": model.slug if model else "model",
+                "filename": filename, "weightsUrl": signer.download_url(job.source_sha256 or "", "weights.pt", ttl),
+                "uploadUrl": signer.upload_url(f"{jobs.SLOT_PREFIX}{job.id}/{job.slot}/{filename}", ttl)}
+        home = settings.resolved_home
+        folder = home / "exports" / job.id
+        bin_dir = str(Path(sys.executable).parent)
+        env = {
+            "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(folder),
+            "LANNER_HOME": str(home),
+            "YOLO_CONFIG_DIR": str(folder / "config"),
+            "YOLO_OFFLINE": "1",  # never pip-install, download fonts or send analytics
+            "PIP_NO_INDEX": "1",  # MNN runs `pip install` via os.system on import: let it fail, change nothing
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "MPLBACKEND": "Agg",
+            "PYTHONUNBUFFERED": "1",
+            "OMP_NUM_THREADS": "2",
+            SPEC_ENV: json.dumps(spec),
+        }
+        if os.environ.get("PYTHONPATH"):  # the server's own import path (a source checkout) is the worker's too
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        env = self.executor.worker_env(env, run_id=job.id)
+        python = settings.worker_python or sys.executable
+        return LaunchSpec(run_id=job.id, attempt=job.attempt, gpu_type=job.gpu_type,
+                          command=[python, "-m", "lanner.exports.worker"], env=env, workdir=str(folder))
+
+    def _release(self, job_id: str) -> None:
+        with self.ctx.db.session() as session:
+            session.execute(update(ModelExport).where(ModelExport.id == job_id,
+                                                      ModelExport.external_id.startswith(LAUNCHING))
+                            .values(external_id=None, attempt=ModelExport.attempt - 1, slot=None)
+                            .execution_options(synchronize_session=False))
+
+    def _end(self, job_id: str, message: str) -> None:
+        with self.ctx.db.session() as session:
+            job = session.get(ModelExport, job_id)
+            if job is not None:
+                jobs.fail(session, job, message)
+                job.external_id = None
+
+    # --- watch -----------------------------------------------------------------------------------
+
+    def watch(self) -> None:
+        with self.ctx.db.session() as session:
+            launched = list(session.execute(select(ModelExport.id, ModelExport.external_id).where(
+                ModelExport.external_id.is_not(None))))
+        for job_id, external_id in launched:
+            if external_id.startswith(LAUNCHING):
+                claimed_at = datetime.fromisoformat(external_id.removeprefix(LAUNCHING))
+                if elapsed_seconds(claimed_at, utcnow()) > STALE_LAUNCH_SECONDS:
+                    self._release(job_id)  # a pass died between its claim and the launch
+                continue
+            try:
+                status = self.executor.status(external_id)
+            except Exception:
+                log.exception("could not poll export %s (%s)", job_id, external_id)
+                continue
+            with self.ctx.db.session() as session:
+                job = session.get(ModelExport, job_id)
+                if job is None or job.external_id != external_id:
+                    continue
+                self._observe(session, job, status)
+
+    def _observe(self, session: Any, job: ModelExport, status: JobStatus) -> None:
+        if status.state in FINISHED:
+            if job.status in jobs.LAUNCHED:
+                self._finished(session, job, status)
+            job.external_id = None
+            self._ended.pop(job.id, None)
+            return
+        if job.status not in jobs.ACTIVE:  # cancelled, failed, or completed and still wrapping up
+            first = self._ended.setdefault(job.id, time.monotonic())
+            if job.status != jobs.COMPLETED or time.monotonic() - first > STOP_GRACE_SECONDS:
+                log.info("export %s is %s: stopping its worker", job.id, job.status)
+                self.executor.stop(job.external_id or "")
+            return
+        if status.state is JobState.RUNNING and job.status == jobs.STARTING:
+            jobs.running(session, job)
+        timeout = self.ctx.settings.export_timeout_seconds
+        if timeout > 0 and job.started_at and elapsed_seconds(job.started_at, utcnow()) > timeout:
+            self.executor.kill(job.external_id or "")
+            jobs.fail(session, job, f"the export took longer than {timeout:.0f} s (LANNER_EXPORT_TIMEOUT_SECONDS) "
+                                    "and was stopped")
+
+    def _finished(self, session: Any, job: ModelExport, status: JobStatus) -> None:
+        """The worker is gone and the job did not complete (its upload completes it). An error it printed is
+        the job's reason, whatever the executor says (a worker adopted after a restart has no exit code)."""
+        tail = self._log_tail(job)
+        message = error_from_log(tail)
+        if message is None and status.state in (JobState.LOST, JobState.EXPIRED, JobState.STOPPED):
+            log.warning("export %s: worker lost (%s)", job.id, status.message)
+            jobs.lost(session, job, status.message or "worker lost")
+            return
+        if message is None and status.state is JobState.SUCCEEDED:
+            message = "the export worker finished without delivering a file"
+        if message is None:
+            last = "\n".join(tail.splitlines()[-6:])[-1500:]
+            message = f"the export worker stopped ({status.message or status.state.value})" + (
+                f": {last}" if last else "")
+        jobs.fail(session, job, message)
+
+    def _log_tail(self, job: ModelExport) -> str:
+        try:
+            return self.executor.log_tail(job.external_id or "", lines=40)
+        except Exception:
+            return ""
