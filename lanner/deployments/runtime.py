@@ -1,0 +1,44 @@
+"""The endpoint engine of one server process: the supervisor that runs deployments' processes, the request log
+writer, the route cache and the forwarder. ``create_app`` builds it and ties it to the app's lifespan; routes
+reach it through ``Endpoints``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from lanner.context import AppContext
+from lanner.deployments.proxy import Forwarder, Routes
+from lanner.deployments.supervisor import Supervisor
+from lanner.deployments.telemetry import RequestLog
+
+
+class DeploymentRuntime:
+    def __init__(self, ctx: AppContext, backends: dict[str, Any] | None = None) -> None:
+        self.ctx = ctx
+        self.routes = Routes(ctx.db)
+        self.forwarder = Forwarder()
+        self.requests = RequestLog(ctx.db)
+        self.supervisor = Supervisor(ctx, backends, on_change=self.routes.forget)
+
+    def changed(self) -> None:
+        """A request changed a deployment (called once it committed)."""
+        self.routes.forget()
+        self.supervisor.wake()
+
+    def start(self) -> None:
+        self.requests.start()
+        self.supervisor.start()
+
+    def stop(self) -> None:
+        self.supervisor.stop()
+        self.requests.stop()
+
+
+async def get_runtime(request: Request) -> DeploymentRuntime:
+    """Set by ``create_app``; async: no I/O."""
+    return request.app.state.deployments
+
+
+Endpoints = Annotated[DeploymentRuntime, Depends(get_runtime)]
