@@ -9,13 +9,19 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from lanner.context import AppContext
+from lanner.deployments.backends import port_range
 from lanner.deployments.proxy import Forwarder, Routes
+from lanner.deployments.service import offered_regions
 from lanner.deployments.supervisor import Supervisor
 from lanner.deployments.telemetry import RequestLog
 
 
 class DeploymentRuntime:
     def __init__(self, ctx: AppContext, backends: dict[str, Any] | None = None) -> None:
+        regions = offered_regions(ctx.settings)  # a bad LANNER_DEPLOY_REGIONS stops the server at start
+        if "ray" in regions.values() and not ctx.settings.ray_address:
+            raise ValueError("LANNER_DEPLOY_REGIONS sends endpoints to Ray: set LANNER_RAY_ADDRESS (the dashboard)")
+        port_range(ctx.settings.endpoint_ports)
         self.ctx = ctx
         self.routes = Routes(ctx.db)
         self.forwarder = Forwarder()
