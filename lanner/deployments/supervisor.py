@@ -217,7 +217,8 @@ class Supervisor:
     def _spec(self, d: Deployment, owner: str) -> Launch:
         settings, suffix = self.ctx.settings, ".onnx" if d.runtime == "onnx" else ".pt"
         digest = d.artefact_sha256
-        return Launch(deployment_id=d.id, model_uri=f"{SCHEME}{owner}/{d.project_slug}/{d.model_slug}", suffix=suffix, digest=digest, cpu=d.cpu,
+        return Launch(deployment_id=d.id, model_uri=f"{SCHEME}{owner}/{d.project_slug}/{d.model_slug}",
+                      suffix=suffix, digest=digest, cpu=d.cpu,
                       memory_gi=d.memory_gi, min_instances=d.min_instances, max_instances=d.max_instances,
                       write_to=lambda path: self.ctx.blobs.copy_to(digest, path),
                       artefact_url=self.ctx.signer.download_url(digest, f"model{suffix}", 3600),
