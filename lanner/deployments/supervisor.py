@@ -91,6 +91,10 @@ class Supervisor:
             self._backends[name] = RayBackend(self.ctx.settings) if name == "ray" else LocalBackend(self.ctx.settings)
         return self._backends[name]
 
+    def use_backend(self, name: str, backend: Any) -> None:
+        """Serve ``name`` regions through ``backend`` (tests; an operator's own backend)."""
+        self._backends[name] = backend
+
     def start(self) -> None:
         if self.ctx.settings.endpoint_poll_seconds > 0:
             self._thread.start()
