@@ -41,6 +41,7 @@ from lanner.uploads.router import router as uploads_router
 from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
 from lanner.web.dataset_pages import router as dataset_pages
+from lanner.web.deploy_pages import router as deploy_pages
 from lanner.web.key_pages import router as key_pages
 from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
@@ -48,9 +49,9 @@ from lanner.web.train_pages import router as train_pages
 
 ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, inference_router, uploads_router,
-           exports_router, deployments_router,
-           storage_router, web_router, account_pages, key_pages,
-           dataset_pages, train_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
+           exports_router, deployments_router, storage_router, web_router, account_pages, key_pages,
+           dataset_pages, train_pages, deploy_pages,
+           project_pages)  # project pages last: /{owner}/{project} matches widely
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
