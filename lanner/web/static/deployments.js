@@ -14,12 +14,13 @@
       const c = JSON.parse(container.dataset.latency);
       const options = {
         width: container.clientWidth || 220, height: 80, legend: {show: false}, cursor: {show: true},
-        scales: {x: {time: true}},
-        axes: [lanner.chartAxis({show: false}), lanner.chartAxis({size: 44, values: function (u, v) {
-          return v.map(function (ms) { return ms + ' ms'; });
+        scales: {x: {time: true}, y: {range: function (u, min, max) { return [0, Math.max(10, (max || 0) * 1.2)]; }}},
+        axes: [lanner.chartAxis({show: false}), lanner.chartAxis({size: 64, values: function (u, v) {
+          return v.map(function (ms) { return Math.round(ms) + ' ms'; });
         }})],
-        series: [{}, {label: 'p50', stroke: lanner.cssColor('--info', PALETTE[0]), width: 1.5, spanGaps: false},
-                 {label: 'p95', stroke: lanner.cssColor('--warn', PALETTE[3]), width: 1.5, dash: [4, 3], spanGaps: false}],
+        series: [{}, {label: 'p50', stroke: lanner.cssColor('--info', PALETTE[0]), width: 1.5, points: {show: true, size: 5}},
+                 {label: 'p95', stroke: lanner.cssColor('--warn', PALETTE[3]), width: 1.5, dash: [4, 3],
+                  points: {show: true, size: 5}}],
       };
       new uPlot(options, [c.x, c.p50, c.p95], container);
       container.dataset.drawn = '1';
@@ -96,19 +97,19 @@
     return shapes;
   }
 
+  // The image is decoded from the chosen file itself (createImageBitmap): no blob: URL, which the page's
+  // Content-Security-Policy (default-src 'self') would refuse to load.
   function show(file, answer, elapsed) {
     const canvas = document.getElementById('try-canvas');
     const summary = document.getElementById('try-summary');
-    const image = new Image();
-    const url = URL.createObjectURL(file);
-    image.onload = function () {
-      canvas.width = image.naturalWidth;
-      canvas.height = image.naturalHeight;
+    return createImageBitmap(file, {imageOrientation: 'from-image'}).then(function (image) {
+      canvas.width = image.width;
+      canvas.height = image.height;
       const ctx = canvas.getContext('2d');
       ctx.drawImage(image, 0, 0);
+      image.close();
       const entry = answer.images[0] || {results: []};
       const shapes = drawResults(ctx, entry.results);
-      URL.revokeObjectURL(url);
       canvas.hidden = false;
       canvas.dataset.boxes = shapes;
       canvas.dataset.results = entry.results.length;
@@ -117,8 +118,7 @@
       });
       summary.textContent = entry.results.length + ' result' + (entry.results.length === 1 ? '' : 's') + ' in ' +
         Math.round(elapsed) + ' ms (' + answer.metadata.task + ')' + (top.length ? ': ' + top.join(', ') : '');
-    };
-    image.src = url;
+    });
   }
 
   function tryIt(form) {
@@ -136,7 +136,7 @@
       lanner.fetch(api + '/predict', {method: 'POST', body: body}).then(function (response) {
         return response.json().then(function (answer) {
           if (!response.ok) { throw new Error(answer.error || ('Request failed (' + response.status + ').')); }
-          show(file, answer, performance.now() - started);
+          return show(file, answer, performance.now() - started);
         });
       }).catch(function (error) {
         lanner.showMessage(error.message, 'error');
