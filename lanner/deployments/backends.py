@@ -102,7 +102,10 @@ def _base_env(folder: Path, spec: dict[str, Any], threads: int) -> dict[str, str
     bin_dir = str(Path(sys.executable).parent)
     env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(folder),
            "YOLO_CONFIG_DIR": str(folder / "config"), "YOLO_OFFLINE": "1", "MPLBACKEND": "Agg",
-           "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(threads), serving.SPEC_ENV: json.dumps(spec)}
+           "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(threads), serving.SPEC_ENV: json.dumps(spec),
+           # idle OpenMP threads sleep instead of spinning: a spinning pool took the CPU the server needed to
+           # forward the next request (25 ms of a 130 ms PyTorch predict on 2 cores; docs/benchmarks.md)
+           "OMP_WAIT_POLICY": "PASSIVE"}
     if os.environ.get("PYTHONPATH"):  # the server's own import path (a source checkout) is the process's too
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env

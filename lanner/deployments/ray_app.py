@@ -87,7 +87,7 @@ def _fetch(spec: dict[str, Any]) -> bytes:
 
 def deploy(spec: dict[str, Any]) -> None:
     serve.start(http_options={"host": spec["serveHost"], "port": int(spec["servePort"])})
-    env = {"YOLO_OFFLINE": "1", "OMP_NUM_THREADS": str(spec["cpu"])}
+    env = {"YOLO_OFFLINE": "1", "OMP_NUM_THREADS": str(spec["cpu"]), "OMP_WAIT_POLICY": "PASSIVE"}
     if spec.get("pythonPath"):
         env["PYTHONPATH"] = spec["pythonPath"]
     app = Endpoint.options(
