@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import socket
 import sys
 import time
@@ -180,6 +181,10 @@ class LocalBackend:
     def gone(self, external_id: str) -> bool:
         return self.executor.status(external_id).state is not JobState.RUNNING
 
+    def forget(self, deployment_id: str) -> None:
+        """A deleted deployment's folder (its model file and its processes' logs) goes with it."""
+        shutil.rmtree(self.root / deployment_id, ignore_errors=True)
+
     @staticmethod
     def pid(external_id: str) -> int:
         return int(external_id.split(":", 1)[0])
@@ -276,6 +281,9 @@ class RayBackend:
         _, _, job = external_id.split(":", 2)
         self.executor.stop(job)  # a deploy job still running would deploy it after the delete
         self._submit(["delete"], {"app": app}, "delete")
+
+    def forget(self, deployment_id: str) -> None:
+        """Nothing is kept on this server for a Ray deployment."""
 
     def gone(self, external_id: str) -> bool:
         _, app, job = external_id.split(":", 2)

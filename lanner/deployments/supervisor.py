@@ -182,6 +182,8 @@ class Supervisor:
 
         self._apply(snap, settle)
         self._forget(snap.id)
+        if snap.deleted:
+            backend.forget(snap.id)
 
     def _launch(self, snap: Snapshot, backend: Any) -> None:
         token = f"{LAUNCHING}{utcnow().isoformat()}"

@@ -49,6 +49,9 @@ class ScriptedBackend:
     def gone(self, external_id: str) -> bool:
         return external_id in self.stopped
 
+    def forget(self, deployment_id: str) -> None:
+        self.forgotten = deployment_id
+
     def latest(self) -> str:
         return list(self.seen)[-1]
 
@@ -213,4 +216,4 @@ def test_start_timeout_stop_resize_delete_and_metering(world: Any) -> None:
     platform.deployments.delete("alice", "tiny")
     last = backend.latest()
     passes(app)
-    assert last in backend.stopped and row(app) is None
+    assert last in backend.stopped and row(app) is None and backend.forgotten == deployment_id
