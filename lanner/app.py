@@ -47,10 +47,11 @@ from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
 from lanner.web.train_pages import router as train_pages
 
-ROUTERS = (accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
-           dataset_images_router, dataset_versions_router, dataset_trash_router, inference_router, uploads_router,
-           exports_router, deployments_router, storage_router, web_router, account_pages, key_pages,
-           dataset_pages, train_pages, deploy_pages,
+ROUTERS = (inference_router,  # first: its hot paths are matched before the other ~70 routes are tried
+           deployments_router,  # then the dedicated endpoints' predict, the other hot path
+           accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
+           dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router, exports_router,
+           storage_router, web_router, account_pages, key_pages, dataset_pages, train_pages, deploy_pages,
            project_pages)  # project pages last: /{owner}/{project} matches widely
 
 

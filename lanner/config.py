@@ -95,6 +95,10 @@ class Settings(BaseSettings):
         "before their batch runs, once requests have been arriving together (0: only what already waits).")
     inference_max_batch: int = Field(
         default=16, ge=1, description="Most images in one inference batch (1 turns dynamic batching off).")
+    inference_cpu_batch_pixels: int = Field(
+        default=8 * 640 * 640, ge=0, description="Most input pixels (batch x imgsz^2) in one inference batch on a "
+        "CPU, where a larger batch outgrows the caches and runs slower per image (0: only "
+        "LANNER_INFERENCE_MAX_BATCH caps it).")
     inference_threads: int = Field(
         default=0, ge=0, description="Torch threads for inference (0: one per CPU this process may use).")
     inference_workers: int = Field(

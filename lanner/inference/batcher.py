@@ -1,10 +1,10 @@
 """Dynamic batching: requests for the same key (model and image size) that arrive together run as one batch.
 
 Each key has a lane: the requests waiting for it and at most one batch running. When a batch ends, the requests
-that arrived meanwhile form the next one at once (up to ``max_batch``); so under load, batches fill by
-themselves. A request that finds its lane idle waits up to ``window_s`` for company, but only once requests
-have been arriving together (the lane's last batch held more than one, within the last second, or others wait
-already): a lone client never pays the window.
+that arrived meanwhile form the next one at once (up to ``max_batch``, or the key's own ``limit`` under it); so
+under load, batches fill by themselves. A request that finds its lane idle waits up to ``window_s`` for
+company, but only once requests have been arriving together (the lane's last batch held more than one, within
+the last second, or others wait already): a lone client never pays the window.
 
 A batch runs ``run(key, items)`` on the executor (off the event loop) and gets back one result per item, in
 order; an item's result may be an exception, which fails that item alone. An exception raised by ``run`` fails
@@ -51,15 +51,21 @@ class BatchStats:
 
 
 class Batcher(Generic[K, I, R]):
-    def __init__(self, run: Callable[[K, list[I]], Sequence[R | BaseException]], *, executor: Executor,
-                 max_batch: int = 16, window_s: float = 0.005) -> None:
+    def __init__(self, run: Callable[[K, list[I]], Sequence[R | BaseException]], *,
+                 executor: Executor | Callable[[], Executor],
+                 max_batch: int = 16, window_s: float = 0.005, limit: Callable[[K], int] | None = None) -> None:
         self._run = run
-        self._executor = executor
+        self._executor = executor  # or a function giving the current one (a predictor restarted with its app)
         self.max_batch = max(1, max_batch)
+        self._limit = limit  # a key's own cap under max_batch (the predictor's pixel cap on a CPU)
         self.window_s = max(0.0, window_s)
         self._lanes: dict[K, _Lane[I]] = {}
         self._together_until: dict[K, float] = {}
         self.stats = BatchStats()
+
+    def batch_size(self, key: K) -> int:
+        """The most items one batch of ``key`` may hold."""
+        return max(1, min(self.max_batch, self._limit(key))) if self._limit is not None else self.max_batch
 
     async def submit(self, key: K, item: I) -> R:
         """Queue ``item`` on ``key``'s lane and wait for its result."""
@@ -69,7 +75,7 @@ class Batcher(Generic[K, I, R]):
         if lane is None:
             lane = self._lanes[key] = _Lane()
         lane.waiting.append((item, future))
-        if len(lane.waiting) >= self.max_batch:
+        if len(lane.waiting) >= self.batch_size(key):
             lane.full.set()
         if lane.task is None:
             lane.task = loop.create_task(self._drain(key, lane))
@@ -85,7 +91,8 @@ class Batcher(Generic[K, I, R]):
                 lane.waiting = [entry for entry in lane.waiting if not entry[1].done()]
                 if not lane.waiting:
                     return
-                if self.window_s > 0 and len(lane.waiting) < self.max_batch and self._busy(key, lane):
+                size = self.batch_size(key)
+                if self.window_s > 0 and len(lane.waiting) < size and self._busy(key, lane):
                     lane.full.clear()
                     try:
                         await asyncio.wait_for(lane.full.wait(), self.window_s)
@@ -94,8 +101,8 @@ class Batcher(Generic[K, I, R]):
                     lane.waiting = [entry for entry in lane.waiting if not entry[1].done()]
                     if not lane.waiting:
                         return
-                batch, lane.waiting = lane.waiting[:self.max_batch], lane.waiting[self.max_batch:]
-                if len(lane.waiting) < self.max_batch:
+                batch, lane.waiting = lane.waiting[:size], lane.waiting[size:]
+                if len(lane.waiting) < size:
                     lane.full.clear()
                 self.stats.record(len(batch))
                 await self._run_batch(loop, key, batch)
@@ -112,7 +119,8 @@ class Batcher(Generic[K, I, R]):
     async def _run_batch(self, loop: asyncio.AbstractEventLoop, key: K,
                          batch: list[tuple[I, asyncio.Future[Any]]]) -> None:
         try:
-            results = await loop.run_in_executor(self._executor, self._run, key, [item for item, _ in batch])
+            executor = self._executor if isinstance(self._executor, Executor) else self._executor()
+            results = await loop.run_in_executor(executor, self._run, key, [item for item, _ in batch])
             if len(results) != len(batch):
                 raise RuntimeError(f"a batch of {len(batch)} gave {len(results)} results")
         except Exception as error:  # the batch's requests fail; the lane goes on with the next batch

@@ -15,6 +15,7 @@ Callers validate options first (``lanner.inference.schemas`` holds the hosted ra
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,9 @@ from lanner.scratch import scratch_folder
 
 if TYPE_CHECKING:
     from lanner.inference.runtime import LoadedModel
+
+
+CPU_BATCH_PIXELS = 8 * 640 * 640
 
 
 @dataclass(frozen=True)
@@ -76,23 +80,47 @@ class _Item:
 
 class Predictor:
     def __init__(self, *, home: Path, cache_bytes: int, max_batch: int = 16, window_s: float = 0.005,
-                 threads: int = 0, workers: int = 1) -> None:
+                 threads: int = 0, workers: int = 1, cpu_batch_pixels: int = CPU_BATCH_PIXELS) -> None:
         self.home = home
         self.threads = threads
+        self.cpu_batch_pixels = cpu_batch_pixels
+        self.on_cpu: bool | None = None  # known once a model is loaded
         self.cache: ModelCache[LoadedModel] = ModelCache(cache_bytes, size_of=lambda model: model.nbytes)
-        self._executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="lanner-inference")
+        self.workers = max(1, workers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self.batcher: Batcher[tuple[str, int], _Item, Any] = Batcher(
-            self._run, executor=self._executor, max_batch=max_batch, window_s=window_s)
+            self._run_batch, executor=self._executor_now, max_batch=max_batch, window_s=window_s,
+            limit=self._batch_limit)
         self._versions: dict[str, str] | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> Predictor:
         return cls(home=settings.resolved_home, cache_bytes=settings.inference_cache_bytes,
                    max_batch=settings.inference_max_batch, window_s=settings.inference_batch_window_ms / 1000,
-                   threads=settings.inference_threads, workers=settings.inference_workers)
+                   threads=settings.inference_threads, workers=settings.inference_workers,
+                   cpu_batch_pixels=settings.inference_cpu_batch_pixels)
+
+    def _batch_limit(self, key: tuple[str, int]) -> int:
+        """On a CPU, a batch holds at most ``cpu_batch_pixels`` of input (batch x imgsz^2): past a few 640-px
+        images its activations no longer fit the caches and each image runs slower than alone."""
+        if not self.on_cpu or self.cpu_batch_pixels <= 0:
+            return self.batcher.max_batch
+        return self.cpu_batch_pixels // (key[1] * key[1])
+
+    def _executor_now(self) -> ThreadPoolExecutor:
+        """The inference threads, started on first use (again after ``close``: an app may be started twice)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="lanner-inference")
+            return self._pool
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the inference threads (a batch running finishes) and unload every model."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         self.cache.clear()
 
     # -- loading --------------------------------------------------------------------------------------------
@@ -107,7 +135,9 @@ class Predictor:
             path = folder / f"weights{weights.suffix}"
             weights.write_to(path)  # a hard link where the blob store can
             try:
-                return runtime.load(path, digest=weights.digest, threads=self.threads)
+                loaded = runtime.load(path, digest=weights.digest, threads=self.threads)
+                self.on_cpu = loaded.device == "cpu"
+                return loaded
             except runtime.UnloadableWeights as error:
                 raise Unprocessable(f"this model cannot be served: {error}", code="unloadable_weights") from None
 
@@ -128,7 +158,7 @@ class Predictor:
         return dict(self._versions or {"lanner": __version__})
 
     # -- running --------------------------------------------------------------------------------------------
-    def _run(self, key: tuple[str, int], items: list[_Item]) -> list[Any]:
+    def _run_batch(self, key: tuple[str, int], items: list[_Item]) -> list[Any]:
         """One batch, on an inference thread: every item has the same weights and image size."""
         from lanner.inference.runtime import Job  # loaded by now: _model imported it
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torchvision  # noqa: F401  (Ultralytics runs torchvision's compiled NMS only once it is imported)
 import ultralytics
 from ultralytics.models import yolo
 from ultralytics.nn.backends.base import BaseBackend
@@ -112,6 +113,7 @@ class LoadedModel:
         self._predictor.setup_model(module, verbose=False)
         backend = self._predictor.model
         self.runtime = "onnx" if backend.format == "onnx" else "pytorch"
+        self.device = str(getattr(backend, "device", "cpu")).split(":")[0]
         names = backend.names if isinstance(backend.names, dict) else dict(enumerate(backend.names))
         self.names = {int(k): str(v) for k, v in names.items()}
         self.class_names = [self.names.get(i, str(i)) for i in range(max(self.names, default=-1) + 1)]

@@ -195,3 +195,17 @@ def test_a_caller_that_went_away_is_left_out() -> None:
 
         assert _run(main()) == [("m", 10), ("m", 30)]
     assert [items for _, items in recorder.batches] == [[1], [3]]
+
+
+def test_a_key_may_have_its_own_smaller_cap() -> None:
+    recorder = Recorder(delay=0.05)
+    with ThreadPoolExecutor(1) as pool:
+        batcher = Batcher(recorder, executor=pool, max_batch=8, window_s=0.02,
+                          limit=lambda key: 2 if key == "big" else 100)
+
+        async def main() -> list[object]:
+            return await asyncio.gather(*[batcher.submit(key, i) for key in ("big", "small") for i in range(10)])
+
+        _run(main())
+    sizes = {key: [len(items) for k, items in recorder.batches if k == key] for key in ("big", "small")}
+    assert max(sizes["big"]) == 2 and max(sizes["small"]) == 8  # the smaller of the two caps

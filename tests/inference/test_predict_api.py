@@ -209,3 +209,26 @@ def test_the_sdk_urlencoded_source_is_read(app, alice, sdk, shapes_detector, ima
         by_file = _predict(sdk(alice), {"file": handle, "imgsz": IMGSZ, "conf": 0.01})
     assert by_file["images"][0]["results"] == response["images"][0]["results"]
 
+
+
+HOSTILE = {
+    "conf": ["inf", "-inf", "1e309", "", "x" * 300, "nul\x00", "99999999999999999999"],
+    "iou": ["NaN", "0.95000001", "-0"],
+    "imgsz": ["2147483648", "1e3", "-1", "640.5"],
+    "normalize": ["maybe", "2"],
+    "decimals": ["NaN", "-1", "99999999999999999999999"],
+    "bits": ["7", "8.0", "x"],
+    "vid_stride": ["0", "9223372036854775808"],
+    "source": ["\x00", "x" * 10_000, "http://testserver/api/storage/blobs/zz/../../../etc/passwd",
+               "http://testserver:99999/a", "data:,plain", "//evil.example/a.jpg", "/api/storage/blobs/" + "0" * 64],
+}
+
+
+def test_hostile_field_values_are_4xx_never_5xx(app, alice, client, shapes_detector) -> None:
+    attach(app, alice, shapes_detector)
+    url = "/api/models/alice/shapes/tiny/predict"
+    for field, values in HOSTILE.items():
+        for value in values:
+            response = client.post(url, data={field: value}, headers=alice.headers)
+            assert 400 <= response.status_code < 500, (field, value, response.status_code, response.text[:200])
+            assert isinstance(response.json().get("error"), str), (field, value)
