@@ -74,6 +74,7 @@ class Launch:
     max_pixels: int
     max_batch: int
     window_ms: float
+    cpu_batch_pixels: int
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ class LocalBackend:
         process_spec = {"deploymentId": spec.deployment_id, "model": spec.model_uri, "path": str(path),
                         "digest": spec.digest, "folder": str(folder), "host": self.host, "port": port,
                         "threads": threads, "maxBatch": spec.max_batch, "windowMs": spec.window_ms,
-                        "maxPixels": spec.max_pixels}
+                        "maxPixels": spec.max_pixels, "cpuBatchPixels": spec.cpu_batch_pixels}
         python = self.settings.worker_python or sys.executable
         attempt = int(time.time() * 1000) % 2_000_000_000  # one log file per launch
         external_id = self.executor.launch(LaunchSpec(
@@ -237,8 +238,9 @@ class RayBackend:
                     "model": spec.model_uri, "url": spec.artefact_url, "digest": spec.digest, "suffix": spec.suffix,
                     "cpu": spec.cpu, "memoryGi": spec.memory_gi, "minReplicas": spec.min_instances,
                     "maxReplicas": spec.max_instances, "maxPixels": spec.max_pixels, "maxBatch": spec.max_batch,
-                    "windowMs": spec.window_ms, "serveHost": "0.0.0.0" if serve.hostname not in (
-                        "127.0.0.1", "localhost") else "127.0.0.1", "servePort": serve.port or 8000,
+                    "windowMs": spec.window_ms, "cpuBatchPixels": spec.cpu_batch_pixels,
+                    "serveHost": "0.0.0.0" if serve.hostname not in ("127.0.0.1", "localhost") else "127.0.0.1",
+                    "servePort": serve.port or 8000,
                     "pythonPath": os.environ.get("PYTHONPATH", "")}
         self._deleting.pop(app, None)
         job = self._submit(["deploy"], job_spec, "deploy")

@@ -43,7 +43,8 @@ class Endpoint:
     def __init__(self, artefact: bytes, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.predictor = Predictor(home=Path(tempfile.mkdtemp(prefix="lanner-endpoint-")), cache_bytes=CACHE_BYTES,
-                                   max_batch=spec["maxBatch"], window_s=0.0, threads=int(spec["cpu"]), workers=1)
+                                   max_batch=spec["maxBatch"], window_s=0.0, threads=int(spec["cpu"]), workers=1,
+                                   cpu_batch_pixels=int(spec["cpuBatchPixels"]))
         self.weights = Weights(spec["digest"], lambda path: path.write_bytes(artefact), suffix=spec["suffix"])
         with ThreadPoolExecutor(1) as pool:  # loaded now, whether or not an event loop runs in this thread
             self.loaded = pool.submit(asyncio.run, self.predictor.model(self.weights)).result()

@@ -76,7 +76,8 @@ def main() -> None:
     folder = Path(spec["folder"])
     source = Path(spec["path"])
     predictor = Predictor(home=folder, cache_bytes=CACHE_BYTES, max_batch=spec["maxBatch"],
-                          window_s=spec["windowMs"] / 1000, threads=spec["threads"], workers=1)
+                          window_s=spec["windowMs"] / 1000, threads=spec["threads"], workers=1,
+                          cpu_batch_pixels=spec["cpuBatchPixels"])
     weights = Weights(spec["digest"], lambda path: _link_or_copy(source, path), suffix=source.suffix)
     started = time.perf_counter()
     try:

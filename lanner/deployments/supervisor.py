@@ -229,7 +229,8 @@ class Supervisor:
                       write_to=lambda path: self.ctx.blobs.copy_to(digest, path),
                       artefact_url=self.ctx.signer.download_url(digest, f"model{suffix}", 3600),
                       max_pixels=settings.inference_max_pixels, max_batch=settings.inference_max_batch,
-                      window_ms=settings.inference_batch_window_ms)
+                      window_ms=settings.inference_batch_window_ms,
+                      cpu_batch_pixels=settings.inference_cpu_batch_pixels)
 
     def _watch(self, snap: Snapshot, backend: Any, seen: Observation) -> None:
         now = utcnow()
