@@ -91,8 +91,9 @@ def wait(check: Any, timeout: float, what: str) -> Any:
 
 
 async def load(url: str, headers: dict[str, str], image: bytes, clients: int, requests: int,
-               imgsz: int, direct: bool) -> dict[str, float]:
-    """``requests`` predicts over ``clients`` concurrent connections; latencies in ms as the client saw them."""
+               imgsz: int, direct: bool) -> tuple[list[float], int, float]:
+    """``requests`` predicts over ``clients`` concurrent connections: (latencies in ms as the client saw them,
+    errors, wall seconds)."""
     latencies: list[float] = []
     errors = 0
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -115,7 +116,10 @@ async def load(url: str, headers: dict[str, str], image: bytes, clients: int, re
 
         started = time.perf_counter()
         await asyncio.gather(*(one() for _ in range(clients)))
-        wall = time.perf_counter() - started
+        return latencies, errors, time.perf_counter() - started
+
+
+def summary(clients: int, latencies: list[float], errors: int, wall: float) -> dict[str, float]:
     ordered = sorted(latencies)
 
     def pct(q: float) -> float:
@@ -145,6 +149,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=32, help="requests per client count (at least 2 per client)")
     parser.add_argument("--imgsz", type=int, default=640)
+    parser.add_argument("--rounds", type=int, default=4, help="turns each runtime takes per row")
     options = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
     cpu = max(c for c in (1, 2, 4, 6, 8) if c <= max(1, cores))
@@ -153,6 +158,7 @@ def main() -> None:
                                "ram_gib": round(ram_bytes() / 1024**3, 1), "python": platform.python_version(),
                                "imgsz": options.imgsz, "image": "640x480 JPEG", "deploymentCpu": cpu, "runs": [],
                                "loadBefore": round(os.getloadavg()[0], 2)}
+    results["rounds"] = options.rounds
     from ultralytics_platform import Platform
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -187,18 +193,28 @@ def main() -> None:
                     "status"] == "ready" and d, 300, f"{slug} to be ready")
                 assert ready["runtime"] == runtime, ready
             headers = {"Authorization": f"Bearer {key}"}
-            for slug, runtime in (("nano-pytorch", "pytorch"), ("nano-onnx", "onnx")):
-                url = f"{server.url}/api/deployments/bench/{slug}"
-                asyncio.run(load(url, headers, image, 1, 5, options.imgsz, False))  # warm-up
-                for clients in CLIENTS:
-                    requests = max(options.requests, 2 * clients)
-                    run = asyncio.run(load(url, headers, image, clients, requests, options.imgsz, False))
-                    results["runs"].append({"runtime": runtime, "path": "server", **run})
-                    print(runtime, run, flush=True)
-                direct = asyncio.run(load(process_url(home, slug), {}, image, 1, options.requests, options.imgsz,
-                                          True))
-                results["runs"].append({"runtime": runtime, "path": "process", **direct})
-                print(runtime, "direct", direct, flush=True)
+            slugs = {"pytorch": "nano-pytorch", "onnx": "nano-onnx"}
+            targets = {(runtime, path): (process_url(home, slug) if path == "process" else
+                                         f"{server.url}/api/deployments/bench/{slug}")
+                       for runtime, slug in slugs.items() for path in ("server", "process")}
+            for runtime in slugs:  # warm-up
+                asyncio.run(load(targets[(runtime, "server")], headers, image, 1, 5, options.imgsz, False))
+            # The machine is shared: the runtimes take turns, in several rounds, so a burst of someone else's
+            # work falls on both alike; each row pools its rounds.
+            pooled: dict[tuple[str, str, int], tuple[list[float], int, float]] = {}
+            plan = [(path, clients) for clients in CLIENTS for path in ("server",)] + [("process", 1)]
+            for _ in range(options.rounds):
+                for path, clients in plan:
+                    for runtime in slugs:
+                        count = max(options.requests, 2 * clients) // options.rounds
+                        latencies, errors, wall = asyncio.run(load(targets[(runtime, path)], headers, image,
+                                                                   clients, count, options.imgsz, path == "process"))
+                        seen = pooled.get((runtime, path, clients), ([], 0, 0.0))
+                        pooled[(runtime, path, clients)] = (seen[0] + latencies, seen[1] + errors, seen[2] + wall)
+            for (runtime, path, clients), (latencies, errors, wall) in pooled.items():
+                row = {"runtime": runtime, "path": path, **summary(clients, latencies, errors, wall)}
+                results["runs"].append(row)
+                print(row, flush=True)
         finally:
             server.stop()
             kill_endpoints(home)
@@ -230,7 +246,7 @@ def kill_endpoints(home: Path) -> None:
 
 def section(r: dict[str, Any]) -> str:
     rows = []
-    for run in r["runs"]:
+    for run in sorted(r["runs"], key=lambda x: (x["runtime"] != "pytorch", x["path"] != "server", x["clients"])):
         via = "server" if run["path"] == "server" else "process directly"
         rows.append(f"| {run['runtime']} | {via} | {run['clients']} | {run['requests']} | {run['p50_ms']} ms | "
                     f"{run['p99_ms']} ms | {run['throughput_rps']} | {run['errors']} |")
@@ -248,7 +264,8 @@ pinned to PyTorch, one served by ONNX Runtime from the model's ONNX export (made
 serving process with `cpu={r['deploymentCpu']}` (torch or ONNX Runtime intra-op threads) and the server's dynamic
 batching. Every request is one {r['image']} at `imgsz={r['imgsz']}` through `POST /api/deployments/.../predict`
 (multipart, the owner's key), timed by the client end to end; clients send their next request as soon as they
-get an answer. "process directly" posts to the serving process itself, without the server in between.
+get an answer. "process directly" posts to the serving process itself, without the server in between. The two
+runtimes take turns ({r.get('rounds', 1)} rounds of each row), since the machine is shared; a row pools its rounds.
 
 | runtime | via | clients | requests | p50 | p99 | throughput (req/s) | errors |
 |---|---|---|---|---|---|---|---|
