@@ -272,8 +272,9 @@ runtimes take turns ({r.get('rounds', 1)} rounds of each row), since the machine
 {chr(10).join(rows)}
 
 PyTorch p50 / ONNX Runtime p50 through the server:
-{ratios}. With more clients than cores, latency grows with the queue: throughput is the machine's, and p99 is
-mostly waiting.
+{ratios}.
+With more clients than cores, latency grows with the queue: throughput is the machine's, and p99 is mostly
+waiting.
 """
 
 
