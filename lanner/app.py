@@ -1,6 +1,6 @@
 """The composition root: ``create_app()`` builds the request context, the training runtime, the import queue,
-the export queue, the maintenance thread and the inference predictor, mounts every router and ties the threads to
-the app's lifespan. Used by ``lanner serve``, tests and benchmarks."""
+the export queue, the maintenance thread, the inference predictor and the endpoint runtime, mounts every
+router and ties the threads to the app's lifespan. Used by ``lanner serve``, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from lanner.datasets.import_queue import ImportQueue
 from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
+from lanner.deployments.router import router as deployments_router
+from lanner.deployments.runtime import DeploymentRuntime
 from lanner.exports.queue import ExportQueue
 from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
@@ -39,16 +41,18 @@ from lanner.uploads.router import router as uploads_router
 from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
 from lanner.web.dataset_pages import router as dataset_pages
+from lanner.web.deploy_pages import router as deploy_pages
 from lanner.web.key_pages import router as key_pages
 from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
 from lanner.web.train_pages import router as train_pages
 
 ROUTERS = (inference_router,  # first: its hot paths are matched before the other ~70 routes are tried
+           deployments_router,  # then the dedicated endpoints' predict, the other hot path
            accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router, exports_router,
-           storage_router, web_router, account_pages, key_pages,
-           dataset_pages, train_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
+           storage_router, web_router, account_pages, key_pages, dataset_pages, train_pages, deploy_pages,
+           project_pages)  # project pages last: /{owner}/{project} matches widely
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -62,6 +66,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     exports = ExportQueue(ctx)
     maintenance = Maintenance(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
+    deployments = DeploymentRuntime(ctx)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -69,7 +74,10 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         imports.start()
         exports.start()
         maintenance.start()
+        deployments.start()
         yield
+        deployments.stop()
+        await deployments.forwarder.close()
         maintenance.stop()
         exports.stop()
         imports.stop()
@@ -89,6 +97,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.exports = exports
     app.state.maintenance = maintenance
     app.state.inference = inference
+    app.state.deployments = deployments
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
     web_site.install(app)  # static files, the sign-in redirect, errors as pages for browsers
@@ -96,7 +105,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
                        secure=settings.public_url.startswith("https"))
     app.add_middleware(SecurityHeaders)
     body_limit.install(app, max_bytes=settings.max_body_bytes, overrides=(body_limit.Override(
-        settings.inference_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES"),))
+        settings.inference_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES"), body_limit.Override(
+        settings.endpoint_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES")))
     for router in ROUTERS:
         app.include_router(router)
 

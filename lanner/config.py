@@ -145,6 +145,38 @@ class Settings(BaseSettings):
                                           "failed (0: never).")
     export_poll_seconds: float = Field(default=1.0, description="How often the export queue launches queued "
                                        "exports and polls running ones (a new export wakes it at once; 0: off).")
+    # Dedicated endpoints (lanner.deployments): deployments.*.
+    deploy_regions: str = Field(
+        default="", description="The SDK regions endpoints may be created in, and where each runs: empty for all "
+        "42 on this server's executor (LANNER_EXECUTOR); a comma list of region ids (the others are refused); or "
+        "JSON mapping each offered region to 'local' (a process on this server) or 'ray' (Ray Serve).")
+    endpoint_price_per_vcpu_hour: float = Field(
+        default=0.0, ge=0, allow_inf_nan=False, description="Dollars per vCPU-hour an endpoint instance is "
+        "billed, per second while it runs (0: free; a stopped endpoint costs nothing).")
+    endpoint_price_per_gib_hour: float = Field(
+        default=0.0, ge=0, allow_inf_nan=False, description="Dollars per GiB-hour of an endpoint instance's "
+        "memory, billed with its vCPUs.")
+    endpoint_ports: str = Field(
+        default="18000-18999", description="Ports (FIRST-LAST) a local endpoint's serving process listens on, "
+        "on 127.0.0.1; the server forwards to it.")
+    endpoint_poll_seconds: float = Field(
+        default=1.0, ge=0, description="How often endpoints are launched, health-checked, restarted, stopped and "
+        "metered (0: never).")
+    endpoint_start_timeout_seconds: float = Field(
+        default=300.0, gt=0, description="A serving process not ready this long after its launch is stopped and "
+        "counts as a crash.")
+    endpoint_max_restarts: int = Field(
+        default=5, ge=0, description="Crashes in a row (without a minute of being ready in between) after which "
+        "an endpoint fails instead of being restarted (backoff 1, 2, 4... s, at most 60 s).")
+    endpoint_log_retention_days: float = Field(
+        default=30.0, gt=0, description="How long an endpoint's request log and metrics samples are kept.")
+    endpoint_paths: str = Field(
+        default=r"^/api/deployments/[^/]+/[^/]+/predict$", description="Regular expression of the dedicated "
+        "endpoint paths that spend no request budget (the hosted 'no rate limits'); the owner's key is still "
+        "required.")
+    ray_serve_url: str | None = Field(
+        default=None, description="Where Ray Serve's HTTP proxy answers for endpoints in 'ray' regions (default: "
+        "the host of LANNER_RAY_ADDRESS, port 8000); Serve is started listening there.")
     worker_python: str | None = Field(default=None, description="Python with Lanner installed on worker nodes "
                                       "(default: the server's own interpreter).")
 

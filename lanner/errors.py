@@ -78,3 +78,12 @@ class TooManyRequests(LannerError):
 class NotImplementedOnSelfHosted(LannerError):
     """501: a hosted-platform feature a self-hosted server does not offer (README lists them)."""
     status_code, code = 501, "not_implemented"
+
+
+class ServiceUnavailable(LannerError):
+    """503: the service behind this route is not answering right now (a dedicated endpoint's process being
+    restarted); ``Retry-After`` says when to try again."""
+    status_code, code = 503, "unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(1, retry_after))})

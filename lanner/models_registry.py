@@ -4,6 +4,7 @@ from lanner.accounts import models as _accounts  # noqa: F401
 from lanner.billing import models as _billing  # noqa: F401
 from lanner.datasets import models as _datasets  # noqa: F401
 from lanner.db import Base
+from lanner.deployments import models as _deployments  # noqa: F401
 from lanner.exports import models as _exports  # noqa: F401
 from lanner.gpus import models as _gpus  # noqa: F401
 from lanner.projects import models as _projects  # noqa: F401

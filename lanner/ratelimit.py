@@ -7,6 +7,7 @@
   guessing and simply stop when it is let in.
 - **request budgets** per caller, in one bucket chosen by what the request is: a training worker's (run-scoped
   key, or the trainer's webhooks), shared inference (paths matching ``LANNER_INFERENCE_PATHS``), or the plain API.
+  Dedicated endpoints (paths matching ``LANNER_ENDPOINT_PATHS``) spend none: the hosted "no rate limits".
 
 Refusals are ``TooManyRequests`` (429 with ``Retry-After``). Who the caller is, and so which identity is
 counted, is decided by ``lanner.accounts.dependencies``; this module knows no domain.
@@ -53,6 +54,10 @@ class RateLimits:
             self._inference_paths = re.compile(settings.inference_paths) if settings.inference_paths.strip() else None
         except re.error as error:  # a typo stops the server at start, like a malformed limit
             raise ValueError(f"LANNER_INFERENCE_PATHS is not a regular expression: {error}") from None
+        try:
+            self._unlimited_paths = re.compile(settings.endpoint_paths) if settings.endpoint_paths.strip() else None
+        except re.error as error:
+            raise ValueError(f"LANNER_ENDPOINT_PATHS is not a regular expression: {error}") from None
 
     def _refuse(self, item: RateLimitItem, kind: str, identity: str, message: str) -> NoReturn:
         reset = self._limiter.get_window_stats(item, kind, identity).reset_time
@@ -93,6 +98,8 @@ class RateLimits:
 
     def count_request(self, identity: str, path: str, *, worker: bool) -> None:
         """One request by ``identity`` (a key, or a user for a web session); 429 once its budget is spent."""
+        if not worker and self._unlimited_paths is not None and self._unlimited_paths.match(path):
+            return
         kind = self.bucket(path, worker=worker)
         item = self._budgets[kind]
         if item is not None:

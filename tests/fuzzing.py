@@ -35,9 +35,10 @@ from schemathesis.generation import GenerationMode
 
 from lanner.app import create_app
 from lanner.datasets.models import Dataset
+from lanner.deployments.models import Deployment
 from lanner.projects.models import ModelRecord, Project
 from tests.conftest import TEST_URL
-from tests.world import DATASET, MODEL, PROJECT, Owned, build, make_user, operations, quiet_settings
+from tests.world import DATASET, DEPLOYMENT, MODEL, PROJECT, Owned, build, make_user, operations, quiet_settings
 
 # What a hostile client sends where a number or a short string is expected: the bounds of 32- and 64-bit
 # columns and past them, negatives, non-finite floats (sent as the NaN/Infinity literals Python's JSON parser
@@ -121,11 +122,19 @@ def real_identifiers(t: Target) -> tuple[dict[str, Any], dict[str, Any]]:
     owner = owned.user.username
     params = {"owner": owner, "dataset": dataset_slug, "project": project_slug, "model": model_slug,
               "image_id": owned.image_id, "key_id": owned.key_id, "export_id": owned.export_id, "v": owned.version,
+              "deployment": _deployment_slug(t),
               "base": owned.version, "head": owned.version, "username": owner, "id": owned.old_dataset_id}
     body = {"modelId": owned.model_id, "runId": owned.run_id, "sessionId": owned.session_id,
             "imageIds": [owned.image_id], "id": owned.old_dataset_id, "assetId": owned.dataset_id,
             "owner": owner, "project": project_slug, "version": owned.version}
     return params, body
+
+
+def _deployment_slug(t: Target) -> str:
+    """The deployment's name as it is now (a fuzzed PATCH may have renamed it, or a DELETE removed it)."""
+    with t.app.state.lanner.db.session() as session:
+        found = session.get(Deployment, t.owned.deployment_id)
+        return found.slug if found is not None and found.deleted_at is None else DEPLOYMENT
 
 
 def _error_body(response: Any) -> dict[str, Any] | None:

@@ -53,8 +53,9 @@ def test_a_pass_reports_each_job(app: Any) -> None:
 
 
 def _row_holding(table: Any, column: Any, digest: str) -> dict[str, Any]:
-    """A row of ``table`` with ``digest`` in ``column`` and a placeholder in every other required column."""
-    placeholders = {str: "x", int: 1, float: 1.0, bool: False, datetime: utcnow(), dict: {}, list: []}
+    """A row of ``table`` with ``digest`` in ``column`` and a placeholder in every other required column (text
+    placeholders differ per row: a table with two blob columns gets two rows, which a unique key must allow)."""
+    placeholders = {str: f"x{digest[-6:]}", int: 1, float: 1.0, bool: False, datetime: utcnow(), dict: {}, list: []}
     row: dict[str, Any] = {}
     for other in table.columns:
         if other.nullable or other.default is not None or other.server_default is not None:

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from lanner.app import create_app
 from tests.world import (
     DATASET,
+    DEPLOYMENT,
     MODEL,
     PROJECT,
     Owned,
@@ -39,6 +40,7 @@ PATH_VALUES: dict[str, Callable[[Owned], Any]] = {
     "image_id": lambda a: a.image_id,
     "key_id": lambda a: a.key_id,
     "export_id": lambda a: a.export_id,
+    "deployment": lambda a: DEPLOYMENT,
 }
 
 # Query parameters and body properties that name a resource -> A's value. An operation taking any of these
@@ -89,6 +91,8 @@ OWN_OR_PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/api/explore/search"): "public datasets only",
     ("GET", "/api/projects/{owner}"): "lists the owner's public projects: A's private ones must not appear",
     ("GET", "/api/datasets/{owner}"): "lists the owner's public datasets: A's private ones must not appear",
+    ("GET", "/api/deployments/{owner}"): "lists the owner's deployments to the owner only: empty for anyone else",
+    ("GET", "/metrics"): "the caller's own endpoints in Prometheus text",
 }
 # Operations that answer 422 to B with A's identifiers, each with the reason (none: each gets a valid body).
 ANSWERS_422: dict[tuple[str, str], str] = {}
@@ -222,7 +226,9 @@ def snapshot(client: TestClient, owned: Owned) -> dict[str, Any]:
              "project": f"/api/projects/{a}/{PROJECT}", "model": f"/api/models/{a}/{PROJECT}/{MODEL}",
              "files": f"/api/models/{a}/{PROJECT}/{MODEL}/files", "keys": "/api/api-keys", "trash": "/api/trash",
              "job": f"/api/models/{a}/{PROJECT}/{MODEL}/training",
-             "exports": f"/api/models/{a}/{PROJECT}/{MODEL}/exports"}
+             "exports": f"/api/models/{a}/{PROJECT}/{MODEL}/exports",
+             "deployment": f"/api/deployments/{a}/{DEPLOYMENT}", "deployments": f"/api/deployments/{a}",
+             "deployment logs": f"/api/deployments/{a}/{DEPLOYMENT}/logs"}
     seen = {}
     for name, url in reads.items():
         response = client.get(url, headers=headers)
@@ -295,4 +301,5 @@ def test_the_matrix_covers_the_routes_that_matter() -> None:
     assert ("POST", "/api/upload/complete") in covered
     assert ("POST", "/api/models/{owner}/{project}/{model}/clone") in covered
     assert ("POST", "/api/projects/{owner}/{project}/clone") in covered
+    assert ("POST", "/api/deployments/{owner}/{deployment}/predict") in covered
     assert len(covered) >= 40

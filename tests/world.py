@@ -25,13 +25,14 @@ from tests.conftest import GENEROUS_LIMITS, TEST_URL
 from tests.datasets.helpers import package, upload_dataset
 
 DATASET, OLD_DATASET, PROJECT, MODEL = "alices-private-data", "alices-old-data", "alices-project", "alices-model"
+DEPLOYMENT = "alices-endpoint"
 
 
 def quiet_settings(home: Path, database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app whose background loops never start a trainer or collect anything."""
     return Settings(home=home, database_url=database_url, public_url=TEST_URL, secret_key="test-secret",
                     api_key_cache_seconds=0, supervisor_interval_seconds=0, maintenance_interval_seconds=0,
-                    export_poll_seconds=0,
+                    export_poll_seconds=0, endpoint_poll_seconds=0,
                     **{**GENEROUS_LIMITS, **overrides})
 
 
@@ -83,17 +84,19 @@ class Owned:
     session_id: str = ""  # a completed upload session, ready to ingest
     checkpoint_path: str = ""  # a staged checkpoint upload
     export_id: str = ""  # a queued export of the model (never run: the export queue is off)
+    deployment_id: str = ""  # a deployment of the model (never launched: the endpoint supervisor is off)
     values: dict[str, Any] = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
         """Strings that only a leak of this user's private resources would put in another user's response."""
         return [self.dataset_id, self.old_dataset_id, self.image_id, self.model_id, self.key_id, self.session_id,
-                self.export_id, DATASET, OLD_DATASET, PROJECT, MODEL]
+                self.export_id, self.deployment_id, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
 
 
 def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
     """A private dataset with images and a version, one in the trash, a project with a model that has a run
     (started through the trainer's webhook: no process runs) and weights uploaded for it, a queued export of it,
+    a deployment of it (never launched),
     a staged checkpoint, a completed upload session and a second API key."""
     owned = Owned(user)
     platform = Platform(api_key=user.key, base_url=TEST_URL, http_client=client, max_retries=0)
@@ -123,6 +126,9 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
     _ok(client.post("/api/upload/complete", json={"sessionId": weights["sessionId"]}, headers=user.headers))
     owned.export_id = _ok(client.post(f"/api/models/{user.username}/{PROJECT}/{MODEL}/exports", headers=user.headers,
                                       json={"format": "torchscript"}))["id"]
+    owned.deployment_id = _ok(client.post(f"/api/deployments/{user.username}", headers=user.headers, json={
+        "project": PROJECT, "model": MODEL, "deployment": DEPLOYMENT, "name": DEPLOYMENT,
+        "region": "us-central1"}))["id"]
     owned.key_id = _ok(client.post("/api/api-keys", json={"name": "spare"}, headers=user.headers))["keyId"]
     signed = _ok(client.post("/api/upload/signed-url", headers=user.headers, json={
         "assetType": "datasets", "assetId": owned.dataset_id, "filename": "more.zip", "totalBytes": 3}))

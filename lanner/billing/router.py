@@ -18,10 +18,11 @@ from lanner.projects import service as projects_service
 
 router = APIRouter(tags=["billing"])
 
-# The ledger's kinds as the SDK names transaction types (hold, charge and release are all "training");
+# The ledger's kinds as the SDK names transaction types (hold, charge and release are all "training"; a
+# dedicated endpoint's time is "deployment");
 # the ledger kind itself goes along as ``kind`` (Lanner extension).
 WIRE_TYPES = {"topup": "adjustment", "hold": "training", "charge": "training", "release": "training",
-              "refund": "refund"}
+              "refund": "refund", "endpoint": "deployment"}
 
 
 def _parse_time(value: str | None, name: str) -> datetime | None:

@@ -183,6 +183,24 @@ def charge_run_to(session: Session, *, user_id: str, run_id: int, target_micros:
     return due - amount
 
 
+def charge_usage_to(session: Session, *, user_id: str, reference: str, charged_micros: int, target_micros: int,
+                    kind: str, description: str, model_id: str | None = None) -> tuple[int, int]:
+    """Bring a metered service's net charge from ``charged_micros`` (what its owner row says the ledger holds)
+    up to ``target_micros``, from available credit, never below zero; no hold (an endpoint runs until stopped).
+    Returns (charged now, shortfall); a positive shortfall means the credit ran out. The idempotency key names
+    the interval, so a retried pass charges nothing twice."""
+    lock_user(session, user_id)
+    due = target_micros - charged_micros
+    if due <= 0:
+        return 0, 0
+    amount = min(due, max(0, balances(session, user_id=user_id).available))
+    if amount:
+        post(session, user_id=user_id, kind=kind, lock=False, model_id=model_id, description=description,
+             idempotency_key=f"{reference}:{charged_micros}-{charged_micros + amount}",
+             postings=[(AVAILABLE, -amount), (REVENUE, amount)])
+    return amount, due - amount
+
+
 def refund_run_to(session: Session, *, user_id: str, run_id: int, target_micros: int, reason: str,
                   model_id: str | None = None, gpu_type: str | None = None) -> int:
     """Bring a run's net charge down to ``target_micros`` (time charged that the run did not get)."""

@@ -43,10 +43,13 @@ CPU_BATCH_PIXELS = 8 * 640 * 640
 
 @dataclass(frozen=True)
 class Weights:
-    """A model's weights: ``digest`` (the cache key) and ``write_to(path)``, which puts the file at ``path``."""
+    """A model's weights: ``digest`` (the cache key) and ``write_to(path)``, which puts the file at ``path``;
+    ``suffix`` is the file's kind: ``.pt`` (an Ultralytics checkpoint, run by PyTorch) or ``.onnx`` (an ONNX
+    export, run by ONNX Runtime)."""
 
     digest: str
     write_to: Callable[[Path], None]
+    suffix: str = ".pt"
 
 
 @dataclass(frozen=True)
@@ -130,10 +133,10 @@ class Predictor:
         if self._versions is None:
             self._versions = {"lanner": __version__, **runtime.versions()}
         with scratch_folder(self.home, "inference-") as folder:
-            path = folder / "weights.pt"
+            path = folder / f"weights{weights.suffix}"
             weights.write_to(path)  # a hard link where the blob store can
             try:
-                loaded = runtime.load(path, digest=weights.digest)
+                loaded = runtime.load(path, digest=weights.digest, threads=self.threads)
                 self.on_cpu = loaded.device == "cpu"
                 return loaded
             except runtime.UnloadableWeights as error:

@@ -33,6 +33,11 @@ async def get_predictor(request: Request) -> Predictor:
 Engine = Annotated[Predictor, Depends(get_predictor)]
 
 
+def is_referenced(session: Any, sha256: str) -> bool:
+    """Whether a row still refers to ``sha256`` (the signed links serve only such bytes)."""
+    return bool(referenced_among(session, [sha256]))
+
+
 def _json(body: dict[str, Any]) -> Response:
     return Response(orjson.dumps(body), media_type="application/json")
 

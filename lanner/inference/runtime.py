@@ -28,6 +28,7 @@ import torch
 import torchvision  # noqa: F401  (Ultralytics runs torchvision's compiled NMS only once it is imported)
 import ultralytics
 from ultralytics.models import yolo
+from ultralytics.nn.backends.base import BaseBackend
 from ultralytics.nn.tasks import guess_model_task, torch_safe_load
 
 PREDICTORS: dict[str, Any] = {
@@ -97,11 +98,13 @@ def _first_line(error: BaseException) -> str:
 
 
 class LoadedModel:
-    """A model ready to run batches; ``run`` may be called from several threads (one batch at a time)."""
+    """A model ready to run batches; ``run`` may be called from several threads (one batch at a time).
+    ``module`` is a checkpoint's network (PyTorch) or the path of an ONNX export (ONNX Runtime, through
+    Ultralytics' own backend: the same pre- and post-processing)."""
 
-    def __init__(self, module: torch.nn.Module, *, digest: str) -> None:
+    def __init__(self, module: torch.nn.Module | str, *, digest: str, task: str | None = None) -> None:
         self.digest = digest
-        self.task = str(module.task)
+        self.task = str(task or getattr(module, "task", None))
         if self.task not in PREDICTORS:
             raise UnloadableWeights(f"the model's task '{self.task}' cannot be served")
         overrides = {"task": self.task, "mode": "predict", "conf": 0.25, "iou": 0.7, "max_det": MAX_DET,
@@ -109,6 +112,7 @@ class LoadedModel:
         self._predictor = PREDICTORS[self.task](overrides=overrides)
         self._predictor.setup_model(module, verbose=False)
         backend = self._predictor.model
+        self.runtime = "onnx" if backend.format == "onnx" else "pytorch"
         self.device = str(getattr(backend, "device", "cpu")).split(":")[0]
         names = backend.names if isinstance(backend.names, dict) else dict(enumerate(backend.names))
         self.names = {int(k): str(v) for k, v in names.items()}
@@ -179,5 +183,29 @@ def _take(value: Any, positions: list[int], size: int) -> Any:
     return value
 
 
-def load(path: Path, *, digest: str) -> LoadedModel:
+def load(path: Path, *, digest: str, threads: int = 0) -> LoadedModel:
+    if path.suffix == ".onnx":
+        return load_onnx(path, digest=digest, threads=threads)
     return LoadedModel(read_checkpoint(path), digest=digest)
+
+
+def load_onnx(path: Path, *, digest: str, threads: int = 0) -> LoadedModel:
+    """An ONNX export (its task and classes are in the file's metadata), on ONNX Runtime's CPU provider with
+    ``threads`` intra-op threads (0: every CPU this process may use) and no idle spinning, so several serving
+    processes on one host do not burn each other's cores."""
+    import onnxruntime  # optional: only servers that serve ONNX exports need it
+
+    try:
+        task = BaseBackend.read_metadata(path).get("task")  # Ultralytics writes it into the export
+        loaded = LoadedModel(str(path), digest=digest, task=task)
+    except UnloadableWeights:
+        raise
+    except Exception as error:  # not an ONNX file, or not an Ultralytics export
+        raise UnloadableWeights(f"the ONNX export cannot be loaded ({_first_line(error)})") from None
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    backend = loaded._predictor.model.backend
+    backend.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    loaded.nbytes = path.stat().st_size
+    return loaded

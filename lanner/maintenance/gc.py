@@ -31,6 +31,7 @@ from lanner.context import AppContext
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import DatasetExport, DatasetItem, ImageBlob, ImportJob
 from lanner.db import after_commit, utcnow
+from lanner.deployments.models import Deployment
 from lanner.exports.models import ModelExport
 from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
@@ -51,6 +52,8 @@ BLOB_REFERENCES: tuple[Any, ...] = (
     ImportJob.source_sha256,
     ModelExport.source_sha256,
     ModelExport.sha256,
+    Deployment.weights_sha256,
+    Deployment.artefact_sha256,
 )
 SHARDS = tuple(f"{i:02x}" for i in range(256))
 SHARDS_PER_PASS = 16  # a full sweep every 16 maintenance passes (16 minutes at the default interval)

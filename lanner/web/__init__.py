@@ -10,9 +10,12 @@ Modules
     ``account_pages``  the account: credit (live), holds, cost per run, spend chart, transactions
     ``key_pages``      API keys: create (shown once), list, revoke
     ``project_pages``  projects, a project's runs (sortable, compare), the live model page (SSE) and its cancel
+    ``deploy_pages``   the model page's endpoints: the deployments table (htmx-polled), deploy/stop/start/delete
+    ``paths``          the ``{owner:owner}`` path convertor the ``/{owner}/...`` pages share
     ``templates/``     ``base.html`` (layout, navigation, messages), pages, ``_name.html`` fragments, ``_macros.html``
     ``static/``        ``lanner.css`` (the design system), ``lanner.js`` (CSRF header, errors, copy buttons),
-                       ``live.js``, page scripts, ``vendor/`` (htmx 2.0.11, uPlot 1.6.32: pinned, with licences)
+                       ``live.js``, page scripts (``deployments.js``: latency charts, "try it" drawn on a
+                       canvas), ``vendor/`` (htmx 2.0.11, uPlot 1.6.32: pinned, with licences)
 
 Adding a page
     1. A module ``lanner/web/<thing>_pages.py`` (a name ending in ``_pages`` is held to the router rules: it

@@ -4,8 +4,9 @@ live over Server-Sent Events (curves, console, system metrics, timing, cost) and
 
 Everything comes from the services the API uses: ``projects.service`` for access (another user's private
 project or model is a 404), ``training.dashboard``/``views`` for what training reports, ``training.service``
-for the cancel. ``/{owner}/...`` matches only names a user can have (``OWNER``), so it never shadows
-``/datasets``, ``/account``, ``/api`` or any other page, whatever the order of the routers."""
+for the cancel; ``deployments.views`` for the owner's endpoints section (its forms are ``deploy_pages``).
+``/{owner:owner}/...`` matches only names a user can have (``web.paths``), so it never shadows ``/datasets``,
+``/account``, ``/api`` or any other page, whatever the order of the routers."""
 
 from __future__ import annotations
 
@@ -16,9 +17,8 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
-from starlette.convertors import Convertor, register_url_convertor
 
-from lanner.accounts.service import RESERVED
+from lanner.deployments import views as deployment_views
 from lanner.deps import Ctx, DbSession
 from lanner.errors import Conflict, NotFound
 from lanner.projects import service as projects_service
@@ -27,7 +27,7 @@ from lanner.training import checkpoints, dashboard
 from lanner.training import service as training_service
 from lanner.training.dependencies import CurrentCatalogue
 from lanner.training.state import ACTIVE
-from lanner.web import live
+from lanner.web import live, paths  # noqa: F401  (paths registers the {owner:owner} convertor)
 from lanner.web.templating import PageUser, money, redirect, render
 from lanner.web.train_form import hours
 
@@ -38,21 +38,6 @@ SORTS = {"name": lambda r: r["name"].lower(), "status": lambda r: r["status"],
          "epochs": lambda r: r["epochs_done"], "duration": lambda r: r["duration_s"] or 0,
          "cost": lambda r: r["cost_micros"] or 0, "map": lambda r: r["best_map"] if r["best_map"] is not None else -1,
          "created": lambda r: r["created_at"]}
-
-
-class OwnerConvertor(Convertor[str]):
-    """A username: never a reserved word, so ``/datasets/x`` or ``/api/y`` are not someone's project."""
-
-    regex = "(?!(?:" + "|".join(sorted(RESERVED)) + ")(?:/|$))[a-z0-9][a-z0-9-]{0,39}"
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return value
-
-
-register_url_convertor("owner", OwnerConvertor())
 
 
 def duration(seconds: int | float | None) -> str:
@@ -158,8 +143,9 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
              for c in checkpoints.saved_checkpoints(session, record.id) if c.sha256]
     is_owner = record.owner_id == user.user_id
     offer = full_run_offer(record, training_service.latest_run(session, record.id), project) if is_owner else None
+    deploy = deployment_views.section(session, user, record, settings=ctx.settings) if is_owner else None
     return render(request, "model.html", {
-        "full_run": offer, "hours": hours,
+        "full_run": offer, "hours": hours, "deploy": deploy,
         "owner": owner.lower(), "project_slug": project, "model": record, "state": state,
         "is_owner": is_owner, "download": download, "checkpoints": saved,
         "plots": dashboard.final_plots(record.plots, record.class_names),

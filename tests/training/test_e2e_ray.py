@@ -3,17 +3,13 @@ for ``h100-sxm`` runs there through Ray Jobs, and a run for ``b200`` stays pendi
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 
 import httpx
 import pytest
 from ultralytics_platform import Platform
 
-from tests.servers import VENV_BIN, free_port
+from tests.ray_cluster import ray_head  # noqa: F401  (the fixture)
 from tests.training.orchestration import (
     TRAIN_ARGS,
     add_dataset,
@@ -28,29 +24,7 @@ pytestmark = pytest.mark.e2e
 ray = pytest.importorskip("ray")
 
 
-@pytest.fixture
-def ray_head():
-    """``ray start --head`` with one fake H100 (a short temp dir: Ray's socket paths must stay short)."""
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    dashboard = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LANNER_", "RAY_"))}
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    env["RAY_JOB_START_TIMEOUT_SECONDS"] = "15"  # queued jobs expire quickly, so the resubmission is exercised
-    command = [str(VENV_BIN / "ray"), "start", "--head", f"--port={free_port()}", "--num-cpus=2",
-               f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
-               f"--temp-dir={temp}", "--resources", '{"lanner-gpu:h100-sxm": 1}', "--disable-usage-stats"]
-    subprocess.run(command, env=env, check=True, capture_output=True, timeout=120)
-    address = f"http://127.0.0.1:{dashboard}"
-    wait_for(lambda: "lanner-gpu:h100-sxm" in str(httpx.get(f"{address}/api/cluster_status", timeout=5).json()),
-             timeout=60, what="the Ray head to report its resources")
-    try:
-        yield address
-    finally:
-        subprocess.run([str(VENV_BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-def test_runs_go_through_ray_jobs_and_wait_for_a_node_with_their_gpu(tmp_path, ray_head):
+def test_runs_go_through_ray_jobs_and_wait_for_a_node_with_their_gpu(tmp_path, ray_head):  # noqa: F811
     server, key = server_with_credit(tmp_path, usd="50", tier="pro", LANNER_EXECUTOR="ray",
                                      LANNER_RAY_ADDRESS=ray_head, LANNER_RAY_NUM_GPUS="0",
                                      LANNER_RAY_WORKER_DIR=str(tmp_path / "ray-node"))

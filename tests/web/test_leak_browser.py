@@ -47,6 +47,7 @@ OWN_PAGES: dict[str, str] = {
     "/account/keys": "{key_name}",
     "/train": "{dataset_name}",  # his datasets to train on
     "/gpus": "h100-sxm",  # the catalogue (the same for everyone) and the estimator's accuracy over all runs
+    "/metrics": "lanner_endpoint_requests",  # his endpoints in Prometheus text (the metric names, with none)
 }
 # Pages of one thing named by the path: bob's own answer 200 and show the second value; alice's answer 404.
 RESOURCE_PAGES: dict[str, str] = {
@@ -57,6 +58,7 @@ RESOURCE_PAGES: dict[str, str] = {
     "/{owner:owner}/{project}": "{model}",
     "/{owner:owner}/{project}/-/compare": "{project}",
     "/{owner:owner}/{project}/{model}": "{console}",
+    "/{owner:owner}/{project}/{model}/deployments": "{model}",  # the table (it polls its own URL)
 }
 # Server-Sent Events -> the event bob's stream sends first and what it shows (checked like a page); alice's: 404.
 STREAMS: dict[str, tuple[str, str]] = {
@@ -73,6 +75,10 @@ WRITES: dict[str, int] = {
     "/datasets/{owner}/{slug}/versions": 404,
     "/account/keys/{key_id}/revoke": 303,  # back to his keys: "already revoked"
     "/{owner:owner}/{project}/{model}/cancel": 404,
+    "/{owner:owner}/{project}/{model}/deployments": 404,
+    "/{owner:owner}/{project}/{model}/deployments/{deployment}/stop": 404,
+    "/{owner:owner}/{project}/{model}/deployments/{deployment}/start": 404,
+    "/{owner:owner}/{project}/{model}/deployments/{deployment}/delete": 404,
 }
 # Writes that name nothing but the caller's own account, each with the reason.
 OWN_WRITES: dict[str, str] = {
@@ -93,7 +99,7 @@ QUERY_PAGES: dict[str, int] = {
 }
 # Path and query parameters -> the ``Workspace`` field that holds their value.
 PARAMETERS = {"owner": "username", "slug": "dataset", "image_id": "image_id", "project": "project",
-              "model": "model", "dataset_id": "trashed_id", "key_id": "key_id"}
+              "model": "model", "dataset_id": "trashed_id", "key_id": "key_id", "deployment": "deployment"}
 HTML = {"Accept": "text/html"}
 HTMX = {"HX-Request": "true"}
 
@@ -138,6 +144,7 @@ class Workspace:
     billed_model: str = ""
     console: str = ""
     key_name: str = ""
+    deployment: str = ""  # a deployment name (the model has no weights to deploy: a name that exists nowhere)
     key_id: str = ""
     key: str = ""
     topup_description: str = ""
@@ -169,6 +176,7 @@ def _workspace(web_server: WebServer, username: str, folder: Path, *, seed: int,
                       class_name=f"{secret}-{CLASSES[0]}", version_description=f"{secret}-version",
                       trashed_name=f"{secret}-trashed", project=f"{secret}-project", model=f"{secret}-model",
                       billed_model=f"{secret}-billed", console=f"{secret}-console", key_name=f"{secret}-key",
+                      deployment=f"{secret}-endpoint",
                       topup_description=f"{secret}-topup")
     root = make_detection_dataset(folder / username, train=4, val=2, size=64, seed=seed).parent
     data_yaml = root / "data.yaml"

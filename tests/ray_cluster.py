@@ -1,0 +1,50 @@
+"""A real local Ray head for the tests that run on the distributed engine (training, exports and dedicated
+endpoints), started and stopped by the test: ``ray start --head`` with one fake H100 and 2 CPUs, in a short
+temporary folder (Ray's socket paths must stay short). The fixture yields the dashboard's address (Ray Jobs and
+the Serve API); import it into a test module to use it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.servers import VENV_BIN, free_port
+
+
+def _reports_resources(address: str) -> bool:
+    try:
+        return "lanner-gpu:h100-sxm" in str(httpx.get(f"{address}/api/cluster_status", timeout=5).json())
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+@pytest.fixture
+def ray_head() -> Iterator[str]:
+    """``ray start --head`` with one fake H100; yields ``http://127.0.0.1:<dashboard port>``."""
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    dashboard = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LANNER_", "RAY_"))}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["RAY_JOB_START_TIMEOUT_SECONDS"] = "15"  # queued jobs expire quickly, so the resubmission is exercised
+    command = [str(VENV_BIN / "ray"), "start", "--head", f"--port={free_port()}", "--num-cpus=2",
+               f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
+               f"--temp-dir={temp}", "--resources", '{"lanner-gpu:h100-sxm": 1}', "--disable-usage-stats"]
+    subprocess.run(command, env=env, check=True, capture_output=True, timeout=120)
+    address = f"http://127.0.0.1:{dashboard}"
+    deadline = time.time() + 60
+    while not _reports_resources(address):
+        if time.time() > deadline:
+            raise AssertionError("timed out waiting for the Ray head to report its resources")
+        time.sleep(0.5)
+    try:
+        yield address
+    finally:
+        subprocess.run([str(VENV_BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
