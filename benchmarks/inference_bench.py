@@ -15,7 +15,7 @@ conversion and JSON a detect answer can need).
    decodes the file too) against ``POST /api/models/.../predict`` with the same file from one keep-alive HTTP
    client, alternating call by call; p50 of each and their difference, and the overhead measured within each
    call (wall time minus the Ultralytics pipeline's own preprocess + inference + postprocess, the same code on
-   both sides): the pipeline's time swings with the machine's load, what each side adds around it does not.
+   both sides): the pipeline's time swings with the machine's load far more than what each side adds around it.
 2. Throughput, 32 clients: each sends the same image back to back for a fixed time; requests/s with batching
    on and off, at imgsz 640, 320, 160 and 64, in alternating rounds (the median round of each mode is shown,
    every round's rate in the last column).
@@ -254,8 +254,8 @@ def render(results: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=15.0, help="load time per throughput run")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds per throughput case")
+    parser.add_argument("--seconds", type=float, default=10.0, help="load time per throughput run")
+    parser.add_argument("--rounds", type=int, default=6, help="alternating rounds per throughput case")
     parser.add_argument("--calls", type=int, default=100, help="calls of each kind per overhead case")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--write-doc", action="store_true")
