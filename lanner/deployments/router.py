@@ -158,7 +158,7 @@ async def predict(
     decimals: Annotated[int, Form(ge=inference.DECIMALS_MIN, le=inference.DECIMALS_MAX)] = (
         inference.DECIMALS_DEFAULT),
     vid_stride: Annotated[int, Form(ge=1, le=INT32_MAX, description="Accepted; one image is one frame")] = 1,
-    bits: Annotated[int, Form(description="Depth PNG bits: 8, 12 or 16")] = 8,
+    bits: Annotated[int, Form(ge=8, le=16, description="Depth PNG bits: 8, 12 or 16")] = 8,
 ) -> Response:
     started = time.perf_counter()
     if bits not in inference.DEPTH_BITS:

@@ -56,7 +56,7 @@ async def predict(
     normalize: Annotated[bool, Form()] = False,
     decimals: Annotated[int, Form(ge=schemas.DECIMALS_MIN, le=schemas.DECIMALS_MAX)] = schemas.DECIMALS_DEFAULT,
     vid_stride: Annotated[int, Form(ge=1, le=INT32_MAX, description="Accepted; one image is one frame")] = 1,
-    bits: Annotated[int, Form(description="Depth PNG bits: 8, 12 or 16")] = 8,
+    bits: Annotated[int, Form(ge=8, le=16, description="Depth PNG bits: 8, 12 or 16")] = 8,
 ) -> Response:
     started = time.perf_counter()
     if bits not in schemas.DEPTH_BITS:

@@ -28,7 +28,9 @@ class Run(Base):
     # Hash of the training_started body: a retried start returns the same run instead of a new model.
     start_fingerprint: Mapped[str | None] = mapped_column(String(64), index=True)
     # Who started it: the person behind the key or session (a team's runs are started by many of its members).
-    started_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # No foreign key: on PostgreSQL its check share-locks the user's row, which concurrent starts then deadlock
+    # on with the ledger's lock of the same row; a removed user shows as such.
+    started_by_id: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     last_event_at: Mapped[datetime | None]
