@@ -28,23 +28,45 @@ from lanner.scratch import scratch_folder
 SPEC_ENV = "LANNER_EXPORT_SPEC"
 ERROR_MARK = "LANNER_EXPORT_ERROR "
 EXIT_FAILED = 3
-UPLOAD_RETRY_SECONDS = 120.0  # rides over a server restart: the slot is still open when it comes back
+UPLOAD_RETRY_SECONDS = 180.0  # rides over a server restart: the links still work when it comes back
 
 
 class ExportFailed(Exception):
     """A reason for the user; the worker exits with it."""
 
 
+def with_retries(what: str, attempt: Any) -> Any:
+    """Run ``attempt()`` until it succeeds, riding over a server that is away (restarting, or killed and started
+    again) for ``UPLOAD_RETRY_SECONDS``: the signed links stay valid across a restart. A 4xx answer is final."""
+    deadline = time.monotonic() + UPLOAD_RETRY_SECONDS
+    delay = 1.0
+    while True:
+        try:
+            return attempt()
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                raise
+            reason = f"HTTP {exc.code}"
+        except OSError as exc:
+            reason = str(exc)
+        if time.monotonic() > deadline:
+            raise ExportFailed(f"{what}: {reason}")
+        print(f"lanner export: {what} ({reason}); retrying", flush=True)
+        time.sleep(delay)
+        delay = min(delay * 2, 15.0)
+
+
 def download(url: str, target: Path) -> None:
-    try:
+    def attempt() -> None:
         with urllib.request.urlopen(url, timeout=120) as response, target.open("wb") as out:
             while chunk := response.read(1 << 20):
                 out.write(chunk)
+
+    try:
+        with_retries("the model's weights could not be fetched", attempt)
     except urllib.error.HTTPError as exc:
         raise ExportFailed(f"the model's weights could not be fetched (HTTP {exc.code}); were they replaced or "
                            "deleted?") from None
-    except OSError as exc:
-        raise ExportFailed(f"the model's weights could not be fetched: {exc}") from None
 
 
 def export(spec: dict[str, Any], weights: Path) -> Path:
@@ -77,27 +99,18 @@ def pack(output: Path, folder: Path, filename: str) -> Path:
 def upload(path: Path, url: str) -> None:
     """PUT the artefact to its slot; a refused slot (the export was cancelled or deleted) is final, a server
     that is away (restarting) is tried again for a while."""
-    deadline = time.monotonic() + UPLOAD_RETRY_SECONDS
-    delay = 1.0
-    while True:
-        try:
-            with path.open("rb") as body:
-                request = urllib.request.Request(url, data=body, method="PUT", headers={
-                    "Content-Type": "application/octet-stream", "Content-Length": str(path.stat().st_size)})
-                with urllib.request.urlopen(request, timeout=600):
-                    return
-        except urllib.error.HTTPError as exc:
-            if exc.code < 500:
-                detail = exc.read().decode("utf-8", "replace")[:300]
-                raise ExportFailed(f"the server refused the exported file (HTTP {exc.code}: {detail})") from None
-            reason = f"HTTP {exc.code}"
-        except OSError as exc:
-            reason = str(exc)
-        if time.monotonic() > deadline:
-            raise ExportFailed(f"the exported file could not be uploaded: {reason}")
-        print(f"lanner export: upload failed ({reason}); retrying", flush=True)
-        time.sleep(delay)
-        delay = min(delay * 2, 15.0)
+    def attempt() -> None:
+        with path.open("rb") as body:
+            request = urllib.request.Request(url, data=body, method="PUT", headers={
+                "Content-Type": "application/octet-stream", "Content-Length": str(path.stat().st_size)})
+            with urllib.request.urlopen(request, timeout=600):
+                return
+
+    try:
+        with_retries("the exported file could not be uploaded", attempt)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")[:300]
+        raise ExportFailed(f"the server refused the exported file (HTTP {exc.code}: {detail})") from None
 
 
 def run(spec: dict[str, Any], home: Path) -> int:

@@ -153,18 +153,18 @@ def test_an_item_result_that_is_an_exception_fails_that_item_alone() -> None:
 
 
 def test_a_lone_client_never_waits_for_the_window() -> None:
+    """The window is an hour: a batcher that waited for it would trip the (much shorter) guard below, however
+    slow the machine, so the test measures behaviour, not speed."""
     recorder = Recorder()
     with ThreadPoolExecutor(1) as pool:
-        batcher = Batcher(recorder, executor=pool, max_batch=8, window_s=0.5)
+        batcher = Batcher(recorder, executor=pool, max_batch=8, window_s=3600)
 
-        async def main() -> float:
-            start = time.perf_counter()
+        async def main() -> None:
             for i in range(5):
-                assert await batcher.submit("m", i) == ("m", i * 10)
-            return time.perf_counter() - start
+                assert await asyncio.wait_for(batcher.submit("m", i), 120) == ("m", i * 10)
 
-        elapsed = _run(main())
-    assert elapsed < 0.5 and [len(items) for _, items in recorder.batches] == [1] * 5
+        _run(main())
+    assert [len(items) for _, items in recorder.batches] == [1] * 5
 
 
 def test_batching_off_runs_one_by_one() -> None:
