@@ -20,6 +20,9 @@ class PeriodicThread:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def interval(self) -> float:
+        return self._interval()
+
     @property
     def running(self) -> bool:
         return self._thread is not None
@@ -51,3 +54,24 @@ class PeriodicThread:
                 self._job()
             except Exception:
                 self._log.exception("%s pass failed; the next pass retries", self.name)
+
+
+class BackgroundLoop:
+    """``start``/``wake``/``stop`` for a service whose passes a ``PeriodicThread`` (``self._thread``) runs: started
+    only when its interval is positive (0 turns the loop off, as tests do to drive passes by hand), with a first
+    pass at once for what a previous server left; woken when a request changed something; stopped without
+    touching the workers it watches (the next start finds them again)."""
+
+    _thread: PeriodicThread
+
+    def start(self) -> None:
+        if self._thread.interval() > 0:
+            self._thread.start()
+            self._thread.wake()
+
+    def wake(self) -> None:
+        if self._thread.running:
+            self._thread.wake()
+
+    def stop(self) -> None:
+        self._thread.stop()

@@ -7,12 +7,27 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 VENV_BIN = Path(sys.executable).parent
+
+
+def wait_for(check: Callable[[], Any], *, timeout: float, what: str, every: float = 0.2) -> Any:
+    """Poll ``check`` until it returns something true (returned), or fail naming ``what`` and the last answer:
+    tests wait for states, never for a fixed time."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
 
 def free_port() -> int:

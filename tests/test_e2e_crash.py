@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -22,19 +21,10 @@ from lanner.maintenance.gc import referenced_among, sweep
 from lanner.storage.blobs import LocalBlobStore
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, wait_for_import
-from tests.servers import VENV_BIN, lanner_cli, lanner_env, start_server
+from tests.servers import VENV_BIN, lanner_cli, lanner_env, start_server, wait_for
 
 pytestmark = pytest.mark.e2e
 IMAGES = 400  # a few seconds of probing and storing on this machine: long enough to be killed in the middle
-
-
-def wait_for(condition, what: str, timeout: float = 180) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def blob_count(home: Path) -> int:
@@ -72,7 +62,7 @@ def test_a_server_killed_mid_import_resumes_it_and_leaves_nothing_behind(tmp_pat
         assert httpx.put(signed["uploadUrl"], content=archive.read_bytes(), timeout=60).status_code == 200
         platform.datasets.ingest("alice", "big", body={"sessionId": signed["sessionId"]})
         before = blob_count(home)
-        wait_for(lambda: blob_count(home) > before + 40, "the import to store images")
+        wait_for(lambda: blob_count(home) > before + 40, what="the import to store images")
         workers = psutil.Process(server.process.pid).children(recursive=True)
         assert workers, "the import runs in a worker process"
         server.process.send_signal(signal.SIGKILL)
@@ -93,7 +83,7 @@ def test_a_server_killed_mid_import_resumes_it_and_leaves_nothing_behind(tmp_pat
             job = session.scalar(select(ImportJob))
             assert (job.status, job.attempts) == ("succeeded", 2)
         db.dispose()
-        wait_for(lambda: leftovers(home) == ([], [], []), "the collector to free what the killed import left")
+        wait_for(lambda: leftovers(home) == ([], [], []), what="the collector to free what the killed import left")
     finally:
         server.stop()
 
@@ -107,7 +97,7 @@ def test_a_cli_import_killed_mid_way_leaves_no_dataset_and_its_blobs_are_collect
                                 "--name", "big"], env=lanner_env(home), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: (home / "blobs").exists() and blob_count(home) > 40, "the import to store images")
+        wait_for(lambda: (home / "blobs").exists() and blob_count(home) > 40, what="the import to store images")
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()

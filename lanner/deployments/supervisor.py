@@ -36,7 +36,7 @@ from lanner.deployments import metering, state
 from lanner.deployments.backends import Launch, LocalBackend, Observation, RayBackend, Seen
 from lanner.deployments.models import Deployment, DeploymentLog, DeploymentSample
 from lanner.deployments.service import RETIRING
-from lanner.periodic import PeriodicThread
+from lanner.periodic import BackgroundLoop, PeriodicThread
 from lanner.training.refs import SCHEME
 
 log = logging.getLogger("lanner.deployments")
@@ -72,7 +72,7 @@ def backoff(crashes: int) -> float:
     return min(MAX_BACKOFF_SECONDS, 2.0 ** max(0, crashes - 1))
 
 
-class Supervisor:
+class Supervisor(BackgroundLoop):
     def __init__(self, ctx: AppContext, backends: dict[str, Any] | None = None,
                  on_change: Any = None) -> None:
         self.ctx = ctx
@@ -94,19 +94,6 @@ class Supervisor:
     def use_backend(self, name: str, backend: Any) -> None:
         """Serve ``name`` regions through ``backend`` (tests; an operator's own backend)."""
         self._backends[name] = backend
-
-    def start(self) -> None:
-        if self.ctx.settings.endpoint_poll_seconds > 0:
-            self._thread.start()
-            self._thread.wake()
-
-    def wake(self) -> None:
-        if self._thread.running:
-            self._thread.wake()
-
-    def stop(self) -> None:
-        """Stop the loop; serving processes go on (the next server start finds them again)."""
-        self._thread.stop()
 
     def run_once(self) -> None:
         with self._lock:

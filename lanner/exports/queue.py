@@ -38,7 +38,7 @@ from lanner.exports import jobs
 from lanner.exports.formats import FORMATS
 from lanner.exports.models import ModelExport
 from lanner.exports.worker import SPEC_ENV, error_from_log
-from lanner.periodic import PeriodicThread
+from lanner.periodic import BackgroundLoop, PeriodicThread
 from lanner.projects.models import ModelRecord
 from lanner.storage.signing import URLSigner
 from lanner.training.executors.base import (
@@ -67,14 +67,16 @@ def make_export_executor(settings: Settings) -> Executor:
     return LocalExecutor(settings.resolved_home / "exports", max_cpu_runs=settings.export_workers)
 
 
-
 def export_device(job: ModelExport) -> str:
     """The GPU only where the artefact depends on it (a TensorRT engine, FP16 weights); anything else exports on
     the CPU, so it also works on a node whose GPU this process cannot see."""
     needs_gpu = FORMATS[job.format].gpu or (job.args or {}).get("quantize") == 16
     return "0" if needs_gpu and job.gpu_type != "cpu" else "cpu"
 
-class ExportQueue:
+
+class ExportQueue(BackgroundLoop):
+    """``wake`` when a request queued or cancelled a job (once it committed); ``stop`` leaves workers running."""
+
     def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
         self.ctx = ctx
         self._executor = executor
@@ -87,20 +89,6 @@ class ExportQueue:
         if self._executor is None:
             self._executor = make_export_executor(self.ctx.settings)
         return self._executor
-
-    def start(self) -> None:
-        if self.ctx.settings.export_poll_seconds > 0:
-            self._thread.start()
-            self._thread.wake()  # what a previous server left, now
-
-    def wake(self) -> None:
-        """A job was queued or cancelled (called once its request committed)."""
-        if self._thread.running:
-            self._thread.wake()
-
-    def stop(self) -> None:
-        """Stop the loop; workers go on (the next server start finds them), as training's do."""
-        self._thread.stop()
 
     def run_once(self) -> None:
         with self._lock:

@@ -10,8 +10,7 @@ kills those it started when the test ends), the tiny detector attached to alice,
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from ultralytics_platform import Platform
 from lanner.config import Settings
 from tests.conftest import TEST_URL, Account
 from tests.inference.conftest import attach, encoded, shapes_detector, shapes_image  # noqa: F401  (fixtures)
+from tests.servers import wait_for
 
 IMGSZ = 64  # the tiny detector's training size
 TOLERANCE = 1e-3
@@ -110,17 +110,6 @@ def attach_onnx(app: Any, model_id: str, path: Path, args: dict[str, Any] | None
         session.add(job)
         session.flush()
         return job.id
-
-
-def wait_for(check: Callable[[], Any], *, timeout: float, what: str, every: float = 0.2) -> Any:
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
 
 def wait_status(platform: Platform, name: str, wanted: str, *, timeout: float = 90, owner: str = "alice") -> dict:

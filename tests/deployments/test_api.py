@@ -14,8 +14,9 @@ from ultralytics import YOLO
 from ultralytics_platform import APIError, Platform
 
 from tests.conftest import Account
-from tests.deployments.conftest import IMGSZ, TOLERANCE, attach, image_file, wait_for, wait_status
+from tests.deployments.conftest import IMGSZ, TOLERANCE, attach, image_file, wait_status
 from tests.sdk_types import assert_sdk_type
+from tests.servers import wait_for
 
 EXTENSIONS = {"runtime"}  # Lanner's addition to the SDK's deployment item
 

@@ -16,8 +16,8 @@ from ultralytics_platform import Platform
 
 from lanner.config import Settings
 from lanner.context import AppContext
-from tests.deployments.conftest import IMGSZ, image_file, wait_for, wait_status
-from tests.servers import lanner_cli, start_server
+from tests.deployments.conftest import IMGSZ, image_file, wait_status
+from tests.servers import lanner_cli, start_server, wait_for
 from tests.trained import attach_weights
 
 pytestmark = pytest.mark.e2e

@@ -15,10 +15,10 @@ import httpx
 import pytest
 from ultralytics_platform import Platform
 
-from tests.deployments.conftest import IMGSZ, image_file, wait_for, wait_status
+from tests.deployments.conftest import IMGSZ, image_file, wait_status
 from tests.deployments.test_e2e_local import server_context
 from tests.ray_cluster import ray_head  # noqa: F401  (the fixture)
-from tests.servers import free_port, lanner_cli, start_server
+from tests.servers import free_port, lanner_cli, start_server, wait_for
 from tests.trained import attach_weights
 
 pytestmark = pytest.mark.e2e

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +48,6 @@ def new_model(platform: Platform, project: str, name: str) -> dict[str, Any]:
     except Exception:
         platform.projects.create(owner="alice", project=project, name=project, visibility="private")
     return platform.models.create(body={"project": project, "model": name, "name": name})
-
-
-def wait_for(check: Any, *, timeout: float, what: str, every: float = 0.5) -> Any:
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
 
 def job(platform: Platform, project: str, model: str) -> dict[str, Any]:

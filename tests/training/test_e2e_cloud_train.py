@@ -9,8 +9,8 @@ import pytest
 from ultralytics_platform import Platform
 
 from lanner.synthetic import make_detection_dataset
-from tests.servers import VENV_BIN, trainer_env, yolo_workspace
-from tests.training.orchestration import balance_micros, server_with_credit, settled, wait_for
+from tests.servers import VENV_BIN, trainer_env, wait_for, yolo_workspace
+from tests.training.orchestration import balance_micros, server_with_credit, settled
 
 pytestmark = pytest.mark.e2e
 

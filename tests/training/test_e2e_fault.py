@@ -15,6 +15,7 @@ import psutil
 import pytest
 from ultralytics_platform import Platform
 
+from tests.servers import wait_for
 from tests.training.orchestration import (
     TRAIN_ARGS,
     add_dataset,
@@ -24,7 +25,6 @@ from tests.training.orchestration import (
     run_ledger,
     server_with_credit,
     settled,
-    wait_for,
 )
 
 pytestmark = pytest.mark.e2e

@@ -7,6 +7,7 @@ import pytest
 from ultralytics_platform import Platform
 
 from tests.sdk_types import assert_sdk_type
+from tests.servers import wait_for
 from tests.training.orchestration import (
     LANNER_START_EXTRAS,
     TRAIN_ARGS,
@@ -17,7 +18,6 @@ from tests.training.orchestration import (
     run_ledger,
     server_with_credit,
     settled,
-    wait_for,
     without,
 )
 

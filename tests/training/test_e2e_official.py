@@ -15,8 +15,8 @@ import subprocess
 import pytest
 from ultralytics_platform import Platform
 
-from tests.servers import VENV_BIN, lanner_cli, trainer_env, yolo_workspace
-from tests.training.orchestration import add_dataset, server_with_credit, settled, wait_for
+from tests.servers import VENV_BIN, lanner_cli, trainer_env, wait_for, yolo_workspace
+from tests.training.orchestration import add_dataset, server_with_credit, settled
 
 pytestmark = pytest.mark.e2e
 

@@ -10,6 +10,7 @@ import pytest
 from ultralytics_platform import Platform
 
 from tests.ray_cluster import ray_head  # noqa: F401  (the fixture)
+from tests.servers import wait_for
 from tests.training.orchestration import (
     TRAIN_ARGS,
     add_dataset,
@@ -17,7 +18,6 @@ from tests.training.orchestration import (
     new_model,
     server_with_credit,
     settled,
-    wait_for,
 )
 
 pytestmark = pytest.mark.e2e

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.deployments.conftest import image_file, wait_for
+from tests.deployments.conftest import image_file
 from tests.deployments.test_e2e_local import alive, server_context
 from tests.inference.conftest import shapes_detector  # noqa: F401  (a fixture)
+from tests.servers import wait_for
 from tests.trained import attach_weights
 from tests.web.conftest import WebServer, screenshot, signed_in
 
