@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -53,9 +54,18 @@ def postgres() -> Iterator[PostgresCluster]:
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once: each test copies it (0.5 ms) instead of running every migration (200 ms)."""
+    path = tmp_path_factory.mktemp("template") / "lanner.db"
+    upgrade_database(f"sqlite:///{path}")
+    return path
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), tmp_path / "lanner.db")
         return f"sqlite:///{tmp_path / 'lanner.db'}"
     cluster: PostgresCluster = request.getfixturevalue("postgres")
     name = f"lanner_test_{next(_db_counter)}"
