@@ -11,6 +11,7 @@ from sqlalchemy import update
 
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import DatasetItem
+from tests.web.pages import sign_in
 
 BOX = {"classId": 1, "bbox": [0.5, 0.5, 0.2, 0.2]}
 
@@ -155,3 +156,15 @@ def test_two_saves_from_one_revision_cannot_both_win(shapes, settings, monkeypat
     assert response.status_code == 409, response.text
     assert response.json()["current"]["revision"] == 1 and response.json()["current"]["labels"] == [BOX]
     assert shapes.open(key)["labels"] == [BOX]
+
+
+def test_the_editor_page_saves_with_its_session_cookie_and_csrf_token(shapes) -> None:
+    """What the browser editor does: no API key, the session cookie, and the page's token on writes."""
+    key, client = shapes.keys()[0], shapes.client
+    token = sign_in(client)
+    opened = client.get(shapes.url(f"/annotate/{key}"))
+    assert opened.status_code == 200 and opened.json()["revision"] == 0
+    body = {"labels": [BOX], "revision": 0, "editId": "from-the-page"}
+    assert client.put(shapes.url(f"/annotate/{key}"), json=body).status_code == 403  # no token: refused
+    saved = client.put(shapes.url(f"/annotate/{key}"), json=body, headers={"X-CSRFToken": token})
+    assert saved.status_code == 200 and saved.json()["labelledBy"] == "user:alice"
