@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
+from lanner.annotation import proposals
 from lanner.assistant import rounds, training_data
 from lanner.assistant.models import (
     DEFAULT_EPOCHS,
@@ -87,6 +88,7 @@ def view(session: Session, dataset: Dataset, assistant: Assistant | None) -> dic
     newest = rounds.newest_model_round(session, assistant) if assistant else None
     next_at = defaults.min_labels if last is None else max(defaults.min_labels, last.labelled + defaults.every)
     refs = {e.model_id: rounds.model_ref(session, e.model_id) for e in entries if e.model_id}
+    accepted = {model_id: proposals.acceptance(session, dataset.id, model_id) for model_id in refs}
     return {
         "enabled": bool(defaults.enabled), "status": state, "reason": reason, "minLabels": defaults.min_labels,
         "every": defaults.every, "gpuType": defaults.gpu_type, "epochs": defaults.epochs, "imgsz": defaults.imgsz,
@@ -94,7 +96,8 @@ def view(session: Session, dataset: Dataset, assistant: Assistant | None) -> dic
         "model": {"ref": refs.get(newest.model_id), "id": newest.model_id} if newest else None,
         "rounds": [{"round": e.round, "labelled": e.labelled, "modelRef": refs.get(e.model_id), "status": e.status,
                     "reason": e.reason, "startedAt": iso(e.started_at), "completedAt": iso(e.completed_at),
-                    "mAP50": e.map50, "scored": e.scored, "shown": None, "acceptedUnchanged": None}
+                    "mAP50": e.map50, "scored": e.scored,
+                    **accepted.get(e.model_id or "", {"shown": 0, "acceptedUnchanged": 0})}
                    for e in entries],
     }
 

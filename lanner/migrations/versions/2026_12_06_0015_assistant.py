@@ -1,12 +1,11 @@
 """the labelling assistant
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-05 11:19:37
 
 A dataset's assistant (``lanner/assistant``): its settings, its training rounds (each an ordinary run) and the
-uncertainty of each unlabelled image under its newest model. Revises 0014 (the annotation API's) once that
-branch is merged.
+uncertainty of each unlabelled image under its newest model.
 """
 
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from alembic import op
 import lanner.db
 
 revision: str = '0015'
-down_revision: str | None = '0013'
+down_revision: str | None = '0014'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
