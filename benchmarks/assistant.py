@@ -6,9 +6,10 @@ unchanged, and how long after the 20th label its first proposal arrives.
 Each run is one labelling session (``tests/assistant/scenario.py``) against its own ``lanner serve`` from this
 tree (local executor, CPU, supervisor and assistant polling every 0.5 s): a synthetic shapes dataset of 50
 64-px images (40 train, 10 val) is uploaded without labels; the assistant is turned on (20 labels, 15 epochs,
-imgsz 64, GPU type cpu); a person labels the 20 images "label next" offers one by one with the generator's
-labels; round 1 fine-tunes the operator's official yolo11n (here the test suite's tiny detector: 2 epochs on
-other shapes, registered with ``lanner models add-official``; nothing is downloaded). Then:
+imgsz 64, GPU type cpu; the round adds batch 4, no warm-up and no mosaic for its few images); a person labels
+the 20 images "label next" offers, one by one in the annotate API, with the generator's labels; round 1
+fine-tunes the operator's official yolo11n (here the test suite's tiny detector: 2 epochs on other shapes,
+registered with ``lanner models add-official``; nothing is downloaded). Then:
 
 - time to first proposal: from the answer to the 20th label's save to the first proposal served on an
   unlabelled image (the round's dataset build, queueing, the trainer's start-up, 15 epochs, upload of the
@@ -60,8 +61,7 @@ def render(runs: list[dict[str, Any]], facts: dict[str, str]) -> str:
     shown = sum(r["shown"] for r in runs)
     lines += ["", f"Median time to the first proposal {statistics.median(r['seconds'] for r in runs):.1f} s; "
                   f"accepted unchanged {sum(r['unchanged'] for r in runs) / max(shown, 1):.0%} of {shown} proposals; "
-                  f"lowest proposals mAP50 {min(r['map50'] for r in runs):.3f} (the end-to-end test's bar: "
-                  "`tests/assistant/test_e2e_assistant.py` MIN_MAP50)."]
+                  f"lowest proposals mAP50 {min(r['map50'] for r in runs):.3f}."]
     return "\n".join(lines) + "\n"
 
 

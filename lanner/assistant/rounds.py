@@ -82,6 +82,14 @@ def base_model(session: Session, assistant: Assistant, task: str) -> str:
     return f"{name}.pt" if official.find_by_weights_name(session, f"{name}.pt") is not None else f"{name}.yaml"
 
 
+def small_data_args(labelled: int) -> dict[str, Any]:
+    """A round learns from a few dozen images: batches of a fifth of them (2 to 16), so an epoch is several
+    steps; no warm-up (the trainer's lasts at least 100 steps, longer than a whole early round, which would then
+    never reach its learning rate); no mosaic (it shrinks each image to a quarter: small images lose their
+    objects)."""
+    return {"batch": max(2, min(16, labelled // 5)), "warmup_epochs": 0, "mosaic": 0.0}
+
+
 def start(session: Session, assistant: Assistant, dataset: Dataset, labelled: int, *, catalogue: Catalogue,
           executor: Executor, executor_name: str) -> AssistantRound:
     """Record round N+1 and start its run; a run that cannot start fails the round with the reason."""
@@ -106,7 +114,8 @@ def start(session: Session, assistant: Assistant, dataset: Dataset, labelled: in
                 description=f"Labelling assistant of {dataset.slug}, round {number} ({labelled} labelled images)")
             args: dict[str, Any] = {"model": base_model(session, assistant, dataset.task),
                                     "data": f"ul://{owner.username}/datasets/{derived.slug}",
-                                    "epochs": assistant.epochs, "imgsz": assistant.imgsz, "plots": False}
+                                    "epochs": assistant.epochs, "imgsz": assistant.imgsz, "plots": False,
+                                    **small_data_args(labelled)}
             started = launch.start(session, principal, StartRequest(
                 modelId=model.id, gpuType=assistant.gpu_type, captureDatasetVersion=True, trainArgs=args),
                 catalogue=catalogue, executor=executor, executor_name=executor_name)

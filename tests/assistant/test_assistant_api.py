@@ -134,3 +134,25 @@ def test_a_round_that_cannot_start_fails_with_the_reason_and_retries_once_settin
     loop.run_once()
     state = client.get(f"{A}/assistant", headers=alice.headers).json()
     assert [r["status"] for r in state["rounds"]] == ["failed", "training"] and state["status"] == "training"
+
+
+def test_label_next_puts_the_least_sure_first_then_what_was_not_scored(app, client, alice, raw):
+    from lanner.assistant.models import SCORING, Assistant, AssistantRound, AssistantScore
+    from lanner.assistant.rounds import store_scores
+
+    client.put(f"{A}/assistant", headers=alice.headers, json={"enabled": False})
+    names = sorted(raw)
+    label_some(client, alice, raw, 1)  # names[0] is labelled: never offered, even though it has a score
+    keys = {n: raw[n].rsplit("-", 1)[1] for n in names}
+    scores = {keys[names[0]]: 0.99, keys[names[1]]: 0.2, keys[names[2]]: 0.9, keys[names[3]]: 0.5}
+    with app.state.lanner.db.session() as session:
+        assistant = session.query(Assistant).one()
+        entry = AssistantRound(assistant_id=assistant.id, round=1, labelled=1, status=SCORING)
+        session.add(entry)
+        session.flush()
+        store_scores(session, assistant, entry, scores)
+        assert session.query(AssistantScore).count() == 4
+    body = client.get(f"{A}/label-next", headers=alice.headers, params={"limit": 5}).json()
+    assert body["basis"] == "assistant round 1"
+    assert [(i["name"], i["score"]) for i in body["images"]] == [
+        (names[2], 0.9), (names[3], 0.5), (names[1], 0.2), (names[4], None), (names[5], None)]
