@@ -13,7 +13,7 @@ registered with ``lanner models add-official``; nothing is downloaded). Then:
 
 - time to first proposal: from the answer to the 20th label's save to the first proposal served on an
   unlabelled image (the round's dataset build, queueing, the trainer's start-up, 15 epochs, upload of the
-  weights, scoring of the 30 unlabelled images, and one ``models.predict``);
+  weights, scoring of the 30 unlabelled images, and one call of the proposals API);
 - accepted unchanged: of the proposals on the 30 unlabelled images (conf >= 0.25), the share with the right
   class and IoU >= 0.9 with a ground-truth box (each box accepts one proposal);
 - mAP50 of the proposals (conf >= 0.05) on those images against the ground truth, and the run's own mAP50 on
