@@ -14,6 +14,8 @@ from lanner import __version__, body_limit, handlers
 from lanner.accounts.csrf import CsrfProtection
 from lanner.accounts.router import router as accounts_router
 from lanner.annotation.router import router as annotation_router
+from lanner.assistant.loop import AssistantLoop
+from lanner.assistant.router import router as assistant_router
 from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
 from lanner.context import AppContext
@@ -52,8 +54,8 @@ ROUTERS = (inference_router,  # first: its hot paths are matched before the othe
            deployments_router,  # then the dedicated endpoints' predict, the other hot path
            accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
-           exports_router, storage_router, web_router, account_pages, key_pages, dataset_pages, train_pages,
-           deploy_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
+           exports_router, storage_router, assistant_router, web_router, account_pages, key_pages, dataset_pages,
+           train_pages, deploy_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
@@ -68,6 +70,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     maintenance = Maintenance(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
     deployments = DeploymentRuntime(ctx)
+    assistant = AssistantLoop(ctx, executor=lambda: training.executor, predictor=inference)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -76,7 +79,9 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         exports.start()
         maintenance.start()
         deployments.start()
+        assistant.start()
         yield
+        assistant.stop()
         deployments.stop()
         await deployments.forwarder.close()
         maintenance.stop()
@@ -99,6 +104,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     app.state.maintenance = maintenance
     app.state.inference = inference
     app.state.deployments = deployments
+    app.state.assistant = assistant
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
     web_site.install(app)  # static files, the sign-in redirect, errors as pages for browsers

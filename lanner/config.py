@@ -145,6 +145,9 @@ class Settings(BaseSettings):
                                           "failed (0: never).")
     export_poll_seconds: float = Field(default=1.0, description="How often the export queue launches queued "
                                        "exports and polls running ones (a new export wakes it at once; 0: off).")
+    assistant_poll_seconds: float = Field(
+        default=5.0, ge=0, description="How often datasets' labelling assistants look for new labels to train a "
+        "round on, watch the round that trains and score the unlabelled images with its model (0: never).")
     # Dedicated endpoints (lanner.deployments): deployments.*.
     deploy_regions: str = Field(
         default="", description="The SDK regions endpoints may be created in, and where each runs: empty for all "

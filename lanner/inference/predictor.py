@@ -179,6 +179,16 @@ class Predictor:
         await self.model(weights)  # a first load happens here, outside the batch
         return await self.batcher.submit((weights.digest, imgsz), _Item(weights, image, conf, iou, finish))
 
+    def run_here(self, weights: Weights, images: Sequence[np.ndarray], *, conf: float, iou: float,
+                 imgsz: int) -> list[Any]:
+        """One ``Results`` per image, run on the calling thread: for background work (the labelling assistant's
+        scoring), which shares the model cache and the loaded model's lock with requests but not the batcher,
+        whose lanes belong to the app's event loop."""
+        from lanner.inference.runtime import Job  # loaded by now: _model imported it
+
+        model = self._model(weights)
+        return [result for result, _ in model.run([Job(image, conf, iou) for image in images], imgsz)]
+
     async def predict(self, weights: Weights, image: np.ndarray, options: Options = Options(), *, model_name: str,
                       started: float | None = None) -> dict[str, Any]:
         """The hosted ``PredictResponse`` for one image. ``started``: ``time.perf_counter()`` when the call began

@@ -1,0 +1,130 @@
+"""The assistant's settings, what the dataset page shows of it, and "label next".
+
+Only the dataset's owner sees or changes its assistant (it spends the owner's credit): anyone else gets the
+404 a missing dataset gets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.annotation import proposals
+from lanner.assistant import rounds, training_data
+from lanner.assistant.models import (
+    DEFAULT_EPOCHS,
+    DEFAULT_EVERY,
+    DEFAULT_IMGSZ,
+    DEFAULT_MIN_LABELS,
+    FAILED,
+    SCORING,
+    TRAINING,
+    Assistant,
+    AssistantRound,
+    AssistantScore,
+)
+from lanner.assistant.schemas import AssistantUpdate
+from lanner.datasets import service as datasets_service
+from lanner.datasets.models import Dataset, DatasetItem
+from lanner.db import iso, utcnow
+from lanner.errors import NotFound, Unprocessable
+from lanner.gpus.catalogue import Catalogue
+
+FIELDS = {"enabled": "enabled", "minLabels": "min_labels", "every": "every", "gpuType": "gpu_type",
+          "epochs": "epochs", "imgsz": "imgsz"}
+
+
+def owned_dataset(session: Session, principal: Principal, *, owner: str, slug: str) -> Dataset:
+    dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slug)
+    if dataset.owner_id != principal.user_id:
+        raise NotFound(f"dataset '{owner}/{slug}' not found")
+    return dataset
+
+
+def find(session: Session, dataset: Dataset) -> Assistant | None:
+    return session.scalar(select(Assistant).where(Assistant.dataset_id == dataset.id))
+
+
+def update(session: Session, dataset: Dataset, body: AssistantUpdate, *, catalogue: Catalogue) -> Assistant:
+    """Save the fields sent; saving also lets a failed round be retried at once (``rounds.due``)."""
+    if body.gpuType is not None and body.gpuType not in catalogue:
+        raise Unprocessable(f"gpuType: unknown GPU type '{body.gpuType}'")
+    assistant = find(session, dataset)
+    if assistant is None:
+        assistant = Assistant(dataset_id=dataset.id)
+        session.add(assistant)
+    for field, column in FIELDS.items():
+        value = getattr(body, field)
+        if value is not None:
+            setattr(assistant, column, value)
+    assistant.updated_at = utcnow()
+    session.flush()
+    return assistant
+
+
+def status(assistant: Assistant | None, last: AssistantRound | None) -> tuple[str, str | None]:
+    if assistant is None or not assistant.enabled:
+        return "off", None
+    if last is not None and last.status in (TRAINING, SCORING):
+        return "training", None
+    if last is not None and last.status == FAILED:
+        return "failed", last.reason
+    if last is not None:
+        return "ready", None
+    return "waiting", None
+
+
+def view(session: Session, dataset: Dataset, assistant: Assistant | None) -> dict[str, Any]:
+    """``GET .../assistant``: settings, state, the newest model and every round."""
+    defaults = assistant or Assistant(enabled=False, min_labels=DEFAULT_MIN_LABELS, every=DEFAULT_EVERY,
+                                      gpu_type="cpu", epochs=DEFAULT_EPOCHS, imgsz=DEFAULT_IMGSZ)
+    entries = list(session.scalars(select(AssistantRound).where(AssistantRound.assistant_id == assistant.id)
+                                   .order_by(AssistantRound.round))) if assistant else []
+    last = entries[-1] if entries else None
+    state, reason = status(assistant, last)
+    labelled = training_data.labelled_count(session, dataset)
+    newest = rounds.newest_model_round(session, assistant) if assistant else None
+    next_at = defaults.min_labels if last is None else max(defaults.min_labels, last.labelled + defaults.every)
+    refs = {e.model_id: rounds.model_ref(session, e.model_id) for e in entries if e.model_id}
+    accepted = {model_id: proposals.acceptance(session, dataset.id, model_id) for model_id in refs}
+    return {
+        "enabled": bool(defaults.enabled), "status": state, "reason": reason, "minLabels": defaults.min_labels,
+        "every": defaults.every, "gpuType": defaults.gpu_type, "epochs": defaults.epochs, "imgsz": defaults.imgsz,
+        "labelled": labelled, "nextRoundAt": next_at,
+        "model": {"ref": refs.get(newest.model_id), "id": newest.model_id} if newest else None,
+        "rounds": [{"round": e.round, "labelled": e.labelled, "modelRef": refs.get(e.model_id), "status": e.status,
+                    "reason": e.reason, "startedAt": iso(e.started_at), "completedAt": iso(e.completed_at),
+                    "mAP50": e.map50, "scored": e.scored,
+                    **accepted.get(e.model_id or "", {"shown": 0, "acceptedUnchanged": 0})}
+                   for e in entries],
+    }
+
+
+def label_next(session: Session, dataset: Dataset, assistant: Assistant | None, *, limit: int) -> dict[str, Any]:
+    """Unlabelled images, the newest assistant's least sure first; images it has not scored (added since, or
+    no assistant yet) follow in the dataset's name order."""
+    unlabelled = [DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.labels.is_(None),
+                  DatasetItem.class_id.is_(None)]
+    basis = "no assistant yet"
+    images: list[dict[str, Any]] = []
+    if assistant is not None:
+        scored = session.execute(
+            select(DatasetItem.key, DatasetItem.name, AssistantScore.score, AssistantScore.round)
+            .join(AssistantScore, (AssistantScore.item_key == DatasetItem.key)
+                  & (AssistantScore.assistant_id == assistant.id))
+            .where(*unlabelled).order_by(AssistantScore.score.desc(), DatasetItem.name, DatasetItem.key)
+            .limit(limit)).all()
+        images = [{"key": r.key, "name": r.name, "score": round(float(r.score), 6)} for r in scored]
+        if scored:
+            basis = f"assistant round {max(r.round for r in scored)}"
+    if len(images) < limit:
+        seen = select(AssistantScore.item_key).where(AssistantScore.assistant_id == assistant.id) \
+            if assistant is not None else None
+        query = select(DatasetItem.key, DatasetItem.name).where(*unlabelled)
+        if seen is not None:
+            query = query.where(DatasetItem.key.not_in(seen))
+        rest = session.execute(query.order_by(DatasetItem.name, DatasetItem.key).limit(limit - len(images)))
+        images += [{"key": r.key, "name": r.name, "score": None} for r in rest]
+    return {"images": images, "basis": basis}
