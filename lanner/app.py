@@ -40,6 +40,7 @@ from lanner.training.runtime import TrainingRuntime
 from lanner.uploads.router import router as uploads_router
 from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
+from lanner.web.annotate_pages import router as annotate_pages
 from lanner.web.dataset_pages import router as dataset_pages
 from lanner.web.deploy_pages import router as deploy_pages
 from lanner.web.key_pages import router as key_pages
@@ -51,8 +52,8 @@ ROUTERS = (inference_router,  # first: its hot paths are matched before the othe
            deployments_router,  # then the dedicated endpoints' predict, the other hot path
            accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router, exports_router,
-           storage_router, web_router, account_pages, key_pages, dataset_pages, train_pages, deploy_pages,
-           project_pages)  # project pages last: /{owner}/{project} matches widely
+           storage_router, web_router, account_pages, key_pages, dataset_pages, annotate_pages, train_pages,
+           deploy_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
