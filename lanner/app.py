@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from lanner import __version__, body_limit, handlers
 from lanner.accounts.csrf import CsrfProtection
 from lanner.accounts.router import router as accounts_router
+from lanner.annotation.router import router as annotation_router
 from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
 from lanner.context import AppContext
@@ -51,8 +52,9 @@ from lanner.web.train_pages import router as train_pages
 ROUTERS = (inference_router,  # first: its hot paths are matched before the other ~70 routes are tried
            deployments_router,  # then the dedicated endpoints' predict, the other hot path
            accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
-           dataset_images_router, dataset_versions_router, dataset_trash_router, uploads_router, exports_router,
-           storage_router, web_router, account_pages, key_pages, dataset_pages, annotate_pages, train_pages,
+           dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
+           exports_router, storage_router, web_router, account_pages, key_pages, dataset_pages, annotate_pages,
+           train_pages,
            deploy_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
 
 

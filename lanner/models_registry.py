@@ -1,6 +1,7 @@
 """Imports every domain's tables so Alembic sees one complete metadata."""
 
 from lanner.accounts import models as _accounts  # noqa: F401
+from lanner.annotation import models as _annotation  # noqa: F401
 from lanner.billing import models as _billing  # noqa: F401
 from lanner.datasets import models as _datasets  # noqa: F401
 from lanner.db import Base

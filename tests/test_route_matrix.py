@@ -38,6 +38,7 @@ PATH_VALUES: dict[str, Callable[[Owned], Any]] = {
     "model": lambda a: MODEL,
     "dataset": lambda a: DATASET,
     "image_id": lambda a: a.image_id,
+    "key": lambda a: a.image_id.rpartition("-")[2],  # an image's key within its dataset (the annotate routes)
     "key_id": lambda a: a.key_id,
     "export_id": lambda a: a.export_id,
     "deployment": lambda a: DEPLOYMENT,
@@ -302,4 +303,6 @@ def test_the_matrix_covers_the_routes_that_matter() -> None:
     assert ("POST", "/api/models/{owner}/{project}/{model}/clone") in covered
     assert ("POST", "/api/projects/{owner}/{project}/clone") in covered
     assert ("POST", "/api/deployments/{owner}/{deployment}/predict") in covered
+    assert ("PUT", "/api/datasets/{owner}/{dataset}/annotate/{key}") in covered
+    assert ("POST", "/api/datasets/{owner}/{dataset}/proposals") in covered
     assert len(covered) >= 40

@@ -43,6 +43,7 @@ def _remap_items(session: Session, dataset: Dataset, mapping: dict[int, int | No
             for field, value in service.label_fields(item.labels, item.class_id).items():
                 setattr(item, field, value)
             item.updated_at = utcnow()
+            item.label_rev = (item.label_rev or 0) + 1  # an editor holding the old numbering must reload
     service.touch(dataset)
     return dropped
 

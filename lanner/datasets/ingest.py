@@ -227,7 +227,8 @@ def _insert_items(session: Session, manifest: int, stored: list[tuple[ImportedIm
         class_id = class_map.get(image.class_id, image.class_id) if image.class_id is not None else None
         rows.append({"manifest_id": manifest, "key": service.new_key(), "name": image.name,
                      "split": image.split, "sha256": info.sha256, "labels": labels, "class_id": class_id,
-                     "issues": ",", "updated_at": utcnow(), **service.label_fields(labels, class_id)})
+                     "issues": ",", "updated_at": utcnow(), **service.label_fields(labels, class_id),
+                     "labelled_by": "import" if labels is not None or class_id is not None else None})
     for start in range(0, len(rows), 1000):
         session.execute(DatasetItem.__table__.insert(), rows[start:start + 1000])
     return len(rows)

@@ -80,11 +80,20 @@ def validate_labels(dataset: Dataset, labels: Any) -> list[dict]:
     return out
 
 
-def set_labels(dataset: Dataset, item: DatasetItem, labels: list[dict]) -> None:
+def set_labels(dataset: Dataset, item: DatasetItem, labels: list[dict] | None, *, by: str,
+               class_id: int | None = None, edit_id: str | None = None) -> None:
+    """Replace an image's labels (and, for classify, its class), as the importers store them. Every path that
+    changes labels comes here or bumps ``label_rev`` itself (``edits``), so a save that started from an older
+    revision is refused (``lanner.annotation``). ``by`` is who labelled it: ``user:<name>`` or ``model:<ref>``."""
     item.labels = labels
+    if class_id is not None or dataset.task == "classify":
+        item.class_id = class_id
     for field, value in service.label_fields(labels, item.class_id).items():
         setattr(item, field, value)
-    item.updated_at = utcnow()
+    item.updated_at = item.labelled_at = utcnow()
+    item.label_rev = (item.label_rev or 0) + 1
+    item.labelled_by = by[:300]
+    item.last_edit_id = edit_id
     service.touch(dataset)
 
 
@@ -154,5 +163,5 @@ def update_image(session: Session, principal: Principal, image_id: str, changes:
             raise NotImplementedOnSelfHosted("custom image metadata is not stored by Lanner yet")
         raise BadRequest("send {labels: [...]} to replace an image's labels")
     labels = validate_labels(dataset, changes["labels"])
-    set_labels(dataset, item, labels)
+    set_labels(dataset, item, labels, by=f"user:{principal.username}", class_id=item.class_id)
     return labels

@@ -86,6 +86,12 @@ class DatasetItem(Base):
     class_mask: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     issues: Mapped[str] = mapped_column(String(500), default=",")       # ",duplicate,leakage,"
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Bumped on every label change by any path (SDK, class edits, the annotate API): a save names the revision
+    # it started from, so two people editing one image get a conflict instead of overwriting each other.
+    label_rev: Mapped[int] = mapped_column(default=0, server_default="0")
+    labelled_by: Mapped[str | None] = mapped_column(String(300))  # user:<name>, model:<owner/project/model>, import
+    labelled_at: Mapped[datetime | None]
+    last_edit_id: Mapped[str | None] = mapped_column(String(64))  # a retried save with this id is not applied twice
 
 
 class DatasetVersion(Base):

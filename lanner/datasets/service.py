@@ -31,7 +31,8 @@ from lanner.resources import apply_changes, check_visibility
 from lanner.slugs import slugify
 
 _ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list",
-                      "class_mask", "issues", "updated_at")
+                      "class_mask", "issues", "updated_at", "label_rev", "labelled_by", "labelled_at",
+                      "last_edit_id")
 
 
 def new_key() -> str:

@@ -201,6 +201,22 @@ class Predictor:
 
         return await self.run(weights, image, conf=conf, iou=iou, imgsz=imgsz, finish=finish)
 
+    # -- for callers on a worker thread (label proposals, the labelling assistant) ----------------------------
+    def info_now(self, weights: Weights) -> ModelInfo:
+        """``info`` on the calling thread (loading through the same cache)."""
+        loaded = self._model(weights)
+        return ModelInfo(loaded.task, list(loaded.class_names))
+
+    def annotate_now(self, weights: Weights, images: Sequence[np.ndarray], *, conf: float, iou: float,
+                     imgsz: int = 640, class_map: Sequence[int | None] | None = None) -> list[dict[str, Any]]:
+        """``annotate`` for several images at once, run on the calling thread: the same cache, model lock and
+        conversion, for code that is not async and must not wait on the event loop. Never call it there."""
+        from lanner.inference.runtime import Job  # loaded by now: _model imported it
+
+        model = self._model(weights)
+        outputs = model.run([Job(image, conf, iou) for image in images], imgsz) if images else []
+        return [convert.annotations(result, class_map=class_map) for result, _ in outputs]
+
 
 def _entry(result: Any, speed: dict[str, float], *, options: Options) -> dict[str, Any]:
     return convert.image_entry(result, speed, normalize=options.normalize, decimals=options.decimals,
