@@ -6,8 +6,8 @@ dataset, the image's key, the API's base URL and the keys of the next unlabelled
 "Propose labels" can run on), so the editor shows nothing the API would not show the same user.
 
 ``/datasets/{owner}/{slug}/annotate`` opens the first unlabelled image by name (the dataset grid's order), or the
-first image when all are labelled. Editing needs write access, as the API's ``PUT`` does: a public dataset of
-someone else answers 403, another user's private one 404."""
+first image when all are labelled. Only the dataset's owner edits, as in the annotation API: anyone else gets the
+404 a missing dataset gets."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
+from lanner.accounts.service import Principal
 from lanner.datasets import listing, service
 from lanner.datasets.models import Dataset
 from lanner.deps import Ctx, DbSession
-from lanner.errors import NotFound
+from lanner.errors import Forbidden, NotFound
 from lanner.storage.signing import URLSigner
 from lanner.web.templating import PageUser, redirect, render
 
@@ -39,9 +40,17 @@ def _keys(session: Session, dataset: Dataset, signer: URLSigner, *, unlabelled: 
     return [image["id"].removeprefix(prefix) for image in page["images"]]
 
 
+def _dataset(session: Session, user: Principal, owner: str, slug: str) -> Dataset:
+    """The owner's dataset; anyone else gets the 404 of a missing one (the annotation API answers the same)."""
+    try:
+        return service.get_dataset(session, user, owner=owner, slug=slug, write=True)
+    except Forbidden:
+        raise NotFound(f"dataset '{owner}/{slug}' not found") from None
+
+
 @router.get("/datasets/{owner}/{slug}/annotate", response_class=HTMLResponse)
 def annotate_first(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx) -> Response:
-    dataset = service.get_dataset(session, user, owner=owner, slug=slug, write=True)
+    dataset = _dataset(session, user, owner, slug)
     keys = (_keys(session, dataset, ctx.signer, unlabelled=True, limit=1)
             or _keys(session, dataset, ctx.signer, unlabelled=False, limit=1))
     base = f"/datasets/{owner.lower()}/{dataset.slug}"
@@ -53,7 +62,7 @@ def annotate_first(owner: str, slug: str, request: Request, user: PageUser, sess
 @router.get("/datasets/{owner}/{slug}/annotate/{key}", response_class=HTMLResponse)
 def annotate_page(owner: str, slug: str, key: str, request: Request, user: PageUser, session: DbSession,
                   ctx: Ctx) -> Response:
-    dataset = service.get_dataset(session, user, owner=owner, slug=slug, write=True)
+    dataset = _dataset(session, user, owner, slug)
     if not key.isalnum() or len(key) > KEY_MAX:
         raise NotFound("image not found")
     owner = owner.lower()

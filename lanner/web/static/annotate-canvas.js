@@ -210,7 +210,7 @@
 
   Canvas.prototype.down = function (evt) {
     const p = this.point(evt), t = evt.target, st = this.state, xy = [p.x, p.y];
-    this.svg.setPointerCapture(evt.pointerId);
+    try { this.svg.setPointerCapture(evt.pointerId); } catch (e) { /* a synthetic event */ }
     if (evt.button === 1 || this.space) { this.state = {mode: 'pan', last: p, prev: st}; return; }
     if (evt.button !== 0) { return; }
     if (st.mode === 'polygon') { return this.polygonClick(xy); }

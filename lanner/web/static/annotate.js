@@ -58,6 +58,7 @@
       if (!self.histories[key]) { self.histories[key] = {stack: [copy(state)], index: 0}; }
       if (push) { history.pushState({key: key}, '', self.url(key)); }
       self.setup(data);
+      $('an-editor').dataset.loaded = key;  // the browser tests wait for this
       self.sync.flushAll();
       self.proposals.prefill(key);
     }).catch(function (err) { lanner.showMessage('This image could not be opened: ' + err.message, 'error'); });
