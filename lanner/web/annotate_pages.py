@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
-from lanner.datasets import listing, service
+from lanner.datasets import items, listing, service
 from lanner.datasets.models import Dataset
 from lanner.deps import Ctx, DbSession
 from lanner.errors import Forbidden, NotFound
@@ -59,12 +59,14 @@ def annotate_first(owner: str, slug: str, request: Request, user: PageUser, sess
     return redirect(request, f"{base}/annotate/{keys[0]}")
 
 
-@router.get("/datasets/{owner}/{slug}/annotate/{key}", response_class=HTMLResponse)
-def annotate_page(owner: str, slug: str, key: str, request: Request, user: PageUser, session: DbSession,
+@router.get("/datasets/{owner}/{slug}/annotate/{image_key}", response_class=HTMLResponse)
+def annotate_page(owner: str, slug: str, image_key: str, request: Request, user: PageUser, session: DbSession,
                   ctx: Ctx) -> Response:
+    key = image_key
     dataset = _dataset(session, user, owner, slug)
     if not key.isalnum() or len(key) > KEY_MAX:
         raise NotFound("image not found")
+    items.resolve_image(session, user, f"{dataset.id}-{key}")  # 404 for a key that is not this dataset's
     owner = owner.lower()
     selection = [k for k in _keys(session, dataset, ctx.signer, unlabelled=True, limit=SELECTION + 1) if k != key]
     editor: dict[str, Any] = {

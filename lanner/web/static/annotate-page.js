@@ -9,7 +9,7 @@
   E.saved = function (key, body) {
     if (key !== this.key) { return; }
     this.revision = body.revision;
-    if (this.data) { this.data.revision = body.revision; this.data.labelledBy = body.labelledBy; }
+    if (this.data) { this.data.revision = body.revision; this.data.labelledBy = body.labelledBy; this.facts(); }
   };
 
   function summary(list, labels, classId, editor) {
@@ -175,7 +175,6 @@
     const editor = new window.LannerEditor(JSON.parse(root.dataset.editor));
     window.lannerEditor = editor;
     editor.wire();
-    history.replaceState({key: editor.key}, '', editor.url(editor.key));
     editor.open(editor.key, false).then(function () { editor.proposals.load(); $('an-stage').focus(); });
   });
 })();

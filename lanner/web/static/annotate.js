@@ -73,8 +73,7 @@
     const img = data.image;
     $('an-title').textContent = img.name;
     document.title = img.name + ' · Annotate · Lanner';
-    $('an-image-facts').textContent = img.split + ' · ' + img.width + '×' + img.height + ' px' +
-      (data.labelledBy ? ' · labelled by ' + data.labelledBy : '');
+    this.facts();
     const nav = data.neighbours || {};
     [['an-prev', nav.previous], ['an-next', nav.next]].forEach(function (pair) {
       const link = $(pair[0]);
@@ -88,6 +87,12 @@
     this.classes();
     this.canvas.setImage(img.url, img.width, img.height);
     this.refresh();
+  };
+
+  Editor.prototype.facts = function () {
+    const d = this.data, img = d.image;
+    $('an-image-facts').textContent = img.split + ' · ' + img.width + '×' + img.height + ' px' +
+      (d.labelledBy ? ' · labelled by ' + d.labelledBy.replace(/^user:/, '') : '');
   };
 
   Editor.prototype.tools = function () {
