@@ -108,8 +108,8 @@ def propose(session: Session, ctx: AppContext, dataset: Dataset, model_record: M
     digest = model_record.weights_sha256
     if not digest or not ctx.blobs.exists(digest):
         raise Unprocessable("this model has no weights on this server", code="no_weights")
-    rows = dict(session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
-        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys))).tuples().all())
+    rows = {key: sha256 for key, sha256 in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
+        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys)))}
     missing = [k for k in keys if k not in rows]
     if missing:
         raise NotFound(f"image '{missing[0][:40]}' not found")

@@ -28,6 +28,10 @@ class Shapes:
         images = self.platform.datasets.images(self.owner, slug or self.slug, limit=100)["images"]
         return [i["id"].rpartition("-")[2] for i in images]
 
+    def name_classes(self, names: list[str], slug: str | None = None) -> None:
+        response = self.client.patch(self.url("", slug), json={"classNames": names}, headers=self.headers)
+        assert response.status_code == 200, response.text
+
     def open(self, key: str, slug: str | None = None, **params: Any) -> dict[str, Any]:
         response = self.client.get(self.url(f"/annotate/{key}", slug), params=params, headers=self.headers)
         assert response.status_code == 200, response.text
@@ -46,3 +50,6 @@ def shapes(sdk, alice, client, tmp_path) -> Shapes:
     platform = sdk(alice)
     upload_dataset(platform, client, "alice", "shapes", package(root, tmp_path / "zip"))
     return Shapes(platform, client, alice.headers)
+
+
+from tests.inference.conftest import attach, shapes_detector  # noqa: E402, F401  (a fixture, for the proposal tests)

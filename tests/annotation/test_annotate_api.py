@@ -4,10 +4,14 @@ reader of the dataset (class stats, versions, export, clones) sees a save at onc
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from sqlalchemy import update
 
+from lanner.datasets import service as datasets_service
 from lanner.datasets.models import DatasetItem
+from tests.web.pages import sign_in
 
 BOX = {"classId": 1, "bbox": [0.5, 0.5, 0.2, 0.2]}
 
@@ -131,3 +135,36 @@ def test_a_clones_edit_leaves_the_original_unchanged(shapes) -> None:
     original = shapes.open(key)
     assert original["labels"] == [BOX] and original["revision"] == 1
     assert shapes.open(key, slug="copy")["labels"] == []
+
+
+def test_two_saves_from_one_revision_cannot_both_win(shapes, settings, monkeypatch) -> None:
+    """The other save commits between this save's revision check and its write: the guarded UPDATE finds the
+    revision taken and answers 409. (SQLite takes its write lock when a transaction begins, so there the two
+    cannot interleave at all: this is PostgreSQL's case.)"""
+    if settings.database_url.startswith("sqlite"):
+        pytest.skip("SQLite serializes writers (BEGIN IMMEDIATE): the saves cannot interleave")
+    key = shapes.keys()[0]
+    real = datasets_service.writable_manifest
+
+    def racing(session: Any, dataset: Any) -> int:
+        monkeypatch.setattr(datasets_service, "writable_manifest", real)
+        assert shapes.save(key, [BOX], 0, "the-other-editor").status_code == 200  # its own request, committed
+        return real(session, dataset)
+
+    monkeypatch.setattr(datasets_service, "writable_manifest", racing)
+    response = shapes.save(key, [], 0, "mine")
+    assert response.status_code == 409, response.text
+    assert response.json()["current"]["revision"] == 1 and response.json()["current"]["labels"] == [BOX]
+    assert shapes.open(key)["labels"] == [BOX]
+
+
+def test_the_editor_page_saves_with_its_session_cookie_and_csrf_token(shapes) -> None:
+    """What the browser editor does: no API key, the session cookie, and the page's token on writes."""
+    key, client = shapes.keys()[0], shapes.client
+    token = sign_in(client)
+    opened = client.get(shapes.url(f"/annotate/{key}"))
+    assert opened.status_code == 200 and opened.json()["revision"] == 0
+    body = {"labels": [BOX], "revision": 0, "editId": "from-the-page"}
+    assert client.put(shapes.url(f"/annotate/{key}"), json=body).status_code == 403  # no token: refused
+    saved = client.put(shapes.url(f"/annotate/{key}"), json=body, headers={"X-CSRFToken": token})
+    assert saved.status_code == 200 and saved.json()["labelledBy"] == "user:alice"
