@@ -43,6 +43,7 @@ from lanner.training.runtime import TrainingRuntime
 from lanner.uploads.router import router as uploads_router
 from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
+from lanner.web.annotate_pages import router as annotate_pages
 from lanner.web.dataset_pages import router as dataset_pages
 from lanner.web.deploy_pages import router as deploy_pages
 from lanner.web.key_pages import router as key_pages
@@ -55,7 +56,7 @@ ROUTERS = (inference_router,  # first: its hot paths are matched before the othe
            accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, storage_router, assistant_router, web_router, account_pages, key_pages, dataset_pages,
-           train_pages, deploy_pages, project_pages)  # project pages last: /{owner}/{project} matches widely
+           annotate_pages, train_pages, deploy_pages, project_pages)  # project pages last: /{owner}/{project} is wide
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:

@@ -206,6 +206,7 @@ def image_page(owner: str, slug: str, image_id: str, request: Request, user: Pag
         "dataset": dataset, "base": _base(dataset, owner.lower()), "image": props, "url": url,
         "labels": detail["labels"], "class_names": detail["classNames"],
         "shapes": _shapes(detail["labels"], props["width"], props["height"]),
+        "can_edit": dataset.owner_id == user.user_id, "image_key": image_id.removeprefix(dataset.id + "-"),
     }, user=user, active="datasets")
 
 

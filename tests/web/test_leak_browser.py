@@ -54,6 +54,8 @@ RESOURCE_PAGES: dict[str, str] = {
     "/datasets/{owner}/{slug}": "{class_name}",
     "/datasets/{owner}/{slug}/import-report": "{dataset_name}",
     "/datasets/{owner}/{slug}/images/{image_id}": "{class_name}",
+    "/datasets/{owner}/{slug}/annotate": "{dataset_name}",  # on to the first image's editor
+    "/datasets/{owner}/{slug}/annotate/{image_key}": "{dataset_name}",
     "/datasets/{owner}/{slug}/compare": "{class_name}",
     "/{owner:owner}/{project}": "{model}",
     "/{owner:owner}/{project}/-/compare": "{project}",
@@ -98,8 +100,9 @@ QUERY_PAGES: dict[str, int] = {
     "/datasets/{owner}/{slug}?class=0": 404,
 }
 # Path and query parameters -> the ``Workspace`` field that holds their value.
-PARAMETERS = {"owner": "username", "slug": "dataset", "image_id": "image_id", "project": "project",
-              "model": "model", "dataset_id": "trashed_id", "key_id": "key_id", "deployment": "deployment"}
+PARAMETERS = {"owner": "username", "slug": "dataset", "image_id": "image_id", "image_key": "image_key",
+              "project": "project", "model": "model", "dataset_id": "trashed_id", "key_id": "key_id",
+              "deployment": "deployment"}
 HTML = {"Accept": "text/html"}
 HTMX = {"HX-Request": "true"}
 
@@ -135,6 +138,7 @@ class Workspace:
     dataset_id: str = ""
     class_name: str = ""
     image_id: str = ""
+    image_key: str = ""  # the image's key within its dataset (the editor's address)
     version_description: str = ""
     trashed_name: str = ""
     trashed_id: str = ""
@@ -192,6 +196,7 @@ def _workspace(web_server: WebServer, username: str, folder: Path, *, seed: int,
     base = f"/api/datasets/{username}/{space.dataset}"
     space.dataset_id = ok("GET", base)["dataset"]["id"]
     space.image_id = ok("GET", f"{base}/images?limit=1")["images"][0]["id"]
+    space.image_key = space.image_id.rpartition("-")[2]
     ok("POST", f"{base}/export", description=space.version_description)
     space.trashed_id = ok("POST", "/api/datasets", name=space.trashed_name, visibility="private")["id"]
     ok("DELETE", f"/api/datasets/{username}/{space.trashed_name}")

@@ -1,0 +1,79 @@
+"""The label editor: one page per image (``/datasets/{owner}/{slug}/annotate/{key}``) whose scripts
+(``static/annotate*.js``) read and write the labels through the annotation JSON API only (``GET``/``PUT
+/api/datasets/{owner}/{dataset}/annotate/{key}``, proposal models, proposals, and the assistant's label-next) with
+the session cookie and the CSRF header, exactly as any other client would. The page itself renders the frame: the
+dataset, the image's key, the API's base URL and the keys of the next unlabelled images (the "selection" that
+"Propose labels" can run on), so the editor shows nothing the API would not show the same user.
+
+``/datasets/{owner}/{slug}/annotate`` opens the first unlabelled image by name (the dataset grid's order), or the
+first image when all are labelled. Only the dataset's owner edits, as in the annotation API: anyone else gets the
+404 a missing dataset gets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.datasets import items, listing, service
+from lanner.datasets.models import Dataset
+from lanner.deps import Ctx, DbSession
+from lanner.errors import Forbidden, NotFound
+from lanner.storage.signing import URLSigner
+from lanner.web.templating import PageUser, redirect, render
+
+router = APIRouter(include_in_schema=False)
+SELECTION = 50  # the most images one proposals request takes (the API's bound)
+KEY_MAX = 16    # DatasetItem.key's length
+
+
+def _keys(session: Session, dataset: Dataset, signer: URLSigner, *, unlabelled: bool, limit: int) -> list[str]:
+    """Image keys in the grid's order (name, then key), unlabelled ones only when asked."""
+    page = listing.list_images(session, dataset, signer=signer, limit=limit, offset=0, cursor=None,
+                               include_total=False, split=None, has_error=None,
+                               has_label=False if unlabelled else None, class_ids=None, text=None, issue=None,
+                               sort="name", thumbnails=False, urls=False, labels=False)
+    prefix = dataset.id + "-"
+    return [image["id"].removeprefix(prefix) for image in page["images"]]
+
+
+def _dataset(session: Session, user: Principal, owner: str, slug: str) -> Dataset:
+    """The owner's dataset; anyone else gets the 404 of a missing one (the annotation API answers the same)."""
+    try:
+        return service.get_dataset(session, user, owner=owner, slug=slug, write=True)
+    except Forbidden:
+        raise NotFound(f"dataset '{owner}/{slug}' not found") from None
+
+
+@router.get("/datasets/{owner}/{slug}/annotate", response_class=HTMLResponse)
+def annotate_first(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx) -> Response:
+    dataset = _dataset(session, user, owner, slug)
+    keys = (_keys(session, dataset, ctx.signer, unlabelled=True, limit=1)
+            or _keys(session, dataset, ctx.signer, unlabelled=False, limit=1))
+    base = f"/datasets/{owner.lower()}/{dataset.slug}"
+    if not keys:
+        return redirect(request, base, "This dataset has no images to label yet.", "info")
+    return redirect(request, f"{base}/annotate/{keys[0]}")
+
+
+@router.get("/datasets/{owner}/{slug}/annotate/{image_key}", response_class=HTMLResponse)
+def annotate_page(owner: str, slug: str, image_key: str, request: Request, user: PageUser, session: DbSession,
+                  ctx: Ctx) -> Response:
+    key = image_key
+    dataset = _dataset(session, user, owner, slug)
+    if not key.isalnum() or len(key) > KEY_MAX:
+        raise NotFound("image not found")
+    items.resolve_image(session, user, f"{dataset.id}-{key}")  # 404 for a key that is not this dataset's
+    owner = owner.lower()
+    selection = [k for k in _keys(session, dataset, ctx.signer, unlabelled=True, limit=SELECTION + 1) if k != key]
+    editor: dict[str, Any] = {
+        "key": key, "owner": owner, "slug": dataset.slug, "datasetId": dataset.id, "task": dataset.task,
+        "api": f"/api/datasets/{owner}/{dataset.slug}", "page": f"/datasets/{owner}/{dataset.slug}/annotate",
+        "selection": selection[:SELECTION - 1],
+    }
+    return render(request, "annotate.html", {
+        "dataset": dataset, "base": f"/datasets/{owner}/{dataset.slug}", "key": key, "editor": editor,
+    }, user=user, active="datasets")
