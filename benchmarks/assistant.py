@@ -5,14 +5,15 @@ unchanged, and how long after the 20th label its first proposal arrives.
 
 Each run is one labelling session (``tests/assistant/scenario.py``) against its own ``lanner serve`` from this
 tree (local executor, CPU, supervisor and assistant polling every 0.5 s): a synthetic shapes dataset of 50
-64-px images (40 train, 10 val) is uploaded without labels; the assistant is turned on (20 labels, 15 epochs,
-imgsz 64, GPU type cpu; the round adds batch 4, no warm-up and no mosaic for its few images); a person labels
+96-px images (40 train, 10 val) is uploaded without labels; the assistant is turned on (20 labels, 30 epochs,
+imgsz 96, GPU type cpu; the round adds batch 4, no warm-up and no mosaic for its few images); a person labels
 the 20 images "label next" offers, one by one in the annotate API, with the generator's labels; round 1
-fine-tunes the operator's official yolo11n (here the test suite's tiny detector: 2 epochs on other shapes,
-registered with ``lanner models add-official``; nothing is downloaded). Then:
+fine-tunes the operator's official yolo11n, here ``tests/trained.py``'s shape localizer (one class, "shape",
+trained on 200 other synthetic images: it finds shapes but cannot tell a circle from a square; registered with
+``lanner models add-official``; nothing is downloaded). Then:
 
 - time to first proposal: from the answer to the 20th label's save to the first proposal served on an
-  unlabelled image (the round's dataset build, queueing, the trainer's start-up, 15 epochs, upload of the
+  unlabelled image (the round's dataset build, queueing, the trainer's start-up, 30 epochs, upload of the
   weights, scoring of the 30 unlabelled images, and one call of the proposals API);
 - accepted unchanged: of the proposals on the 30 unlabelled images (conf >= 0.25), the share with the right
   class and IoU >= 0.9 with a ground-truth box (each box accepts one proposal);
@@ -70,13 +71,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
-    from tests.trained import tiny_detector
+    from tests.trained import shape_localizer
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     runs = []
     with tempfile.TemporaryDirectory(prefix="assistant-bench-") as folder:
         work = Path(folder)
-        base = tiny_detector(work / "tiny-cache")
+        base = shape_localizer(work / "localizer-cache")
         for i in range(args.runs):
             result = one_run(work / f"run-{i}", base)
             print(result, flush=True)

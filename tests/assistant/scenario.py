@@ -116,7 +116,7 @@ def start(tmp_path: Path, base_weights: Path | None) -> tuple[Server, str]:
 
 
 def session(tmp_path: Path, base_weights: Path | None, *, labels: int = 20, train: int = 40, val: int = 10,
-            size: int = 64, epochs: int = 15, timeout: float = 900) -> Outcome:
+            size: int = 96, epochs: int = 30, timeout: float = 900) -> Outcome:
     server, key = start(tmp_path, base_weights)
     try:
         return _session(tmp_path, server, key, labels=labels, train=train, val=val, size=size, epochs=epochs,
