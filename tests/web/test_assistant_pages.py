@@ -87,17 +87,19 @@ def test_the_owner_turns_the_assistant_on_and_bad_values_are_refused(client, app
     assert not client.get("/api/datasets/alice/open/assistant", headers=alice.headers).json()["enabled"]
 
 
-def add_rounds(app, username: str = "alice", slug: str = "shapes") -> dict[str, str]:
-    """An enabled assistant with three rounds: 1 completed, 2 completed (4 proposals shown, 3 accepted unchanged),
-    3 failed."""
-    with app.state.lanner.db.session() as session:
+def add_rounds(db, username: str = "alice", slug: str = "shapes") -> dict[str, str]:
+    """Three rounds of the dataset's assistant (made enabled, ``min_labels`` 5, when there is none yet): 1
+    completed, 2 completed (4 proposals shown, 3 accepted unchanged), 3 failed."""
+    with db.session() as session:
         owner = accounts_service.require_user(session, username=username)
         dataset = session.scalar(select(Dataset).where(Dataset.owner_id == owner.id, Dataset.slug == slug))
         project = projects_service.create_project(session, Principal.of(owner), slug=None, name=f"{slug}-assistant")
         models = [projects_service.create_model(session, project, name=f"round-{n}") for n in (1, 2)]
-        assistant = Assistant(dataset_id=dataset.id, enabled=True, min_labels=5, every=25)
-        session.add(assistant)
-        session.flush()
+        assistant = session.scalar(select(Assistant).where(Assistant.dataset_id == dataset.id))
+        if assistant is None:
+            assistant = Assistant(dataset_id=dataset.id, enabled=True, min_labels=5, every=25)
+            session.add(assistant)
+            session.flush()
         start = utcnow() - timedelta(hours=1)
         session.add_all([
             AssistantRound(assistant_id=assistant.id, round=1, labelled=5, model_id=models[0].id, status=COMPLETED,
@@ -115,7 +117,7 @@ def add_rounds(app, username: str = "alice", slug: str = "shapes") -> dict[str, 
 
 def test_the_rounds_table_chart_and_state_come_from_the_rounds(client, app, alice, tmp_path):  # noqa: F811
     base = add_dataset(app, tmp_path)
-    made = add_rounds(app)
+    made = add_rounds(app.state.lanner.db)
     sign_in(client, "alice")
     section = soup(client.get(base)).select_one("#assistant")
     assert text(section.select_one("#assistant-status")).startswith(
@@ -152,7 +154,7 @@ def test_annotate_opens_the_image_the_assistant_is_least_sure_of(client, app, al
         return response.headers["location"].rpartition("/")[2]
 
     assert opened() == keys["bare.jpg"]  # no assistant: the first unlabelled image by name
-    made = add_rounds(app)
+    made = add_rounds(app.state.lanner.db)
     with app.state.lanner.db.session() as session:
         session.add_all([AssistantScore(assistant_id=made["assistant"], item_key=keys[name], round=2, score=score)
                          for name, score in (("bare.jpg", 0.1), ("val_0000.jpg", 0.3), ("val_0001.jpg", 0.9))])
