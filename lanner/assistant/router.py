@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.assistant import service
-from lanner.assistant.loop import AssistantLoop
+from lanner.assistant.dependencies import Loop
 from lanner.assistant.schemas import AssistantUpdate
 from lanner.db import after_commit
 from lanner.deps import DbSession
@@ -16,14 +16,6 @@ from lanner.training.dependencies import CurrentCatalogue
 
 router = APIRouter(tags=["assistant"])
 PATH = "/api/datasets/{owner}/{dataset}/assistant"
-
-
-async def get_loop(request: Request) -> AssistantLoop:
-    """Set by ``create_app``; async: no I/O."""
-    return request.app.state.assistant
-
-
-Loop = Annotated[AssistantLoop, Depends(get_loop)]
 
 
 @router.get(PATH, summary="The dataset's labelling assistant: settings, state, rounds and their mAP50")

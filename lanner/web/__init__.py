@@ -12,6 +12,8 @@ Modules
     ``project_pages``  projects, a project's runs (sortable, compare), the live model page (SSE) and its cancel
     ``annotate_pages`` the label editor's frame; ``static/annotate*.js`` (an SVG canvas of its own, see
                        ``vendor/VENDORED.md``) reads and writes labels through the annotation API only
+    ``assistant_panel`` the dataset page's labelling-assistant section: its settings form and what it shows (the
+                       view ``GET .../assistant`` answers); ``static/dataset-assistant.js`` draws its chart
     ``deploy_pages``   the model page's endpoints: the deployments table (htmx-polled), deploy/stop/start/delete
     ``paths``          the ``{owner:owner}`` path convertor the ``/{owner}/...`` pages share
     ``templates/``     ``base.html`` (layout, navigation, messages), pages, ``_name.html`` fragments, ``_macros.html``

@@ -5,8 +5,9 @@ the session cookie and the CSRF header, exactly as any other client would. The p
 dataset, the image's key, the API's base URL and the keys of the next unlabelled images (the "selection" that
 "Propose labels" can run on), so the editor shows nothing the API would not show the same user.
 
-``/datasets/{owner}/{slug}/annotate`` opens the first unlabelled image by name (the dataset grid's order), or the
-first image when all are labelled. Only the dataset's owner edits, as in the annotation API: anyone else gets the
+``/datasets/{owner}/{slug}/annotate`` opens the image the assistant is least sure of once it has a model (the
+first of "label next"), else the first unlabelled image by name (the dataset grid's order), or the first image
+when all are labelled. Only the dataset's owner edits, as in the annotation API: anyone else gets the
 404 a missing dataset gets."""
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
+from lanner.assistant import rounds
+from lanner.assistant import service as assistant_service
 from lanner.datasets import items, listing, service
 from lanner.datasets.models import Dataset
 from lanner.deps import Ctx, DbSession
@@ -40,6 +43,14 @@ def _keys(session: Session, dataset: Dataset, signer: URLSigner, *, unlabelled: 
     return [image["id"].removeprefix(prefix) for image in page["images"]]
 
 
+def _label_next(session: Session, dataset: Dataset) -> list[str]:
+    """The key of the first "label next" image when the assistant has a model to have scored images with."""
+    assistant = assistant_service.find(session, dataset)
+    if assistant is None or rounds.newest_model_round(session, assistant) is None:
+        return []
+    return [image["key"] for image in assistant_service.label_next(session, dataset, assistant, limit=1)["images"]]
+
+
 def _dataset(session: Session, user: Principal, owner: str, slug: str) -> Dataset:
     """The owner's dataset; anyone else gets the 404 of a missing one (the annotation API answers the same)."""
     try:
@@ -51,7 +62,8 @@ def _dataset(session: Session, user: Principal, owner: str, slug: str) -> Datase
 @router.get("/datasets/{owner}/{slug}/annotate", response_class=HTMLResponse)
 def annotate_first(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx) -> Response:
     dataset = _dataset(session, user, owner, slug)
-    keys = (_keys(session, dataset, ctx.signer, unlabelled=True, limit=1)
+    keys = (_label_next(session, dataset)
+            or _keys(session, dataset, ctx.signer, unlabelled=True, limit=1)
             or _keys(session, dataset, ctx.signer, unlabelled=False, limit=1))
     base = f"/datasets/{owner.lower()}/{dataset.slug}"
     if not keys:

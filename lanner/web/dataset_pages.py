@@ -1,8 +1,9 @@
 """The dataset pages: the list (with a "New dataset" form and the upload area), a dataset (header, a paged and
 filtered thumbnail grid with labels drawn, the class distribution, the health report, versions, exports, clone
-and delete), one image, the compare of two versions and the trash. Every read and write is the service call the
-datasets API makes for the same thing, with the signed-in visitor as the principal: a page shows nothing the API
-would not show that user.
+and delete, and for its owner the labelling assistant: settings, state, quality per round), one image, the
+compare of two versions and the trash. Every read and write is the service call the datasets (or assistant) API
+makes for the same thing, with the signed-in visitor as the principal: a page shows nothing the API would not
+show that user.
 
 The grid pages with ``listing.list_images`` (the images API's paging: filters and offsets over indexed item
 columns, image facts joined for the page's rows only), so page 1,000 of 100,000 images costs what page 1 does."""
@@ -18,6 +19,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
+from lanner.assistant import service as assistant_service
+from lanner.assistant.dependencies import Loop
 from lanner.bounds import BigCount
 from lanner.datasets import exports, listing, service, stats, versions
 from lanner.datasets import trash as trash_service
@@ -25,9 +28,13 @@ from lanner.datasets.health import ISSUE_CODES
 from lanner.datasets.ingest import health_report
 from lanner.datasets.models import Dataset
 from lanner.datasets.records import SPLITS, TASKS
+from lanner.db import after_commit
 from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, LannerError, NotFound
+from lanner.gpus.catalogue import Catalogue
 from lanner.storage.signing import URLSigner
+from lanner.training.dependencies import CurrentCatalogue
+from lanner.web import assistant_panel
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -169,11 +176,29 @@ def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, p
             "filtered": any(v is not None for v in filters.values())}
 
 
+def _page(request: Request, session: Session, user: Principal, dataset: Dataset, owner: str, grid: dict[str, Any],
+          catalogue: Catalogue, *, assistant: dict[str, Any] | None = None, status_code: int = 200) -> Response:
+    """The whole dataset page; the owner's has the assistant section (``assistant``: it again, after a form)."""
+    base = _base(dataset, owner)
+    health = health_report(session, dataset) if dataset.status != "processing" else None  # the issue filter's codes
+    view = service.dataset_view(session, dataset, owner=owner, versions=True)
+    balance = (health or {}).get("class_balance", {}).get("classes", [])
+    is_owner = dataset.owner_id == user.user_id
+    if is_owner and assistant is None:
+        assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier)
+    return render(request, "dataset.html", {
+        **grid, "dataset": view, "base": base, "health": health, "is_owner": is_owner,
+        "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
+        "export_formats": EXPORT_FORMATS, "report": dataset.last_ingest or None,
+        "assistant": assistant if is_owner else None,
+    }, fragment="_dataset_grid.html", status_code=status_code, user=user, active="datasets")
+
+
 @router.get("/datasets/{owner}/{slug}", response_class=HTMLResponse)
 def dataset_page(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx,
-                 page: Annotated[int, Query(ge=1, le=1_000_000)] = 1, split: str | None = None,
-                 class_id: Annotated[str | None, Query(alias="class")] = None, labeled: str | None = None,
-                 issue: str | None = None) -> Response:
+                 catalogue: CurrentCatalogue, page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+                 split: str | None = None, class_id: Annotated[str | None, Query(alias="class")] = None,
+                 labeled: str | None = None, issue: str | None = None) -> Response:
     """The whole page, or (htmx: the filter form and paging) just the grid."""
     dataset = _dataset(session, user, owner, slug)
     owner = owner.lower()
@@ -183,14 +208,7 @@ def dataset_page(owner: str, slug: str, request: Request, user: PageUser, sessio
     if is_fragment_request(request):  # the grid shows nothing of the rest: no health report, counts or size
         return render(request, "dataset.html", {**grid, "base": base}, fragment="_dataset_grid.html", user=user,
                       active="datasets")
-    health = health_report(session, dataset) if dataset.status != "processing" else None  # the issue filter's codes
-    view = service.dataset_view(session, dataset, owner=owner, versions=True)
-    balance = (health or {}).get("class_balance", {}).get("classes", [])
-    return render(request, "dataset.html", {
-        **grid, "dataset": view, "base": base, "health": health, "is_owner": dataset.owner_id == user.user_id,
-        "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
-        "export_formats": EXPORT_FORMATS, "report": dataset.last_ingest or None,
-    }, fragment="_dataset_grid.html", user=user, active="datasets")
+    return _page(request, session, user, dataset, owner, grid, catalogue)
 
 
 @router.get("/datasets/{owner}/{slug}/images/{image_id}", response_class=HTMLResponse)
@@ -247,6 +265,39 @@ def create_version(owner: str, slug: str, request: Request, user: PageUser, sess
     message = (f"Nothing changed since version {version.version}: no new version made." if reused
                else f"Version {version.version} saved.")
     return redirect(request, base + "#versions", message, "info" if reused else "success")
+
+
+@router.post("/datasets/{owner}/{slug}/assistant", response_class=HTMLResponse)
+async def save_assistant(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx,
+                         catalogue: CurrentCatalogue, loop: Loop) -> Response:
+    """The assistant's settings, saved as ``PUT .../assistant`` saves them (the owner's only: anyone else gets
+    the 404 of a missing dataset). htmx gets the section again; a plain post goes back to the page, or gets the
+    page with the refused form (422)."""
+    dataset = assistant_service.owned_dataset(session, user, owner=owner, slug=slug)
+    owner = owner.lower()
+    form = assistant_panel.AssistantForm.read(await request.form())
+    current = assistant_service.find(session, dataset)
+    errors: dict[str, str] = {}
+    body = form.update(assistant_panel.offered(catalogue, user.tier, current.gpu_type if current else "cpu"),
+                       errors)
+    if body is not None:
+        assistant_service.update(session, dataset, body, catalogue=catalogue)
+        after_commit(session, loop.wake)
+        notice = {"kind": "success", "message": "Assistant on: settings saved." if form.enabled
+                  else "Assistant off: settings saved."}
+        if not is_fragment_request(request):
+            return redirect(request, _base(dataset, owner) + "#assistant", notice["message"])
+        section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier, notice=notice)
+        return render(request, "dataset.html", {"assistant": section, "base": _base(dataset, owner)},
+                      fragment="_dataset_assistant.html", user=user)
+    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier, form=form,
+                                    errors=errors)
+    if is_fragment_request(request):
+        return render(request, "dataset.html", {"assistant": section, "base": _base(dataset, owner)},
+                      fragment="_dataset_assistant.html", status_code=422, user=user)
+    grid = _grid(session, dataset, ctx.signer, _base(dataset, owner), page=1, split=None, labeled=None,
+                 issue=None, class_id=None)
+    return _page(request, session, user, dataset, owner, grid, catalogue, assistant=section, status_code=422)
 
 
 @router.get("/datasets/{owner}/{slug}/export")

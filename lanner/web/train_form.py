@@ -56,15 +56,15 @@ class TrainForm:
     def train_args(self, errors: dict[str, str], *, launch: bool = False) -> dict[str, Any]:
         """The trainer's arguments; a bad number goes into ``errors`` next to its field."""
         args: dict[str, Any] = {"model": self.model or "yolo11n.yaml", "data": self.dataset_ref}
-        args["epochs"] = _integer(self.epochs, "epochs", errors, 1, 10_000)
-        args["imgsz"] = _integer(self.imgsz, "imgsz", errors, 32, 4096)
-        args["batch"] = _integer(self.batch, "batch", errors, -1, 4096)
+        args["epochs"] = integer(self.epochs, "epochs", errors, 1, 10_000)
+        args["imgsz"] = integer(self.imgsz, "imgsz", errors, 32, 4096)
+        args["batch"] = integer(self.batch, "batch", errors, -1, 4096)
         if args["batch"] == 0:
             errors["batch"] = "Enter a batch of at least 1, or -1 for AutoBatch."
-        args["patience"] = _integer(self.patience, "patience", errors, 0, 10_000)
+        args["patience"] = integer(self.patience, "patience", errors, 0, 10_000)
         if launch and self.quick:
             fraction = _number(self.quick_fraction, "quick_fraction", errors, 0.01, 0.99)
-            epochs = _integer(self.quick_epochs, "quick_epochs", errors, 1, 5)
+            epochs = integer(self.quick_epochs, "quick_epochs", errors, 1, 5)
             args.update(fraction=fraction, epochs=epochs)
         return args
 
@@ -91,7 +91,7 @@ def _number(text: str, name: str, errors: dict[str, str], low: float, high: floa
     return value
 
 
-def _integer(text: str, name: str, errors: dict[str, str], low: int, high: int) -> int:
+def integer(text: str, name: str, errors: dict[str, str], low: int, high: int) -> int:
     try:
         value = int(text)
     except ValueError:

@@ -75,6 +75,7 @@ WRITES: dict[str, int] = {
     "/datasets/{owner}/{slug}/clone": 404,
     "/datasets/{owner}/{slug}/delete": 404,
     "/datasets/{owner}/{slug}/versions": 404,
+    "/datasets/{owner}/{slug}/assistant": 404,  # the assistant's settings: the owner's only
     "/account/keys/{key_id}/revoke": 303,  # back to his keys: "already revoked"
     "/{owner:owner}/{project}/{model}/cancel": 404,
     "/{owner:owner}/{project}/{model}/deployments": 404,
