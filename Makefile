@@ -36,8 +36,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check lanner tests benchmarks
 	$(BIN)/lint-imports
 
+# Two workers, each running whole test files (module fixtures once; tests that build on the one before keep their
+# order): most tests wait on servers, trainers and browsers, so two of them share two cores well.
 test: $(STAMP) system-test-deps browser-test-deps lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 bench: $(STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)

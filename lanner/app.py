@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from lanner import __version__, body_limit, handlers
+from lanner.accounts import security
 from lanner.accounts.csrf import CsrfProtection
 from lanner.accounts.router import router as accounts_router
 from lanner.annotation.router import router as annotation_router
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
     if migrate:
         upgrade_database(ctx.db.url)
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
+    security.warm_up()  # an unknown username costs one hash from the first sign-in on
     training = TrainingRuntime(ctx)
     imports = ImportQueue(ctx)
     exports = ExportQueue(ctx)

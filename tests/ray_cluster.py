@@ -5,6 +5,7 @@ the Serve API); import it into a test module to use it."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -17,6 +18,8 @@ import pytest
 
 from tests.servers import VENV_BIN, free_port
 
+LOCK = "/tmp/lanner-tests-ray-head.lock"
+
 
 def _reports_resources(address: str) -> bool:
     try:
@@ -27,7 +30,14 @@ def _reports_resources(address: str) -> bool:
 
 @pytest.fixture
 def ray_head() -> Iterator[str]:
-    """``ray start --head`` with one fake H100; yields ``http://127.0.0.1:<dashboard port>``."""
+    """``ray start --head`` with one fake H100; yields ``http://127.0.0.1:<dashboard port>``. One at a time on
+    this machine (``make test`` runs two pytest workers, and ``ray stop --force`` stops every head)."""
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _ray_head()
+
+
+def _ray_head() -> Iterator[str]:
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     dashboard = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LANNER_", "RAY_"))}

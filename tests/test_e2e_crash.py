@@ -62,13 +62,13 @@ def test_a_server_killed_mid_import_resumes_it_and_leaves_nothing_behind(tmp_pat
         assert httpx.put(signed["uploadUrl"], content=archive.read_bytes(), timeout=60).status_code == 200
         platform.datasets.ingest("alice", "big", body={"sessionId": signed["sessionId"]})
         before = blob_count(home)
-        wait_for(lambda: blob_count(home) > before + 40, what="the import to store images")
+        wait_for(lambda: blob_count(home) > before + 40, what="the import to store images", timeout=180)
         workers = psutil.Process(server.process.pid).children(recursive=True)
         assert workers, "the import runs in a worker process"
         server.process.send_signal(signal.SIGKILL)
         server.process.wait()
         wait_for(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers),
-                 "the worker to die with its server", timeout=30)
+                 what="the worker to die with its server", timeout=30)
         assert leftovers(home)[0] == ["big"]  # the state a kill -9 leaves
     finally:
         server.stop()
@@ -83,7 +83,8 @@ def test_a_server_killed_mid_import_resumes_it_and_leaves_nothing_behind(tmp_pat
             job = session.scalar(select(ImportJob))
             assert (job.status, job.attempts) == ("succeeded", 2)
         db.dispose()
-        wait_for(lambda: leftovers(home) == ([], [], []), what="the collector to free what the killed import left")
+        wait_for(lambda: leftovers(home) == ([], [], []), what="the collector to free what the killed import left",
+                 timeout=180)
     finally:
         server.stop()
 
@@ -97,7 +98,8 @@ def test_a_cli_import_killed_mid_way_leaves_no_dataset_and_its_blobs_are_collect
                                 "--name", "big"], env=lanner_env(home), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: (home / "blobs").exists() and blob_count(home) > 40, what="the import to store images")
+        wait_for(lambda: (home / "blobs").exists() and blob_count(home) > 40, what="the import to store images",
+                 timeout=180)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()

@@ -21,7 +21,7 @@ from tests.ray_cluster import ray_head  # noqa: F401  (the fixture)
 from tests.servers import free_port, lanner_cli, start_server, wait_for
 from tests.trained import attach_weights
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("ray")]  # `ray stop --force` stops every head here
+pytestmark = pytest.mark.e2e
 pytest.importorskip("ray.serve")
 
 

@@ -20,7 +20,7 @@ from tests.training.orchestration import (
     settled,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("ray")]  # `ray stop --force` stops every head here
+pytestmark = pytest.mark.e2e
 ray = pytest.importorskip("ray")
 
 
