@@ -4,7 +4,7 @@ person kept unchanged.
 
 Model classes map onto the dataset's by name, case-insensitive (``inference.service.class_map``); a model class
 the dataset does not name is dropped and listed. Every answer is recorded (``LabelProposal``, one open record
-per image and model), so the next save of the image can count what was accepted unchanged: the same class and
+per image and model), so the saves of the image can count what was accepted unchanged: the same class and
 geometry within ``TOLERANCE``, each saved label matching at most one proposal.
 """
 
@@ -176,14 +176,22 @@ def accepted_unchanged(proposed: Sequence[dict[str, Any]], saved: Sequence[dict[
 
 
 def resolve(session: Session, dataset: Dataset, key: str, saved: list[dict[str, Any]]) -> str | None:
-    """Close the image's open proposals with their counts; returns the model whose whole proposal set was
-    saved unchanged (nothing added, nothing removed), if one was."""
-    records = list(session.scalars(select(LabelProposal).where(
-        LabelProposal.dataset_id == dataset.id, LabelProposal.item_key == key, LabelProposal.resolved_at.is_(None))
-        .order_by(LabelProposal.created_at.desc(), LabelProposal.id.desc())))
+    """Count each model's latest proposals for the image against the labels saved; returns the model whose
+    whole proposal set was saved unchanged (nothing added, nothing removed), if one was.
+
+    A record is counted again by every later save of the image, not only by the first one after it: the editor
+    saves each change, so accepting proposals one at a time is one save per proposal, and only the newest save
+    says which were kept. A record stops counting once the same model proposes for the image again (a new
+    record, see ``_record``)."""
+    records = session.scalars(select(LabelProposal).where(
+        LabelProposal.dataset_id == dataset.id, LabelProposal.item_key == key)
+        .order_by(LabelProposal.created_at.desc(), LabelProposal.id.desc()))
+    latest: dict[str, LabelProposal] = {}
+    for record in records:
+        latest.setdefault(record.model_id, record)
     whole: str | None = None
     now = utcnow()
-    for record in records:
+    for record in latest.values():
         kept = accepted_unchanged(record.labels or [], saved)
         record.accepted_unchanged, record.resolved_at = kept, now
         if whole is None and record.labels and kept == len(record.labels) == len(saved):

@@ -84,3 +84,23 @@ def test_a_save_counts_the_proposals_accepted_unchanged(shapes, app, alice, shap
     assert only == counts
     assert shapes.client.get(shapes.url("/proposals/acceptance"), params={"modelId": "other"},
                              headers=shapes.headers).json() == {"shown": 0, "acceptedUnchanged": 0}
+
+
+def test_proposals_accepted_one_save_at_a_time_all_count(shapes, app, alice, shapes_detector) -> None:
+    """The editor saves every change, so proposals accepted one by one are one save each: each later save of the
+    image counts the model's proposals again, until the model proposes for the image again."""
+    _detector(app, alice, shapes_detector)
+    proposed = _propose(shapes, shapes.keys()).json()["images"]
+    key = next(k for k, v in proposed.items() if len(v) >= 2)
+    labels = [{k: v for k, v in p.items() if k != "confidence"} for p in proposed[key]]
+
+    def counts() -> dict[str, int]:
+        return shapes.client.get(shapes.url("/proposals/acceptance"), headers=shapes.headers).json()
+
+    assert shapes.save(key, labels[:1], 0, "accept-one").json()["labelledBy"] == "user:alice"
+    assert counts() == {"shown": len(labels), "acceptedUnchanged": 1}
+    assert shapes.save(key, labels, 1, "accept-rest").json()["labelledBy"] == "model:alice/shapes/tiny"
+    assert counts() == {"shown": len(labels), "acceptedUnchanged": len(labels)}
+    _propose(shapes, [key])  # proposed again: a new record, and the first one keeps its counts
+    assert shapes.save(key, [], 2, "clear").json()["labelledBy"] == "user:alice"
+    assert counts() == {"shown": 2 * len(labels), "acceptedUnchanged": len(labels)}

@@ -136,7 +136,8 @@
     if (this.selected && this.selected.type === 'label' && this.selected.index >= this.shapes.length) { this.selected = null; }
     if (this.selected && this.selected.type === 'proposal' && this.selected.index >= visible.length) { this.selected = null; }
     this.canvas.classId = this.classIndex;
-    this.canvas.setData(this.hidden ? [] : this.shapes, this.hidden ? [] : visible, this.selected);
+    const drawn = this.hidden || d.task === 'classify' ? [] : visible;  // a class proposal has no shape: listed only
+    this.canvas.setData(this.hidden ? [] : this.shapes, drawn, this.selected);
     const h = this.histories[this.key] || {stack: [], index: 0};
     $('an-undo').disabled = h.index <= 0;
     $('an-redo').disabled = h.index >= h.stack.length - 1;
@@ -297,6 +298,8 @@
     const taken = this.proposals.take(this.key, indexes);
     if (!taken.length) { return; }
     this.selected = null;
+    // classify: a proposal is the image's class ({classId} only), saved as classId, never as a label
+    if (this.data.task === 'classify') { return this.commit([], taken[taken.length - 1].classId); }
     this.commit(this.labels.concat(taken), this.classId);
   };
   Editor.prototype.reject = function (indexes) {
