@@ -23,8 +23,6 @@ from lanner.slugs import slugify, unique_slug
 
 VAL_SHARE = 0.2
 MIN_VAL = 2
-_COPIED = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list", "class_mask",
-           "issues", "updated_at")
 
 
 def labelled(manifest_id: int) -> list:
@@ -52,9 +50,10 @@ def refresh(session: Session, principal: Principal, source: Dataset, derived: Da
     manifest = Manifest()
     session.add(manifest)
     session.flush()
-    columns = [getattr(DatasetItem, c) for c in _COPIED]
+    names = datasets_service.ITEM_COPY_COLUMNS
+    columns = [getattr(DatasetItem, c) for c in names]
     session.execute(insert(DatasetItem).from_select(
-        ["manifest_id", *_COPIED], select(literal(manifest.id), *columns).where(*labelled(source.manifest_id))))
+        ["manifest_id", *names], select(literal(manifest.id), *columns).where(*labelled(source.manifest_id))))
     _ensure_val(session, manifest.id)
     old = derived.manifest_id
     derived.manifest_id = manifest.id

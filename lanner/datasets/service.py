@@ -30,9 +30,9 @@ from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
 from lanner.resources import apply_changes, check_visibility
 from lanner.slugs import slugify
 
-_ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list",
-                      "class_mask", "issues", "updated_at", "label_rev", "labelled_by", "labelled_at",
-                      "last_edit_id")
+# An item as a manifest copy carries it (clones, versions, the assistant's training data).
+ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list",
+                     "class_mask", "issues", "updated_at", "label_rev", "labelled_by", "labelled_at", "last_edit_id")
 
 
 def new_key() -> str:
@@ -182,9 +182,9 @@ def copy_manifest(session: Session, manifest_id: int) -> int:
     new = Manifest()
     session.add(new)
     session.flush()
-    columns = [getattr(DatasetItem, c) for c in _ITEM_COPY_COLUMNS]
+    columns = [getattr(DatasetItem, c) for c in ITEM_COPY_COLUMNS]
     session.execute(insert(DatasetItem).from_select(
-        ["manifest_id", *_ITEM_COPY_COLUMNS],
+        ["manifest_id", *ITEM_COPY_COLUMNS],
         select(literal(new.id), *columns).where(DatasetItem.manifest_id == manifest_id),
     ))
     return new.id
