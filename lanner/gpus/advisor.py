@@ -133,11 +133,16 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
             batch = int(args["batch"])
         mem = memory.training_memory(model, imgsz=imgsz, batch=batch, optimizer=str(args["optimizer"]), amp=amp,
                                      nc=request.nc)
-        max_batch = memory.max_batch(vram, model, imgsz=imgsz, optimizer=str(args["optimizer"]), amp=amp,
+        usable = memory.usable_gb(vram) if gpu.id != "cpu" else vram
+        max_batch = memory.max_batch(usable, model, imgsz=imgsz, optimizer=str(args["optimizer"]), amp=amp,
                                      nc=request.nc)
         memory_scale = fit.memory_correction(session, gpu) if gpu.id != "cpu" else 1.0
         mem = dataclasses.replace(mem, peak_gb=mem.peak_gb * memory_scale, device_gb=mem.device_gb * memory_scale)
-        fits = mem.device_gb <= vram if gpu.id != "cpu" else mem.peak_gb <= vram
+        # Whether it fits is decided on the pessimistic planning figure (memory.PLANNING_MARGIN): a false "fits"
+        # costs a failed paid run. The figure shown (memoryGb) stays the expected one.
+        plan = memory.training_memory(model, imgsz=imgsz, batch=batch, optimizer=str(args["optimizer"]), amp=amp,
+                                      nc=request.nc, planning=True)
+        fits = plan.device_gb * memory_scale <= usable if gpu.id != "cpu" else mem.peak_gb <= vram
         workers = min(int(args["workers"]), int(host_cpus(gpu)), batch) if args["workers"] else 0
         # The CPU's time model is FLOPs only (its probe calibrates it); GPUs are timed by their activations.
         activation_bytes, _ = (0.0, model.task) if gpu.id == "cpu" else fit.activations(model, imgsz, amp)

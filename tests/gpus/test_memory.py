@@ -62,8 +62,9 @@ def test_max_batch_is_monotonic_in_vram_and_fits(n: ModelProfile, s: ModelProfil
         batches = [memory.max_batch(v, profile, imgsz=640) for v in (4, 8, 16, 24, 48, 80)]
         assert batches == sorted(batches) and batches[0] >= 1
         for vram, b in zip((8, 24, 80), batches[1::2], strict=True):
-            assert training_memory(profile, imgsz=640, batch=b).device_gb <= vram
-            assert training_memory(profile, imgsz=640, batch=b + 1).device_gb > vram
+            assert training_memory(profile, imgsz=640, batch=b, planning=True).device_gb <= vram
+            assert training_memory(profile, imgsz=640, batch=b + 1, planning=True).device_gb > vram
+            assert training_memory(profile, imgsz=640, batch=b).device_gb < vram  # planning is the pessimistic side
     assert memory.max_batch(24, n, imgsz=640) > memory.max_batch(24, s, imgsz=640)
     assert memory.max_batch(0.5, s, imgsz=640) == 0
 
