@@ -308,15 +308,17 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
     def span(r: dict, unit: float = 60.0, fmt: str = "{:.0f}") -> str:
         return f"{fmt.format(r['value'] / unit)} ({fmt.format(r['low'] / unit)}-{fmt.format(r['high'] / unit)})"
 
-    table = Table("GPU type", "$/h", "batch", "memory (peak of card)", "largest batch", "epoch s", "total min",
-                  "cost $", "notes")
+    console.print("memory: the batch's predicted peak of the card's GB (% free), and the largest batch that fits")
+    table = Table("GPU type", "$/h", "batch", "memory GB", "max batch", "fits", "epoch s", "total min", "cost $",
+                  "notes")
     for e in sorted(result["estimates"], key=lambda e: (not e["fits"], e["costCents"]["value"])):
         notes = ", ".join(n for n, on in (("loader-bound", e["loaderBound"]), (f"needs {e['minTier']}",
                                                                                 not e["allowed"])) if on)
-        margin = e["memory"]["text"].split(";")[0]
-        table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", str(e["batch"]) + ("" if e["fits"] else " (no fit)"),
-                      margin, str(e["memory"]["largestBatch"]), span(e["epochSeconds"], 1.0, "{:.1f}"),
-                      span(e["totalSeconds"]),
+        margin = e["memory"]
+        table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", str(e["batch"]),
+                      f"{margin['usedGb']:.1f}/{margin['capacityGb']:g} ({margin['freePct']:.0f}%)",
+                      str(margin["largestBatch"]), "yes" if e["fits"] else "no",
+                      span(e["epochSeconds"], 1.0, "{:.1f}"), span(e["totalSeconds"]),
                       span(e["costCents"], 100.0, "{:.2f}"), notes)
     console.print(table)
     accuracy = result["accuracy"]
