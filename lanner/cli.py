@@ -197,12 +197,13 @@ def gpus_list(tier: Annotated[str | None, typer.Option(help="Mark what this tier
     def number(value: float | None) -> str:
         return f"{value:g}" if value else "-"
 
-    table = Table("GPU type", "name", "architecture", "VRAM GB", "GB/s", "FP32 TFLOPS", "FP16 TFLOPS", "$/h",
-                  "tier", "offered")
+    table = Table("GPU type", "name", "architecture", "VRAM GB", "GB/s", "FP32 TFLOPS", "FP16 TFLOPS",
+                  "host vCPU / RAM GB", "$/h", "tier", "offered")
     for gpu in catalogue.all():
         allowed = "" if tier is None else (" ✓" if gpu.allowed_for(tier) else " ✗")
         table.add_row(gpu.id, gpu.display_name, gpu.architecture, f"{gpu.vram_gb:g}" if gpu.vram_gb else "host RAM",
                       number(gpu.bandwidth_gbs), number(gpu.fp32_tflops), number(gpu.fp16_tflops),
+                      f"{gpu.host_vcpus} / {gpu.host_ram_gb:g}" if gpu.vram_gb else "this machine",
                       f"{gpu.price_per_hour:.2f}", gpu.min_tier + allowed, "yes" if gpu.offered else "no")
     Console().print(table)
 
@@ -307,12 +308,18 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
     def span(r: dict, unit: float = 60.0, fmt: str = "{:.0f}") -> str:
         return f"{fmt.format(r['value'] / unit)} ({fmt.format(r['low'] / unit)}-{fmt.format(r['high'] / unit)})"
 
-    table = Table("GPU type", "$/h", "batch", "mem GB", "fits", "epoch s", "total min", "cost $", "notes")
+    console.print("memory: the batch's planned peak (with a safety margin) of the card's usable GB (% free), and the "
+                  "largest batch that fits")
+    table = Table("GPU type", "$/h", "batch", "memory GB", "max batch", "fits", "epoch s", "total min", "cost $",
+                  "notes")
     for e in sorted(result["estimates"], key=lambda e: (not e["fits"], e["costCents"]["value"])):
         notes = ", ".join(n for n, on in (("loader-bound", e["loaderBound"]), (f"needs {e['minTier']}",
                                                                                 not e["allowed"])) if on)
-        table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", str(e["batch"]), f"{e['memoryGb']:.1f}",
-                      "yes" if e["fits"] else "no", span(e["epochSeconds"], 1.0, "{:.1f}"), span(e["totalSeconds"]),
+        margin = e["memory"]
+        table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", str(e["batch"]),
+                      f"{margin['usedGb']:.1f}/{margin['capacityGb']:.1f} ({margin['freePct']:.0f}%)",
+                      str(margin["largestBatch"]), "yes" if e["fits"] else "no",
+                      span(e["epochSeconds"], 1.0, "{:.1f}"), span(e["totalSeconds"]),
                       span(e["costCents"], 100.0, "{:.2f}"), notes)
     console.print(table)
     accuracy = result["accuracy"]

@@ -105,7 +105,8 @@ class Settings(BaseSettings):
         default=1, ge=1, description="Inference batches run at once, each on its own thread (several models on "
         "one GPU host).")
     gpu_catalogue: str | None = Field(
-        default=None, description="GPU catalogue overrides: path to a JSON/YAML file, or inline JSON.")
+        default=None, description="GPU catalogue overrides (prices, tiers, offered types, host vCPUs/RAM, "
+        "calibration files): path to a JSON/YAML file, or inline JSON.")
 
     official_models_dir: Path | None = Field(
         default=None, description="Folder of official Ultralytics weights (yolo11n.pt, yolo26s-seg.pt, ...) served "

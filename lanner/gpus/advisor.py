@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lanner.errors import BadRequest, Unprocessable
-from lanner.gpus import fit, priors
+from lanner.gpus import fit
 from lanner.gpus.catalogue import Catalogue, GpuType
 from lanner.gpus.estimator import Option, PriceRule, Workload, cost_range_cents, estimate_time, recommend, seed_guidance
 
@@ -20,7 +20,7 @@ MAX_EPOCHS = 100_000
 MAX_IMGSZ = 8192
 DEFAULT_ARGS = {"epochs": 100, "imgsz": 640, "batch": 16, "workers": 8, "fraction": 1.0, "cache": False,
                 "patience": 100, "optimizer": "auto", "amp": True, "val": True}
-DATACENTER = ("a100", "h100", "h200", "b200", "b300", "l40", "l4", "a40", "rtx-pro-6000")
+LOADER_WORKERS = 8  # the trainer's default ``workers``; ultralytics uses min(os.cpu_count(), workers, batches)
 
 
 @dataclass
@@ -87,9 +87,35 @@ def normalise_args(train_args: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def host_cpus(gpu: GpuType) -> float:
+    """The vCPUs the data loader runs on: this machine's for ``cpu``, else what the catalogue says the host gives
+    with one GPU of the type (``LANNER_GPU_CATALOGUE`` can change it)."""
     if gpu.id == "cpu":
         return float(os.cpu_count() or 1)
-    return priors.DATACENTER_HOST_CPUS if gpu.id.startswith(DATACENTER) else priors.CONSUMER_HOST_CPUS
+    return float(gpu.host_vcpus)
+
+
+def loader_workers(requested: int, vcpus: float, train_images: int, batch: int) -> int:
+    """Loader worker processes the trainer will start: ultralytics' ``build_dataloader`` takes
+    min(os.cpu_count(), workers, batches), and none when there is a single batch."""
+    batches = -(-train_images // max(1, batch))
+    return 0 if not requested or batches <= 1 else min(int(requested), int(vcpus), batches)
+
+
+def memory_margin(planned_gb: float, usable_gb: float, largest_batch: int, *, expected_gb: float, card_gb: float,
+                  device: str = "GPU") -> dict[str, Any]:
+    """The chosen batch's memory against what the device can give, as the fit is decided: the pessimistic
+    planning figure (``memory.PLANNING_MARGIN``) against the usable part of the card (``memory.usable_gb``; on
+    ``cpu``, the host's RAM), with the expected figure beside it and the largest batch that fits: what a user reads
+    before paying for a run that might run out of memory."""
+    free = usable_gb - planned_gb
+    free_pct = max(0.0, 100.0 * free / usable_gb) if usable_gb > 0 else 0.0
+    head = f"{planned_gb:.1f} of {usable_gb:.1f} usable GB"
+    text = f"{head}, {free_pct:.0f} % free" if free >= 0 else f"{head}, {-free:.1f} GB over"
+    return {"usedGb": round(planned_gb, 2), "capacityGb": round(usable_gb, 2), "freeGb": round(free, 2),
+            "freePct": round(free_pct, 1), "expectedGb": round(expected_gb, 2), "cardGb": card_gb,
+            "largestBatch": largest_batch, "device": device,
+            "text": f"{text} (expected {expected_gb:.1f} GB of a {card_gb:g} GB {device}); "
+                    f"largest batch that fits: {largest_batch}"}
 
 
 def estimate(session: Session, catalogue: Catalogue, request: Request, *, price: PriceRule) -> dict[str, Any]:
@@ -143,7 +169,7 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
         plan = memory.training_memory(model, imgsz=imgsz, batch=batch, optimizer=str(args["optimizer"]), amp=amp,
                                       nc=request.nc, planning=True)
         fits = plan.device_gb * memory_scale <= usable if gpu.id != "cpu" else mem.peak_gb <= vram
-        workers = min(int(args["workers"]), int(host_cpus(gpu)), batch) if args["workers"] else 0
+        workers = loader_workers(int(args["workers"]), host_cpus(gpu), train_images, batch)
         # The CPU's time model is FLOPs only (its probe calibrates it); GPUs are timed by their activations.
         activation_bytes, _ = (0.0, model.task) if gpu.id == "cpu" else fit.activations(model, imgsz, amp)
         work = Workload(gflops=gflops, train_images=train_images, val_images=request.val_images,
@@ -162,11 +188,17 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
         estimates.append({
             "gpuType": gpu.id, "displayName": gpu.display_name, "pricePerHour": gpu.price_per_hour,
             "vramGb": vram, "fits": fits, "memoryGb": round(mem.device_gb, 2), "maxBatch": max_batch,
+            "memory": memory_margin(plan.device_gb * memory_scale if gpu.id != "cpu" else mem.peak_gb, usable,
+                                    max_batch, expected_gb=mem.device_gb if gpu.id != "cpu" else mem.peak_gb,
+                                    card_gb=vram, device="GPU" if gpu.id != "cpu" else "host RAM"),
+            "host": {"vcpus": host_cpus(gpu), "workers": workers,
+                     **({"ramGb": gpu.host_ram_gb} if gpu.id != "cpu" else {})},
             "batch": batch, "loaderBound": times.loader_bound, "allowed": allowed,
             "minTier": gpu.min_tier, "availability": "High",
             "epochSeconds": times.epoch_seconds.as_dict(), "totalSeconds": times.total_seconds.as_dict(),
             "costCents": cost.as_dict(0),
-            "calibration": {"source": calibration.speed.source, "points": calibration.points},
+            "calibration": {"source": calibration.speed.source, "points": calibration.points,
+                            **({"measured": calibration.measured} if calibration.measured else {})},
             "breakdown": {k: round(v, 1) for k, v in times.breakdown.items()},
         })
     estimates.sort(key=lambda e: (e["costCents"]["value"], e["totalSeconds"]["value"]))

@@ -3,6 +3,11 @@
 The defaults ship as ``catalogue.csv`` (hosted list prices and datasheet specs, each row with its source).
 A self-hosted team rarely pays hosted prices, so ``LANNER_GPU_CATALOGUE`` lets the operator re-price types,
 restrict them to a tier, choose which are offered and add their own (see ``apply_overrides`` for the format).
+
+Each type also says what host comes with it (``host_vcpus``, ``host_ram_gb``): the data loader runs on those
+vCPUs, so they bound how fast a fast GPU can be fed. The reference (shared/reference/gpus.csv, hosted-platform.md)
+does not state the hosted provider's host per GPU, so the defaults follow one rule (``host_rule``), and an
+operator who knows their hosts sets them in ``LANNER_GPU_CATALOGUE``.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from lanner.gpus import measured as measured_files
+from lanner.gpus.measured import MeasuredSet
+
 TIERS: tuple[str, ...] = ("free", "pro", "enterprise")
 """Account tiers, lowest first; the same names as ``lanner.accounts.service.TIERS`` (a test checks it)."""
 
 SETTING = "LANNER_GPU_CATALOGUE"
 _ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-_NUMBER_FIELDS = ("vram_gb", "bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tdp_w", "price_per_hour")
+_NUMBER_FIELDS = ("vram_gb", "bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tdp_w", "price_per_hour", "host_ram_gb")
 _NULLABLE_FIELDS = ("bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tdp_w")
 _TEXT_FIELDS = ("display_name", "architecture", "source")
 _NEW_TYPE_REQUIRED = ("display_name", "architecture", "vram_gb", "price_per_hour")
@@ -47,6 +55,8 @@ class GpuType:
     offered: bool
     source: str
     tdp_w: float | None = None
+    host_vcpus: int = 8         # vCPUs the host gives with one GPU of this type (the data loader's cores)
+    host_ram_gb: float = 32.0   # host RAM with one GPU of this type (GB)
 
     def allowed_for(self, tier: str) -> bool:
         """Whether an account on ``tier`` may train on this type (offered, and tier at or above ``min_tier``)."""
@@ -68,15 +78,20 @@ class UnknownGpuType(KeyError):
 class Catalogue:
     """Immutable, ordered view of the GPU types (cheapest first, as the CSV lists them)."""
 
-    __slots__ = ("_types",)
+    __slots__ = ("_measured", "_types")
 
-    def __init__(self, types: list[GpuType] | tuple[GpuType, ...]) -> None:
+    def __init__(self, types: list[GpuType] | tuple[GpuType, ...], measured: tuple[MeasuredSet, ...] = ()) -> None:
         by_id: dict[str, GpuType] = {}
         for gpu in types:
             if gpu.id in by_id:
                 raise ValueError(f"duplicate GPU type '{gpu.id}'")
             by_id[gpu.id] = gpu
         self._types: Mapping[str, GpuType] = MappingProxyType(by_id)
+        self._measured = measured
+
+    def measured(self, gpu_id: str) -> tuple[MeasuredSet, ...]:
+        """Calibration files (``benchmarks/gpu_calibrate.py``) measured on this GPU type."""
+        return tuple(m for m in self._measured if m.gpu_type == gpu_id)
 
     def get(self, gpu_id: str) -> GpuType:
         try:
@@ -114,6 +129,29 @@ def _tier_rank(tier: str) -> int:
         raise ValueError(f"unknown tier '{tier}': choose one of {', '.join(TIERS)}") from None
 
 
+MAX_HOST_VCPUS = 1024
+OLDER_ARCHITECTURES = ("Ampere", "Volta", "Turing")
+
+
+def host_rule(gpu_id: str, architecture: str, vram_gb: float) -> tuple[int, float]:
+    """(vCPUs, RAM GB) a rented host gives with one GPU, when nobody stated it: a documented rule, not a quote.
+
+    Marketplace hosts sell each GPU with a slice of its server. The rule: 8 vCPUs for every card up to 48 GB and
+    for the Ampere-and-older generation whatever its memory (A100 servers are older hosts, sliced at 8 vCPUs per
+    GPU); 16 vCPUs for the 80-96 GB cards of later generations (H100, RTX PRO 6000); 24 vCPUs from 141 GB up
+    (H200, B200, B300). RAM: 1.5 x the GPU's memory, at least 32 GB (enough to cache a dataset the size of the
+    card's batches). ``cpu`` is the local machine, measured at run time, not by this rule."""
+    if gpu_id == "cpu" or vram_gb <= 0:
+        return 8, 32.0
+    if vram_gb >= 120:
+        vcpus = 24
+    elif vram_gb >= 80 and not architecture.startswith(OLDER_ARCHITECTURES):
+        vcpus = 16
+    else:
+        vcpus = 8
+    return vcpus, float(max(32, round(1.5 * vram_gb)))
+
+
 def _optional_float(text: str) -> float | None:
     text = text.strip()
     return float(text) if text else None
@@ -128,13 +166,14 @@ def _read_default_rows() -> tuple[list[GpuType], frozenset[str]]:
         price = _optional_float(row["price_per_hour"])
         if price is None:
             unpriced.add(row["id"])
+        vcpus, ram = host_rule(row["id"], row["architecture"], float(row["vram_gb"]))
         types.append(GpuType(
             id=row["id"], display_name=row["display_name"], architecture=row["architecture"],
             vram_gb=float(row["vram_gb"]), bandwidth_gbs=_optional_float(row["bandwidth_gbs"]),
             fp32_tflops=_optional_float(row["fp32_tflops"]), fp16_tflops=_optional_float(row["fp16_tflops"]),
             price_per_hour=price or 0.0, min_tier=row["min_tier"].strip() or "free",
             offered=row["offered"].strip().lower() == "yes", source=row["source"],
-            tdp_w=_optional_float(row["tdp_w"]),
+            tdp_w=_optional_float(row["tdp_w"]), host_vcpus=vcpus, host_ram_gb=ram,
         ))
     return types, frozenset(unpriced)
 
@@ -187,29 +226,40 @@ def _entry_changes(gpu_id: str, entry: Any) -> dict[str, Any]:
             if not isinstance(value, bool):
                 raise ValueError(f"{field_where}: must be true or false")
             changes[name] = value
+        elif name == "host_vcpus":
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_HOST_VCPUS:
+                raise ValueError(f"{field_where}: must be a whole number of vCPUs from 1 to {MAX_HOST_VCPUS}, "
+                                 f"got {value!r}")
+            changes[name] = value
+    if changes.get("host_ram_gb") == 0:
+        raise ValueError(f"{where}.host_ram_gb: must be more than 0")
     return changes
 
 
-def apply_overrides(base: Catalogue, overrides: Mapping[str, Any], *, unpriced: frozenset[str] = frozenset()
-                    ) -> Catalogue:
+def apply_overrides(base: Catalogue, overrides: Mapping[str, Any], *, unpriced: frozenset[str] = frozenset(),
+                    base_dir: Path | None = None) -> Catalogue:
     """Return ``base`` changed by an operator's overrides; raise ``ValueError`` naming the offending field.
 
     Shape (JSON or YAML)::
 
         {"offered": ["cpu", "rtx-4090"],                       # optional: exactly these are offered
-         "gpus": {"rtx-4090": {"price_per_hour": 0.0, "min_tier": "pro"},
+         "gpus": {"rtx-4090": {"price_per_hour": 0.0, "min_tier": "pro", "host_vcpus": 16, "host_ram_gb": 64},
                   "my-lab-a6000": {"display_name": "Lab A6000", "architecture": "Ampere",
                                    "vram_gb": 48, "price_per_hour": 0.1}}}
 
     Fields in ``gpus.<id>`` are ``GpuType`` fields (snake_case). A new id needs at least display_name,
     architecture, vram_gb and price_per_hour; it is offered unless it says otherwise or the ``offered``
     list leaves it out. A type without a list price (reference-only rows) can be offered only with a price.
+    ``calibration`` (a path or a list of paths, relative to the settings file's folder) names calibration files
+    written by ``benchmarks/gpu_calibrate.py``: measured priors for their GPU types. ``host_vcpus`` (a whole
+    number) and ``host_ram_gb`` describe the host that comes with one GPU; a new type without them gets
+    ``host_rule``'s.
     """
     if not isinstance(overrides, Mapping):
         raise ValueError(f"{SETTING}: must be an object with 'offered' and/or 'gpus', got {type(overrides).__name__}")
-    unknown = set(overrides) - {"offered", "gpus"}
+    unknown = set(overrides) - {"offered", "gpus", "calibration"}
     if unknown:
-        raise ValueError(f"{sorted(unknown)[0]}: unknown field; allowed top-level fields: gpus, offered")
+        raise ValueError(f"{sorted(unknown)[0]}: unknown field; allowed top-level fields: calibration, gpus, offered")
 
     types: dict[str, GpuType] = {g.id: g for g in base}
     priced: set[str] = {gpu_id for gpu_id in types if gpu_id not in unpriced}
@@ -234,8 +284,10 @@ def apply_overrides(base: Catalogue, overrides: Mapping[str, Any], *, unpriced: 
         if missing:
             raise ValueError(f"gpus.{gpu_id}.{missing[0]}: required for a new GPU type "
                              f"(a new type needs {', '.join(_NEW_TYPE_REQUIRED)})")
+        vcpus, ram = host_rule(gpu_id, changes["architecture"], changes["vram_gb"])
         defaults: dict[str, Any] = {"bandwidth_gbs": None, "fp32_tflops": None, "fp16_tflops": None,
-                                    "min_tier": "free", "offered": True, "source": f"operator override ({SETTING})"}
+                                    "min_tier": "free", "offered": True, "source": f"operator override ({SETTING})",
+                                    "host_vcpus": vcpus, "host_ram_gb": ram}
         types[gpu_id] = GpuType(id=gpu_id, **{**defaults, **changes})
 
     if "offered" in overrides:
@@ -254,7 +306,17 @@ def apply_overrides(base: Catalogue, overrides: Mapping[str, Any], *, unpriced: 
     for gpu in types.values():
         if gpu.offered and gpu.id not in priced:
             raise ValueError(f"gpus.{gpu.id}.price_per_hour: '{gpu.id}' has no list price; set one to offer it")
-    return Catalogue(list(types.values()))
+    return Catalogue(list(types.values()), _calibration_files(overrides.get("calibration"), set(types), base_dir))
+
+
+def _calibration_files(value: Any, known: set[str], base_dir: Path | None) -> tuple[MeasuredSet, ...]:
+    if value is None:
+        return ()
+    paths = [value] if isinstance(value, str) else value
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
+        raise ValueError("calibration: must be a path or a list of paths to calibration JSON files")
+    return tuple(measured_files.load((base_dir or Path.cwd()) / Path(p).expanduser(), known=frozenset(known))
+                 for p in paths)
 
 
 @lru_cache(maxsize=1)
@@ -262,12 +324,12 @@ def _packaged() -> Catalogue:
     return Catalogue(_defaults()[0])
 
 
-def load_catalogue(overrides: Mapping[str, Any] | None = None) -> Catalogue:
+def load_catalogue(overrides: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> Catalogue:
     """The packaged catalogue with ``overrides`` applied (see ``apply_overrides``): a builder for explicit
     overrides. The server's catalogue, which honours ``LANNER_GPU_CATALOGUE``, is ``get_catalogue``."""
     if overrides is None or (isinstance(overrides, Mapping) and not overrides):
         return _packaged()  # parsed once per process
-    return apply_overrides(_packaged(), overrides, unpriced=_defaults()[1])
+    return apply_overrides(_packaged(), overrides, unpriced=_defaults()[1], base_dir=base_dir)
 
 
 def _parse_setting(value: str) -> Any:
@@ -298,7 +360,9 @@ def _parse_setting(value: str) -> Any:
 def _from_setting(value: str | None) -> Catalogue:
     if value is None or not value.strip():
         return load_catalogue()
-    return load_catalogue(_parse_setting(value))  # None (an empty YAML file) means no overrides
+    text = value.strip()
+    base_dir = None if text.startswith("{") else Path(text).expanduser().parent
+    return load_catalogue(_parse_setting(value), base_dir=base_dir)  # None (an empty YAML file): no overrides
 
 
 class CatalogueSetting(Protocol):

@@ -16,7 +16,10 @@ YOLO convolutions are narrow and every one is followed by BatchNorm and SiLU, so
 its saved activations through memory several times and the tensor cores mostly wait (see ``priors.py``).
 
 A GPU overlaps loading with compute, so a step takes max(compute, load): a fast GPU starved by a few host CPUs
-is *loader-bound* and says so. On the CPU the trainer and its loader share the same cores, so they add up.
+is *loader-bound* and says so. The loader's workers are min(workers, vCPUs) (ultralytics' rule, 8 by default), and
+on a GPU host the trainer's own process keeps one vCPU busy (the training loop, the loss's target assignment, the
+pin-memory thread), so they run on at most vCPUs - 1. On the CPU the trainer and its loader share the same cores,
+so they add up.
 Validation runs forward only over the val split, once per epoch. Fixed costs: start-up (provisioning, dataset
 download and caching, model build), the final validation, checkpoint uploads.
 
@@ -150,6 +153,15 @@ def task_image_seconds(work: Workload, speed: DeviceSpeed) -> float:
     return speed.segment_image_s if work.task == "segment" else 0.0
 
 
+MAIN_PROCESS_VCPUS = 1.0  # a GPU host's vCPUs the training process itself keeps busy (not the loader's)
+
+
+def loader_parallel(work: Workload, speed: DeviceSpeed) -> float:
+    """How many images the loader decodes and augments at once: its workers, bounded by the vCPUs left to them."""
+    cpus = work.host_cpus - MAIN_PROCESS_VCPUS if speed.overlaps_loader else work.host_cpus
+    return max(1.0, min(float(work.workers or 1), cpus))
+
+
 def step_times(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple[float, float]:
     """(compute seconds, loader seconds) for one training step of ``work.batch`` images."""
     if _memory_bound(work, speed):
@@ -159,8 +171,7 @@ def step_times(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple
         compute = speed.step_overhead_s + work.batch * flops / (speed.train_tflops * 1e12)
         compute += work.batch * task_image_seconds(work, speed)
     per_image = loader.train_cpu_s_640 * loader_image_factor(work, loader, work.cache)
-    parallel = max(1.0, min(float(work.workers or 1), work.host_cpus))
-    load = work.batch * per_image / parallel
+    load = work.batch * per_image / loader_parallel(work, speed)
     return compute, load
 
 
@@ -180,9 +191,8 @@ def _epoch_parts(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tup
     # Validation runs the same loss image by image (the trainer reports val losses) and post-processes each
     # image's masks for the mask mAP: counted at the training rate.
     val_compute += work.val_images * task_image_seconds(work, speed)
-    val_load = work.val_images * loader.val_cpu_s_640 * loader_image_factor(work, loader, False) / max(
-        1.0, min(float(work.workers or 1),
-                                                                              work.host_cpus))
+    val_load = (work.val_images * loader.val_cpu_s_640 * loader_image_factor(work, loader, False)
+                / loader_parallel(work, speed))
     val = (max(val_compute, val_load) if speed.overlaps_loader else val_compute + val_load)
     val += math.ceil(work.val_images / max(1, work.batch * 2)) * speed.step_overhead_s if work.val_images else 0.0
     return compute, load, train, val

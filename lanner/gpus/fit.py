@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from lanner.gpus import priors
 from lanner.gpus.catalogue import Catalogue, GpuType
 from lanner.gpus.estimator import DeviceSpeed, FixedCosts, LoaderSpeed, Workload, epoch_seconds, estimate_time
+from lanner.gpus.measured import MeasuredPoint
 from lanner.gpus.models import CalibrationPoint
 
 PRIOR_SPREAD = (0.7, 1.45)     # before any calibration the band is wide, and says so
@@ -33,6 +34,7 @@ class Calibration:
     spread: tuple[float, float]
     points: int
     loader: LoaderSpeed = priors.LOADER_640
+    measured: str | None = None  # provenance of the calibration file(s) the fit rests on, if any
 
 
 def loader_prior(gpu: GpuType) -> LoaderSpeed:
@@ -40,7 +42,16 @@ def loader_prior(gpu: GpuType) -> LoaderSpeed:
     return priors.LOADER_640 if gpu.id == "cpu" else priors.CLOUD_LOADER_640
 
 
-def _workload(point: CalibrationPoint) -> Workload:
+Point = CalibrationPoint | MeasuredPoint  # a run or probe recorded here, or a calibration file's measurement
+
+
+def _file_points(catalogue: Catalogue, gpu_id: str) -> tuple[list[MeasuredPoint], str | None]:
+    """The calibration files' points for this type (measured on a real card of it) and their provenance."""
+    sets = catalogue.measured(gpu_id)
+    return [p for m in sets for p in m.points], "; ".join(m.provenance for m in sets) or None
+
+
+def _workload(point: Point) -> Workload:
     activation_bytes, task = (0.0, "detect") if point.gpu_type == "cpu" else activations(point.model_name,
                                                                                          point.imgsz, True)
     return Workload(gflops=point.gflops, train_images=point.train_images, val_images=point.val_images, epochs=1,
@@ -97,7 +108,7 @@ def remembered_points(session: Session) -> Iterator[None]:
         session.info.pop(POINTS_MEMO, None)
 
 
-def _measured(points: list[CalibrationPoint]) -> Measured:
+def _measured(points: list[Point]) -> Measured:
     return tuple((_workload(p), p.epoch_seconds) for p in points)
 
 
@@ -106,9 +117,11 @@ def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType, family: str 
     and take the uncertainty band from the spread of what is left (the residuals).
 
     The closest evidence wins: points of this GPU type and this model family, else of this GPU type, else the
-    efficiency other GPU types of the same architecture showed against their priors, else the prior."""
+    efficiency other GPU types of the same architecture showed against their priors, else the prior. Points are
+    the runs and probes recorded here plus the calibration files measured on this type (``measured.py``)."""
     prior = prior_speed(catalogue, gpu)
-    points = _points(session, gpu.id)
+    file_points, provenance = _file_points(catalogue, gpu.id)
+    points: list[Point] = [*_points(session, gpu.id), *file_points]
     loader = loader_prior(gpu)
     same_family = [p for p in points if family and p.family == family]
     if same_family:
@@ -122,6 +135,9 @@ def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType, family: str 
     speed = _fit_measured(prior, measured, loader)
     if same_family:
         speed = dataclasses.replace(speed, source=f"{speed.source} of {family}")
+    used = provenance if any(isinstance(p, MeasuredPoint) for p in points) else None
+    if used:
+        speed = dataclasses.replace(speed, source=f"{speed.source}; {used}")
     residuals = [seconds / epoch_seconds(work, speed, loader) for work, seconds in measured]
     if len(residuals) >= 3:
         ordered = sorted(residuals)
@@ -129,7 +145,7 @@ def calibrate(session: Session, catalogue: Catalogue, gpu: GpuType, family: str 
         high = max(MIN_SPREAD[1], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1.05)
     else:
         low, high = 0.8, 1.25
-    return Calibration(speed, (low, high), len(points), loader)
+    return Calibration(speed, (low, high), len(points), loader, used)
 
 
 ACCURACY_POINTS = 50  # per GPU type: leave-one-out refits are quadratic, and recent runs matter most
@@ -173,7 +189,7 @@ def _predicted_epoch(point: CalibrationPoint, speed: DeviceSpeed, loader: Loader
     return estimate_time(_workload(point), speed, loader, priors.LOCAL_FIXED).epoch_seconds.value
 
 
-def _fit_speed(prior: DeviceSpeed, points: list[CalibrationPoint], loader: LoaderSpeed) -> DeviceSpeed:
+def _fit_speed(prior: DeviceSpeed, points: list[Point], loader: LoaderSpeed) -> DeviceSpeed:
     """Scale the device's compute (FLOP rate and per-step cost together) until its points are predicted without
     bias: the median of measured/predicted is 1. The loader part is not scaled, so this is iterated."""
     return _fit_measured(prior, _measured(points), loader)
@@ -199,7 +215,7 @@ def _measured_scale(session: Session, catalogue: Catalogue, gpu: GpuType) -> flo
     once per sibling of every unmeasured type, and a refit walks all of the type's points)."""
     memo = session.info.setdefault("lanner.measured_scales", {})
     if gpu.id not in memo:
-        points = _points(session, gpu.id)
+        points: list[Point] = [*_points(session, gpu.id), *_file_points(catalogue, gpu.id)[0]]
         if not points:
             memo[gpu.id] = None
         else:

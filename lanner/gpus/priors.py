@@ -16,9 +16,13 @@ Sources (IDs from shared/reference/measured-training.md; each number below names
   the relative speed above; the datasheet FP16 peak stays as a compute roof.
 - Loader on a small host (the local CPU device before its probe): YOLOv8n on a 2-vCPU Colab host reaches 19 img/s
   with a T4 that is far from busy, i.e. ~0.105 CPU seconds per 640 training image with mosaic [A8, derived].
-- Loader on a rented GPU host: YOLOv5n trains COCO at 411 img/s on one V100 [A1, derived]; with the trainer's
-  default 8 loader workers that is at most ~0.019 CPU seconds per image per worker (the activation model puts A1n
-  at its GPU limit too, so this is the slowest loader consistent with A1n).
+- Loader on a rented GPU host: 0.027 vCPU-seconds per 640 training image, the slowest loader A1 allows. A1 states
+  whole days ("1 day" for YOLOv5n on a V100: 288 s per COCO epoch, or up to 432 s at the rounding limit), and its
+  V100 host ran 8 loader workers: 8 workers / 0.027 s = 296 img/s, 400 s of loading per epoch, inside that limit
+  [A1, derived]. The trainer's own process keeps one vCPU busy (``estimator.MAIN_PROCESS_VCPUS``), so a host with
+  8 vCPUs (the catalogue's rule for the A100 class, ``catalogue.host_rule``) feeds 7 / 0.027 = 259 img/s: a COCO
+  epoch of yolo11n at batch 16 on an A100 (GPU time ~425 s) is then loader-bound (~456 s), as public reports of
+  COCO on one A100 show. The earlier prior (8 / 411 s, A1 read as exactly one day) made every A100 run GPU-bound.
 - Segmentation: YOLOv5n-seg needs 963 s per COCO epoch on an A100 [A3], 2.2x what its activations predict, while
   n -> s -> m add little. The mask loss runs image by image on the host (a Python loop over the batch with a
   device sync per image, in YOLOv5's loss and in ultralytics' v8SegmentationLoss alike), in series with the GPU:
@@ -65,14 +69,14 @@ SEGMENT_IMAGE_S = 0.0042
 # benchmarks/loader_factors.py), and A7 on the same kind of host runs 3.4x faster, so A8's time is mostly not
 # loader work. Left as it is: it only seeds the CPU device, whose estimates its own probe calibrates.
 LOADER_640 = LoaderSpeed(train_cpu_s_640=2 / 19, val_cpu_s_640=2 / 19 / 5, source="A8")
-# [A1, derived] YOLOv5n: 118,287 images in 288 s on one V100 = 411 img/s, fed by the default 8 loader workers.
+# [A1, derived] YOLOv5n: 118,287 images in one day / 300 epochs on one V100, fed by the default 8 loader workers.
 # cache=ram keeps images decoded and resized; today's mosaic takes its three partner images from a buffer of
 # decoded images, so a cache saves one JPEG decode per image: 0.80 of the uncached cost, measured on COCO-like
 # 640x480 JPEGs with ultralytics' own train dataset (benchmarks/loader_factors.py). The CPU device's LOADER_640
 # keeps the older 0.45 until the CPU path is re-measured (estimator_accuracy.py).
-CLOUD_LOADER_640 = LoaderSpeed(train_cpu_s_640=8 / 411, val_cpu_s_640=8 / 411 / 5, cached_factor=0.80, source="A1")
-DATACENTER_HOST_CPUS = 16.0   # vCPUs that rental hosts typically attach per datacenter GPU
-CONSUMER_HOST_CPUS = 8.0
+CLOUD_LOADER_S_640 = 0.027   # [A1, at its rounding limit] vCPU-seconds per training image at 640 on a GPU host
+CLOUD_LOADER_640 = LoaderSpeed(train_cpu_s_640=CLOUD_LOADER_S_640, val_cpu_s_640=CLOUD_LOADER_S_640 / 5,
+                               cached_factor=0.80, source="A1")
 CLOUD_FIXED = FixedCosts(provision_s=120.0, per_image_download_s=0.01, model_build_s=10.0, checkpoint_upload_s=5.0)
 LOCAL_FIXED = FixedCosts(provision_s=3.0, per_image_download_s=0.002, model_build_s=3.0, checkpoint_upload_s=0.5)
 CPU_PRIOR_TFLOPS = 0.05       # replaced by `lanner gpus probe` on the machine itself

@@ -24,13 +24,15 @@ class GpuItem(BaseModel):
     min_tier: str = Field(description="Lowest account tier that may use the type.")
     offered: bool = Field(description="Whether this server offers the type at all; false rows are reference only.")
     allowed: bool = Field(description="Whether the caller may start training on it (offered and tier high enough).")
+    host_vcpus: int = Field(description="vCPUs the host gives with one GPU of this type (they run the data loader).")
+    host_ram_gb: float = Field(description="Host RAM in GB with one GPU of this type.")
 
     @classmethod
     def from_gpu(cls, gpu: GpuType, *, tier: str) -> GpuItem:
         return cls(id=gpu.id, display_name=gpu.display_name, architecture=gpu.architecture, vram_gb=gpu.vram_gb,
                    bandwidth_gbs=gpu.bandwidth_gbs, fp32_tflops=gpu.fp32_tflops, fp16_tflops=gpu.fp16_tflops,
                    price_per_hour=gpu.price_per_hour, min_tier=gpu.min_tier, offered=gpu.offered,
-                   allowed=gpu.allowed_for(tier))
+                   allowed=gpu.allowed_for(tier), host_vcpus=gpu.host_vcpus, host_ram_gb=gpu.host_ram_gb)
 
 
 class GpuList(BaseModel):

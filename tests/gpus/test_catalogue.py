@@ -160,7 +160,7 @@ def test_overrides_change_price_tier_offered_and_add_a_type():
     lab = catalogue.get("my-lab-a6000")
     assert lab == GpuType(id="my-lab-a6000", display_name="Lab RTX A6000", architecture="Ampere (GA102)",
                           vram_gb=48.0, bandwidth_gbs=None, fp32_tflops=38.7, fp16_tflops=None, price_per_hour=0.1,
-                          min_tier="free", offered=True, source=lab.source)
+                          min_tier="free", offered=True, source=lab.source, host_vcpus=8, host_ram_gb=72.0)
     assert catalogue.get("b300").offered is False and not catalogue.get("b300").allowed_for("enterprise")
     assert load_catalogue().get("rtx-4090").price_per_hour == 0.69, "defaults must not change"
 
@@ -267,7 +267,9 @@ def test_api_lists_the_catalogue_for_the_callers_tier(gpu_client: TestClient, ma
     items = {item["id"]: item for item in body["gpus"]}
     assert set(items) == {g.id for g in load_catalogue()}
     assert set(items["rtx-4090"]) == {"id", "displayName", "architecture", "vramGb", "bandwidthGbs", "fp32Tflops",
-                                      "fp16Tflops", "pricePerHour", "minTier", "offered", "allowed"}
+                                      "fp16Tflops", "pricePerHour", "minTier", "offered", "allowed", "hostVcpus",
+                                      "hostRamGb"}
+    assert items["a100-80gb-sxm"]["hostVcpus"] == 8 and items["h100-sxm"]["hostVcpus"] == 16
     assert items["rtx-4090"]["pricePerHour"] == 0.69 and items["rtx-4090"]["allowed"] is True
     assert items["cpu"]["fp32Tflops"] is None and items["cpu"]["vramGb"] == 0
     for gpu_id in ("h200-sxm", "b200", "b300"):
@@ -293,3 +295,53 @@ def test_api_is_documented(gpu_client: TestClient):
 
 def test_catalogue_type_is_exported():
     assert isinstance(load_catalogue(), Catalogue)
+
+
+# ------------------------------------------------------------------------------------------ hosts
+
+
+def test_every_type_has_a_host_by_the_documented_rule():
+    catalogue = load_catalogue()
+    for gpu in catalogue:
+        assert gpu.host_vcpus >= 1 and gpu.host_ram_gb >= 32, gpu.id
+    hosts = {g.id: (g.host_vcpus, g.host_ram_gb) for g in catalogue}
+    assert hosts["a100-80gb-sxm"] == (8, 120.0)  # Ampere: an older host, 8 vCPUs whatever the memory
+    assert hosts["h100-sxm"] == (16, 120.0) and hosts["rtx-pro-6000"] == (16, 144.0)
+    assert hosts["h200-sxm"][0] == hosts["b300"][0] == 24
+    assert hosts["rtx-4090"] == (8, 36.0) and hosts["rtx-2000-ada"] == (8, 32.0)
+
+
+def test_overrides_set_the_host_and_refuse_nonsense():
+    catalogue = load_catalogue({"gpus": {"a100-80gb-sxm": {"host_vcpus": 32, "host_ram_gb": 256}}})
+    a100 = catalogue.get("a100-80gb-sxm")
+    assert (a100.host_vcpus, a100.host_ram_gb) == (32, 256.0)
+    for value, message in ((0, "from 1 to 1024"), (2.5, "whole number"), (True, "whole number"),
+                           ("8", "whole number"), (5000, "from 1 to 1024")):
+        with pytest.raises(ValueError, match=f"gpus.a100-80gb-sxm.host_vcpus: .*{message}"):
+            load_catalogue({"gpus": {"a100-80gb-sxm": {"host_vcpus": value}}})
+    for value in (0, -1, "x", float("nan")):
+        with pytest.raises(ValueError, match="gpus.a100-80gb-sxm.host_ram_gb"):
+            load_catalogue({"gpus": {"a100-80gb-sxm": {"host_ram_gb": value}}})
+
+
+def test_a_calibration_file_is_named_in_the_setting_and_validated(tmp_path):
+    document = {"format": "lanner-gpu-calibration/1", "date": "2026-12-05",
+                "gpu": {"name": "NVIDIA A100-SXM4-80GB", "gpuType": "a100-80gb-sxm", "driver": "550.54",
+                        "torch": "2.4.0"},
+                "points": [{"model": "yolo11n.yaml", "family": "yolo11", "gflops": 6.5, "imgsz": 640, "batch": 32,
+                            "trainImages": 512, "valImages": 64, "workers": 8, "hostCpus": 16,
+                            "epochSeconds": 4.0, "stepSeconds": 0.2, "peakMemoryGb": 6.1},
+                           {"model": "yolo11m.yaml", "status": "oom"}]}
+    (tmp_path / "a100.json").write_text(json.dumps(document))
+    (tmp_path / "catalogue.json").write_text(json.dumps({"calibration": ["a100.json"]}))
+    catalogue = get_catalogue(setting(str(tmp_path / "catalogue.json")))
+    [measured] = catalogue.measured("a100-80gb-sxm")
+    assert len(measured.points) == 1 and measured.points[0].peak_memory_gb == 6.1
+    assert "NVIDIA A100-SXM4-80GB" in measured.provenance and "550.54" in measured.provenance
+    assert catalogue.measured("h100-sxm") == ()
+    document["gpu"]["gpuType"] = "a100-40gb"
+    (tmp_path / "a100.json").write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="gpuType: unknown GPU type 'a100-40gb'"):
+        load_catalogue({"calibration": str(tmp_path / "a100.json")})
+    with pytest.raises(ValueError, match="no such file"):
+        load_catalogue({"calibration": [str(tmp_path / "missing.json")]})

@@ -51,8 +51,15 @@ def test_estimate_reads_the_dataset_as_its_owner_and_sorts_by_cost(lanner_cli: C
     assert lines[0].startswith("cheapest") and lines[1].startswith("fastest") and lines[2].startswith("balanced")
     assert any("needs pro" in line for line in lines if "h200-sxm" in line)  # alice is on the free tier
     rows = [line for line in lines if line.startswith("│ ") and "GPU type" not in line]
-    costs = [float(line.split("│")[8].split()[0]) for line in rows if " yes " in line]
+    costs = [float(line.split("│")[9].split()[0]) for line in rows if " yes " in line]
     assert len(costs) > 10 and costs == sorted(costs)
+    # The memory margin: the batch's planned peak of the card's usable memory, the % free, the largest batch.
+    from lanner.gpus.memory import usable_gb
+
+    l40s = next(line.split("│") for line in rows if line.startswith("│ l40s "))
+    used, rest = l40s[4].split("/")
+    assert float(used) > 0 and rest.split()[0] == f"{usable_gb(48):.1f}" and rest.split()[1].endswith("%)")
+    assert int(l40s[5]) > 8
 
 
 def test_estimate_errors_are_one_clear_line(lanner_cli: Callable[..., Any]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from lanner.gpus import memory
 from lanner.gpus.catalogue import get_catalogue
 from lanner.synthetic import make_detection_dataset
 from lanner.training.models import Run
@@ -58,6 +59,9 @@ def test_the_table_lists_every_gpu_type_with_time_and_cost(client, settings, set
     assert "$" in text(page.select_one("#balance-after"))
     locked = found["h200-sxm"]
     assert "locked" in locked["class"] and "Needs pro" in text(locked)
+    margin = text(found["h100-sxm"].select_one(".memory-margin"))  # the chosen batch's peak against the card
+    assert "batch 4 fits" in margin and f"of {memory.usable_gb(80):.1f} usable GB" in margin and "% free" in margin
+    assert "largest batch that fits:" in margin
     token = token_of(client.get("/train").text)
     htmx = client.post("/train", data={**SMALL, "csrf_token": token}, headers={"HX-Request": "true"})
     assert htmx.text.lstrip().startswith("<section") and "gpu-table" in htmx.text
@@ -120,6 +124,7 @@ def test_the_gpus_page_lists_the_catalogue_and_the_estimator_accuracy(client, se
     ids = {row["data-gpu"] for row in page.select("#gpu-catalogue tbody tr")}
     assert ids == {gpu.id for gpu in get_catalogue(settings).all()}
     assert "Needs pro" in text(page.select_one('tr[data-gpu="h200-sxm"]'))
+    assert "16 vCPU · 120 GB" in text(page.select_one('tr[data-gpu="h100-sxm"]'))  # the host that comes with it
     assert "no finished runs" in text(page.select_one("#accuracy")).lower()
 
 
