@@ -12,9 +12,12 @@ checkpoint, exactly as a finished run leaves them."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,16 +74,29 @@ def shape_localizer(cache: Path) -> Path:
     return _train(cache, data, epochs=40, imgsz=64, batch=16)
 
 
+def _shared(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
+    """``make(cache)`` once for the whole run: with pytest-xdist every worker asks, the first trains under a lock
+    in the run's shared temporary folder and the others find its weights there."""
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # popen-gw0, popen-gw1, ... share their parent
+    cache = root / name
+    cache.mkdir(exist_ok=True)
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return make(cache)
+
+
 @pytest.fixture(scope="session")
 def tiny_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The session's tiny detector (see ``tiny_detector``); copy it before changing it."""
-    return tiny_detector(tmp_path_factory.mktemp("tiny-detector"))
+    return _shared(tmp_path_factory, "tiny-detector", tiny_detector)
 
 
 @pytest.fixture(scope="session")
 def localizer_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's one-class shape detector (see ``shape_localizer``)."""
-    return shape_localizer(tmp_path_factory.mktemp("shape-localizer"))
+    """The session's one-class shape detector (see ``shape_localizer``); copy it before changing it."""
+    return _shared(tmp_path_factory, "shape-localizer", shape_localizer)
 
 
 def attach_weights(app: Any, account: Any, weights: Path, *, project: str = "shapes", model: str = "tiny") -> str:
