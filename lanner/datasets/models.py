@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from lanner.db import Base, id_column, utcnow
@@ -69,6 +69,11 @@ class DatasetItem(Base):
         Index("ix_dataset_items_manifest_name_key", "manifest_id", "name", "key"),  # ORDER BY name, key pages
         Index("ix_dataset_items_manifest_issues", "manifest_id", "issues"),  # errorCount without a table scan
         Index("ix_dataset_items_manifest_mask", "manifest_id", "class_mask"),  # class-filtered counts, index only
+        # Labelled items (a label file, even empty, or a class) counted without reading each row's labels: the
+        # dataset page's assistant section and the assistant's rounds ask on every visit and pass.
+        Index("ix_dataset_items_manifest_labelled", "manifest_id",
+              sqlite_where=text("labels IS NOT NULL OR class_id IS NOT NULL"),
+              postgresql_where=text("labels IS NOT NULL OR class_id IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
