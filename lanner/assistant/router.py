@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.annotation.service import editable_dataset
 from lanner.assistant import service
 from lanner.assistant.dependencies import Loop
 from lanner.assistant.schemas import AssistantUpdate
@@ -20,14 +21,14 @@ PATH = "/api/datasets/{owner}/{dataset}/assistant"
 
 @router.get(PATH, summary="The dataset's labelling assistant: settings, state, rounds and their mAP50")
 def retrieve(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
-    record = service.owned_dataset(session, principal, owner=owner, slug=dataset)
+    record = editable_dataset(session, principal, owner=owner, slug=dataset)
     return service.view(session, record, service.find(session, record))
 
 
 @router.put(PATH, summary="Turn the assistant on or off and set when and how its rounds train")
 def update(owner: str, dataset: str, body: AssistantUpdate, principal: CurrentPrincipal, session: DbSession,
            catalogue: CurrentCatalogue, loop: Loop) -> dict[str, Any]:
-    record = service.owned_dataset(session, principal, owner=owner, slug=dataset)
+    record = editable_dataset(session, principal, owner=owner, slug=dataset)
     assistant = service.update(session, record, body, catalogue=catalogue)
     after_commit(session, loop.wake)
     return service.view(session, record, assistant)
@@ -37,5 +38,5 @@ def update(owner: str, dataset: str, body: AssistantUpdate, principal: CurrentPr
             summary="Unlabelled images, those the newest assistant is least sure of first")
 def label_next(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession,
                limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict[str, Any]:
-    record = service.owned_dataset(session, principal, owner=owner, slug=dataset)
+    record = editable_dataset(session, principal, owner=owner, slug=dataset)
     return service.label_next(session, record, service.find(session, record), limit=limit)

@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
 from lanner.annotation import proposals
 from lanner.assistant import rounds, training_data
 from lanner.assistant.models import (
@@ -26,21 +25,13 @@ from lanner.assistant.models import (
     AssistantScore,
 )
 from lanner.assistant.schemas import AssistantUpdate
-from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.db import iso, utcnow
-from lanner.errors import NotFound, Unprocessable
+from lanner.errors import Unprocessable
 from lanner.gpus.catalogue import Catalogue
 
 FIELDS = {"enabled": "enabled", "minLabels": "min_labels", "every": "every", "gpuType": "gpu_type",
           "epochs": "epochs", "imgsz": "imgsz"}
-
-
-def owned_dataset(session: Session, principal: Principal, *, owner: str, slug: str) -> Dataset:
-    dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slug)
-    if dataset.owner_id != principal.user_id:
-        raise NotFound(f"dataset '{owner}/{slug}' not found")
-    return dataset
 
 
 def find(session: Session, dataset: Dataset) -> Assistant | None:

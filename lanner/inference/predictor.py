@@ -187,7 +187,7 @@ class Predictor:
         from lanner.inference.runtime import Job  # loaded by now: _model imported it
 
         model = self._model(weights)
-        return [result for result, _ in model.run([Job(image, conf, iou) for image in images], imgsz)]
+        return [result for result, _ in model.run([Job(image, conf, iou) for image in images], imgsz)] if images else []
 
     async def predict(self, weights: Weights, image: np.ndarray, options: Options = Options(), *, model_name: str,
                       started: float | None = None) -> dict[str, Any]:
@@ -221,11 +221,8 @@ class Predictor:
                      imgsz: int = 640, class_map: Sequence[int | None] | None = None) -> list[dict[str, Any]]:
         """``annotate`` for several images at once, run on the calling thread: the same cache, model lock and
         conversion, for code that is not async and must not wait on the event loop. Never call it there."""
-        from lanner.inference.runtime import Job  # loaded by now: _model imported it
-
-        model = self._model(weights)
-        outputs = model.run([Job(image, conf, iou) for image in images], imgsz) if images else []
-        return [convert.annotations(result, class_map=class_map) for result, _ in outputs]
+        results = self.run_here(weights, images, conf=conf, iou=iou, imgsz=imgsz)
+        return [convert.annotations(result, class_map=class_map) for result in results]
 
 
 def _entry(result: Any, speed: dict[str, float], *, options: Options) -> dict[str, Any]:

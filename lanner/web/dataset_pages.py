@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
+from lanner.annotation import service as annotation_service
 from lanner.assistant import service as assistant_service
 from lanner.assistant.dependencies import Loop
 from lanner.bounds import BigCount
@@ -273,7 +274,7 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
     """The assistant's settings, saved as ``PUT .../assistant`` saves them (the owner's only: anyone else gets
     the 404 of a missing dataset). htmx gets the section again; a plain post goes back to the page, or gets the
     page with the refused form (422)."""
-    dataset = assistant_service.owned_dataset(session, user, owner=owner, slug=slug)
+    dataset = annotation_service.editable_dataset(session, user, owner=owner, slug=slug)
     owner = owner.lower()
     form = assistant_panel.AssistantForm.read(await request.form())
     current = assistant_service.find(session, dataset)
