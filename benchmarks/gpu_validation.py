@@ -9,40 +9,40 @@ which is what decided ``fits`` and ``maxBatch`` before issue 18), "after" the pl
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
-from common import write_section
+from common import ROOT, write_section
 
-from lanner.gpus import memory
-from lanner.gpus.memory import GIB
-from lanner.gpus.profile import model_profile
+sys.path.insert(0, str(ROOT))
+from tests.gpus import validation  # noqa: E402
 
 SECTION = "## GPU memory against public reports (issue 18)"
-CASES = json.loads((Path(__file__).resolve().parents[1] / "tests/gpus/validation_cases.json").read_text())["cases"]
+CASES = validation.CASES
 
 
 def row(case: dict) -> tuple[str, float | None]:
     """(markdown row, signed relative error or None where the case is pass/fail only)."""
-    profile = model_profile(case["model"], nc=case["nc"])
     head = f"| {case['id']} | {case['gpu_name']} | {case['model'][:-5]} | {case['imgsz']} | {case['batch']} |"
     if case["kind"] == "probe":
-        act = memory.activation_bytes_per_image(profile, case["imgsz"])
-        pred = (14 * profile.params + memory.K_ACT * act * memory.AMP_FACTOR * case["batch"]) / GIB
-        err = pred / case["memory_gib"] - 1
-        return f"{head} probe {case['memory_gib']:.2f} GiB | {pred:.2f} GiB | {err:+.0%} |", err
+        pred, reported = validation.probe_gib(case), validation.reported_probe_gib(case)
+        err = pred / reported - 1
+        return (f"{head} probe {case['memory_gb']:.2f} GB = {reported:.2f} GiB | {pred:.2f} GiB | {err:+.0%} |",
+                err)
     if case["kind"] == "autobatch":
-        pred = memory.autobatch_batch(case["vram_gib"], profile, imgsz=case["imgsz"],
-                                      fraction=case["autobatch_fraction"], max_objects=0)
+        pred = validation.autobatch_choice(case)
         err = pred / case["batch"] - 1
         return f"{head} AutoBatch {case['batch']} | {pred} | {err:+.0%} |", err
-    kwargs = {"imgsz": case["imgsz"], "optimizer": "SGD", "max_objects": case["max_objects"]}
-    before = memory.training_memory(profile, batch=case["batch"], **kwargs).device_gb
-    after = memory.training_memory(profile, batch=case["batch"], planning=True, **kwargs).device_gb
-    largest = memory.max_batch(case["vram_gib"], profile, **kwargs)
+    if case["kind"] == "time":
+        seconds, bound = validation.train_seconds(case)
+        err = seconds / case["train_seconds"] - 1
+        pace = "loader-bound" if bound else "GPU-bound"
+        if not case["reproducible"]:
+            return (f"{head} {case['train_seconds']:.0f} s train | {seconds:.0f} s ({pace}) | {err:+.0%}, not "
+                    f"tested: {case['why']} |"), None
+        return f"{head} {case['train_seconds']:.1f} s train | {seconds:.1f} s ({pace}) | {err:+.0%} |", err
+    before, after, largest = validation.planning(case)
     said = "OOM" if case["kind"] == "oom" else "trained"
     verdict = "fits" if after <= case["vram_gib"] else "does not fit"
     right = (verdict == "fits") == (case["kind"] == "fits")
@@ -52,13 +52,15 @@ def row(case: dict) -> tuple[str, float | None]:
 
 def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    rows, probe_err, batch_err = [], [], []
+    rows, errors = [], {"probe": [], "autobatch": [], "time": []}
     for case in CASES:
         text, err = row(case)
         rows.append(text)
         if err is not None:
-            (probe_err if case["kind"] == "probe" else batch_err).append((abs(err), case["id"]))
-    detect = [e for e in probe_err if "seg" not in e[1] and not e[1].startswith("U1659")]
+            errors[case["kind"]].append((abs(err), case["id"]))
+    probe_err, batch_err, time_err = errors["probe"], errors["autobatch"], errors["time"]
+    segment = {c["id"] for c in CASES if c["model"].endswith("-seg.yaml")}
+    detect = [e for e in probe_err if e[1] not in segment]
     lines = [
         SECTION, "",
         f"Date {started}; priors only; command `python benchmarks/gpu_validation.py`. {len(CASES)} public cases "
@@ -76,8 +78,8 @@ def main() -> None:
         "168 before, 109 now; the report ran out of memory at 120 and trained at 100.",
         "- Runs that trained: U467-100 is predicted to fit; Y9287 (YOLOv5m b16 on 8 GB) is refused, a conservative "
         "miss (ultralytics builds YOLOv5mu, whose anchor-free head is heavier than the YOLOv5 repo's).",
-        "- Time: no public report outside shared/reference stated dataset size, model, imgsz, batch and GPU "
-        "together, so there is no time row (median and worst: none measured).",
+        f"- Time, training part of an epoch ({len(time_err)} reproducible reports): median "
+        f"{statistics.median(e for e, _ in time_err):.0%}, worst {max(time_err)[0]:.0%} ({max(time_err)[1]}).",
     ]
     write_section(SECTION, "\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -160,9 +160,10 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
         mem = memory.training_memory(model, imgsz=imgsz, batch=batch, optimizer=str(args["optimizer"]), amp=amp,
                                      nc=request.nc)
         usable = memory.usable_gb(vram) if gpu.id != "cpu" else vram
-        max_batch = memory.max_batch(usable, model, imgsz=imgsz, optimizer=str(args["optimizer"]), amp=amp,
-                                     nc=request.nc)
         memory_scale = fit.memory_correction(session, gpu) if gpu.id != "cpu" else 1.0
+        # The largest batch is decided as ``fits`` is: the corrected planning figure against the usable card.
+        max_batch = memory.max_batch(usable / memory_scale, model, imgsz=imgsz, optimizer=str(args["optimizer"]),
+                                     amp=amp, nc=request.nc)
         mem = dataclasses.replace(mem, peak_gb=mem.peak_gb * memory_scale, device_gb=mem.device_gb * memory_scale)
         # Whether it fits is decided on the pessimistic planning figure (memory.PLANNING_MARGIN): a false "fits"
         # costs a failed paid run. The figure shown (memoryGb) stays the expected one.

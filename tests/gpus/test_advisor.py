@@ -188,6 +188,12 @@ def test_measured_peak_memory_corrects_the_memory_model_within_bounds(client, al
     after = {e["gpuType"]: e for e in post(client, alice, body).json()["estimates"]}
     assert after["l40s"]["memoryGb"] == pytest.approx(1.10 * predicted, rel=0.03)
     assert after["a40"]["memoryGb"] == before["a40"]["memoryGb"]  # another type keeps its own model
+    # The largest batch follows the same corrected figure as ``fits``: it shrinks, and it is exactly the edge.
+    largest = after["l40s"]["maxBatch"]
+    assert largest < before["l40s"]["maxBatch"] and after["a40"]["maxBatch"] == before["a40"]["maxBatch"]
+    for batch, fits in ((largest, True), (largest + 1, False)):
+        at = post(client, alice, {**body, "gpuTypes": ["l40s"], "trainArgs": {**body["trainArgs"], "batch": batch}})
+        assert at.json()["estimates"][0]["fits"] is fits, batch
     _fake_run(app, alice, epoch_seconds=5.5, gpu_type="l40s", gpu_memory_pct=[99.0])
     _fake_run(app, alice, epoch_seconds=6.0, gpu_type="l40s", gpu_memory_pct=[99.0])
     shared = {e["gpuType"]: e for e in post(client, alice, body).json()["estimates"]}
