@@ -18,7 +18,7 @@ from common import ROOT, write_section
 sys.path.insert(0, str(ROOT))
 from tests.gpus import validation  # noqa: E402
 
-SECTION = "## GPU memory against public reports (issue 18)"
+SECTION = "## GPU memory and epoch time against public reports (issue 18)"
 CASES = validation.CASES
 
 
@@ -59,13 +59,14 @@ def main() -> None:
         if err is not None:
             errors[case["kind"]].append((abs(err), case["id"]))
     probe_err, batch_err, time_err = errors["probe"], errors["autobatch"], errors["time"]
+    gaps = {c["id"] for c in CASES if "known_gap" in c}
     segment = {c["id"] for c in CASES if c["model"].endswith("-seg.yaml")}
     detect = [e for e in probe_err if e[1] not in segment]
     lines = [
         SECTION, "",
         f"Date {started}; priors only; command `python benchmarks/gpu_validation.py`. {len(CASES)} public cases "
         f"on {len({c['gpu'] for c in CASES})} GPU types, none in shared/reference (links and conditions: "
-        "docs/gpu-validation.md). Memory in GiB as torch counts it.", "",
+        "docs/gpu-validation.md). Memory in GiB as torch counts it; time is the training part of one epoch.", "",
         "| case | GPU | model | imgsz | batch | reported | Lanner | error / verdict |",
         "|---|---|---|---:|---:|---|---|---|", *rows, "",
         f"- Memory, AutoBatch profile rows: median {statistics.median(e for e, _ in probe_err):.0%}, worst "
@@ -79,7 +80,10 @@ def main() -> None:
         "- Runs that trained: U467-100 is predicted to fit; Y9287 (YOLOv5m b16 on 8 GB) is refused, a conservative "
         "miss (ultralytics builds YOLOv5mu, whose anchor-free head is heavier than the YOLOv5 repo's).",
         f"- Time, training part of an epoch ({len(time_err)} reproducible reports): median "
-        f"{statistics.median(e for e, _ in time_err):.0%}, worst {max(time_err)[0]:.0%} ({max(time_err)[1]}).",
+        f"{statistics.median(e for e, _ in time_err):.0%}, worst {max(time_err)[0]:.0%} ({max(time_err)[1]}); "
+        f"without the known gaps (strict xfails, see the JSON's known_gap): worst "
+        f"{max(e for e, i in time_err if i not in gaps):.0%}. The two untested rows say why they cannot be "
+        "reproduced; Y4252 is the COCO-on-an-A100 report whose loader set the pace: predicted loader-bound too.",
     ]
     write_section(SECTION, "\n".join(lines) + "\n")
     print("\n".join(lines))

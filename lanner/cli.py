@@ -210,25 +210,30 @@ def gpus_list(tier: Annotated[str | None, typer.Option(help="Mark what this tier
 
 @gpus_app.command("probe")
 def gpus_probe(model: Annotated[str, typer.Option(help="Model YAML or weights to train.")] = "yolo11n.yaml",
-               imgsz: Annotated[int, typer.Option(help="Training image size.")] = 320,
+               imgsz: Annotated[list[int] | None, typer.Option(
+                   help="Training image size; repeat it to probe several (default: 192 and 384).")] = None,
                batch: Annotated[int, typer.Option(help="Batch size.")] = 16,
-               images: Annotated[int, typer.Option(help="Synthetic training images per epoch.")] = 64) -> None:
+               images: Annotated[int, typer.Option(help="Synthetic training images per epoch.")] = 160) -> None:
     """Measure real training steps on this machine's devices and store them as calibration points."""
     from lanner.gpus.probe import (  # start-up cost: torch, ultralytics, record_probe, run_probe
+        PROBE_SIZES,
         local_devices,
         record_probe,
         run_probe,
     )
 
-    if imgsz <= 0 or batch <= 0 or images <= 0:
+    sizes = imgsz or list(PROBE_SIZES)
+    if min(sizes) <= 0 or batch <= 0 or images <= 0:
         fail("imgsz, batch and images must be positive")
     ctx = context()
     for device, gpu_type in local_devices():
-        err.print(f"probing {gpu_type} (device {device}) with {model}, imgsz {imgsz}, batch {batch} ...")
-        result = run_probe(model=model, imgsz=imgsz, batch=batch, images=images, device=device)
-        with ctx.db.session() as session:
-            record_probe(session, result)
-        typer.echo(f"{gpu_type}\t{result.epoch_seconds:.2f} s/epoch\t{images / result.epoch_seconds:.1f} img/s")
+        for size in sizes:
+            err.print(f"probing {gpu_type} (device {device}) with {model}, imgsz {size}, batch {batch} ...")
+            result = run_probe(model=model, imgsz=size, batch=batch, images=images, device=device)
+            with ctx.db.session() as session:
+                record_probe(session, result)
+            typer.echo(f"{gpu_type}\t{size}\t{result.epoch_seconds:.2f} s/epoch\t"
+                       f"{images / result.epoch_seconds:.1f} img/s")
 
 
 def _uri_owner(uri: str | None) -> str | None:

@@ -80,9 +80,16 @@ def gpu_type_for_name(name: str) -> str | None:
 
 
 PROBE_EPOCHS = 3  # epoch 0 warms up; the faster of the others is kept
+# Ten steps at the default batch: with four (the first probe's 64 images) an epoch's own jitter (worker start,
+# validation set-up) was a large share of the one calibration point, and every CPU estimate inherited it.
+PROBE_IMAGES = 160
+# Two image sizes, each a calibration point (the fit makes their median ratio 1): a CPU's speed per FLOP at one
+# size is not its speed at others (oneDNN's blocking fits some feature-map sizes better); on this machine imgsz
+# 320 ran ~13 % slower per FLOP than 160-416 around it, and a probe there put every other estimate that far off.
+PROBE_SIZES = (192, 384)
 
 
-def run_probe(*, model: str = "yolo11n.yaml", imgsz: int = 320, batch: int = 16, images: int = 64,
+def run_probe(*, model: str = "yolo11n.yaml", imgsz: int = PROBE_SIZES[0], batch: int = 16, images: int = PROBE_IMAGES,
               device: str = "cpu", workers: int | None = None) -> ProbeResult:
     from ultralytics import YOLO  # start-up cost: seconds to import, only for a probe
 

@@ -104,7 +104,7 @@ def test_gpus_probe_measures_this_machine_and_stores_a_calibration_point(lanner_
     result = lanner_cli("gpus", "probe", "--model", "yolo11n.yaml", "--imgsz", "64", "--batch", "4",
                         "--images", "8")
     assert result.exit_code == 0, result.output
-    assert any(line.startswith("cpu\t") and line.endswith("img/s") for line in result.stdout.splitlines())
+    assert any(line.startswith("cpu\t64\t") and line.endswith("img/s") for line in result.stdout.splitlines())
     with app.state.lanner.db.session() as session:
         [point] = session.scalars(select(CalibrationPoint)).all()
     assert point.source == "probe" and point.gpu_type == "cpu" and point.imgsz == 64 and point.batch == 4
