@@ -27,7 +27,7 @@ from lanner.assistant.models import (
 from lanner.assistant.schemas import AssistantUpdate
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.db import iso, utcnow
-from lanner.errors import Unprocessable
+from lanner.errors import Forbidden, Unprocessable
 from lanner.gpus.catalogue import Catalogue
 
 FIELDS = {"enabled": "enabled", "minLabels": "min_labels", "every": "every", "gpuType": "gpu_type",
@@ -38,11 +38,22 @@ def find(session: Session, dataset: Dataset) -> Assistant | None:
     return session.scalar(select(Assistant).where(Assistant.dataset_id == dataset.id))
 
 
-def update(session: Session, dataset: Dataset, body: AssistantUpdate, *, catalogue: Catalogue) -> Assistant:
-    """Save the fields sent; saving also lets a failed round be retried at once (``rounds.due``)."""
+def update(session: Session, dataset: Dataset, body: AssistantUpdate, *, catalogue: Catalogue,
+           tier: str) -> Assistant:
+    """Save the fields sent; saving also lets a failed round be retried at once (``rounds.due``).
+
+    A GPU type the owner's plan does not allow is refused as the train dialog refuses it (403 ``tier_required``):
+    saved, it would only make every round fail at launch. The type already saved may stay (a plan that changed
+    since), so that saving other fields does not force a choice."""
     if body.gpuType is not None and body.gpuType not in catalogue:
         raise Unprocessable(f"gpuType: unknown GPU type '{body.gpuType}'")
     assistant = find(session, dataset)
+    saved = assistant.gpu_type if assistant is not None else None
+    if body.gpuType is not None and body.gpuType != saved:
+        gpu = catalogue.get(body.gpuType)
+        if not gpu.allowed_for(tier):
+            raise Forbidden(f"gpuType: {gpu.display_name} needs the {gpu.min_tier} tier or higher (your tier: "
+                            f"{tier})", code="tier_required", extra={"requiredTier": gpu.min_tier})
     if assistant is None:
         assistant = Assistant(dataset_id=dataset.id)
         session.add(assistant)

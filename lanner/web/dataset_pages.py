@@ -282,7 +282,7 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
     body = form.update(assistant_panel.offered(catalogue, user.tier, current.gpu_type if current else "cpu"),
                        errors)
     if body is not None:
-        assistant_service.update(session, dataset, body, catalogue=catalogue)
+        assistant_service.update(session, dataset, body, catalogue=catalogue, tier=user.tier)
         after_commit(session, loop.wake)
         notice = {"kind": "success", "message": "Assistant on: settings saved." if form.enabled
                   else "Assistant off: settings saved."}

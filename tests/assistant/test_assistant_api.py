@@ -44,6 +44,11 @@ def test_defaults_settings_and_validation(client, alice, raw):
         assert isinstance(response.json()["error"], str)
     response = client.put(f"{A}/assistant", headers=alice.headers, json={"gpuType": "tpu-v9"})
     assert response.status_code == 422 and "gpuType" in response.json()["error"]
+    # A type the plan does not allow is refused as the train dialog refuses it, and nothing is saved.
+    response = client.put(f"{A}/assistant", headers=alice.headers, json={"gpuType": "h200-sxm", "epochs": 7})
+    assert response.status_code == 403 and response.json()["code"] == "tier_required", response.text
+    assert response.json()["requiredTier"] == "pro" and "gpuType" in response.json()["error"]
+    assert client.get(f"{A}/assistant", headers=alice.headers).json()["epochs"] == 20
     saved = client.put(f"{A}/assistant", headers=alice.headers,
                        json={"enabled": True, "minLabels": 3, "every": 2, "epochs": 2, "imgsz": 64}).json()
     assert saved["enabled"] and saved["status"] == "waiting" and saved["minLabels"] == 3 and saved["imgsz"] == 64
