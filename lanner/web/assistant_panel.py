@@ -7,6 +7,7 @@ types the train dialog lets the owner pick (``cpu`` among them)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,9 @@ from lanner.web.train_form import integer
 STATUS_LABELS = {"off": "Off", "waiting": "Waiting for labels", "training": "Training", "ready": "Ready",
                  "failed": "Failed"}
 BADGES = {"off": "off", "waiting": "pending", "training": "running", "ready": "ready", "failed": "failed"}
+# How often an open dataset page asks for the assistant's state (htmx ``every``): often while a round trains,
+# seldom while it waits for labels made elsewhere (the editor), never when it is off.
+POLL_SECONDS = {"training": 5, "waiting": 15, "ready": 15, "failed": 15}
 # field -> (label, lowest, highest)
 BOUNDS = {"min_labels": ("minimum labels", 1, MAX_LABELS), "every": ("retrain every", 1, MAX_LABELS),
           "epochs": ("epochs", 1, MAX_EPOCHS), "imgsz": ("image size", MIN_IMGSZ, MAX_IMGSZ)}
@@ -70,6 +74,14 @@ def offered(catalogue: Catalogue, tier: str, current: str) -> list[dict[str, Any
     return rows
 
 
+def signature(view: Mapping[str, Any]) -> str:
+    """A digest of what the chart and the rounds table show: a poll sends back the one it has, and gets them again
+    only when they changed (redrawing the chart every few seconds would flicker)."""
+    shown = [(r["round"], r["status"], r["mAP50"], r["shown"], r["acceptedUnchanged"], r["modelRef"], r["reason"],
+              r["completedAt"]) for r in view["rounds"]]
+    return hashlib.blake2b(repr(shown).encode(), digest_size=8).hexdigest()
+
+
 def _time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
@@ -90,6 +102,8 @@ def panel(session: Session, dataset: Dataset, *, catalogue: Catalogue, tier: str
     chart = {"rounds": [r["round"] for r in rounds], "map50": [r["mAP50"] for r in rounds],
              "accepted": [r["share"] for r in rounds]}
     return {
+        "dataset_name": dataset.name, "poll_seconds": POLL_SECONDS.get(view["status"]) if view["enabled"] else None,
+        "signature": signature(view),
         "view": view, "status_label": STATUS_LABELS[view["status"]], "badge": BADGES[view["status"]],
         "waiting_for": max(0, view["nextRoundAt"] - view["labelled"]), "last": last, "rounds": rounds,
         "chart": chart if any(v is not None for v in chart["map50"] + chart["accepted"]) else None,

@@ -301,6 +301,22 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
     return _page(request, session, user, dataset, owner, grid, catalogue, assistant=section, status_code=422)
 
 
+@router.get("/datasets/{owner}/{slug}/assistant/live", response_class=HTMLResponse)
+def assistant_live(owner: str, slug: str, request: Request, user: PageUser, session: DbSession,
+                   catalogue: CurrentCatalogue, seen: Annotated[str, Query(max_length=32)] = "") -> Response:
+    """The assistant's state for an open dataset page's poll (the owner's only, like the section): the state
+    again, and the chart and rounds table when they differ from ``seen`` (the page's ``signature``). Anything
+    but htmx is sent to the section itself."""
+    dataset = annotation_service.editable_dataset(session, user, owner=owner, slug=slug)
+    base = _base(dataset, owner.lower())
+    if not is_fragment_request(request):
+        return RedirectResponse(base + "#assistant", status_code=303)
+    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier)
+    return render(request, "dataset.html", {"assistant": section, "base": base,
+                                            "changed": section["signature"] != seen},
+                  fragment="_assistant_live.html", user=user)
+
+
 @router.get("/datasets/{owner}/{slug}/export")
 def export_dataset(owner: str, slug: str, user: PageUser, session: DbSession, ctx: Ctx, format: str = "ndjson",
                    v: Annotated[int | None, Query(ge=1)] = None) -> Response:

@@ -1,6 +1,7 @@
 """The assistant's section in a real browser against a real server: the owner turns the assistant on from the
-dataset page (htmx swaps the section: it now waits for the labels still missing), and with rounds in the
-database the quality chart is drawn (uPlot, from the page's static script). Fails on any browser error (see
+dataset page (htmx swaps the section: it now waits for the labels still missing), and when rounds reach the
+database the open page's poll brings in their state, table and quality chart (uPlot, from the page's static
+script) without a reload. Fails on any browser error (see
 ``conftest.page``), a Content-Security-Policy violation among them."""
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def test_turning_the_assistant_on_and_its_quality_chart(page: Any, web_server: W
     saved = web_server.api(alice, "GET", "/api/datasets/alice/boxes/assistant").json()
     assert (saved["enabled"], saved["epochs"], saved["gpuType"]) == (True, 5, "cpu")
 
-    add_rounds(web_server.db, slug="boxes")
-    page.reload()
+    add_rounds(web_server.db, slug="boxes")  # the open page's poll (every 15 s while waiting) brings them in
+    expect(section.locator("#assistant-status")).to_contain_text("Round 3 failed", timeout=40_000)
     chart = page.locator("#assistant-chart")
     expect(chart.locator("canvas")).to_be_visible()
     expect(chart.locator(".u-legend")).to_contain_text("Accepted unchanged")

@@ -162,3 +162,41 @@ def test_annotate_opens_the_image_the_assistant_is_least_sure_of(client, app, al
     with app.state.lanner.db.session() as session:  # no round with a model: name order again
         session.execute(update(AssistantRound).values(model_id=None))
     assert opened() == keys["bare.jpg"]
+
+
+def test_an_open_page_polls_the_state_and_gets_the_chart_and_rounds_only_when_they_changed(client, app, alice,  # noqa: F811
+                                                                                         bob, tmp_path):  # noqa: F811
+    base = add_dataset(app, tmp_path)
+    token = sign_in(client, "alice")
+    live = soup(client.get(base)).select_one("#assistant-live")
+    assert live is not None and not live.has_attr("hx-trigger")  # off: the page does not poll
+    client.post(f"{base}/assistant", data=form(token), headers=HTMX)
+    live = soup(client.get(base)).select_one("#assistant-live")
+    assert live["hx-trigger"] == "every 15s" and live["role"] == "status"  # waiting for labels: now and then
+    seen = live["hx-get"].partition("?seen=")[2]
+    assert live["hx-get"] == f"{base}/assistant/live?seen={seen}"
+
+    quiet = client.get(f"{base}/assistant/live", params={"seen": seen}, headers=HTMX)
+    assert quiet.status_code == 200 and "<html" not in quiet.text
+    assert soup(quiet).select_one("#assistant-live") and not soup(quiet).select("[hx-swap-oob]")  # nothing new
+
+    made = add_rounds(app.state.lanner.db)  # rounds 1-2 completed, 3 failed
+    changed = soup(client.get(f"{base}/assistant/live", params={"seen": seen}, headers=HTMX))
+    assert text(changed.select_one("#assistant-status")).startswith("Failed Round 3 failed")
+    assert [e["id"] for e in changed.select("[hx-swap-oob]")] == ["assistant-quality", "assistant-rounds-box"]
+    assert len(changed.select("#assistant-rounds tbody tr")) == 3 and changed.select_one("#assistant-chart")
+    again = changed.select_one("#assistant-live")["hx-get"].partition("?seen=")[2]
+    assert again != seen and not soup(client.get(f"{base}/assistant/live", params={"seen": again},
+                                                 headers=HTMX)).select("[hx-swap-oob]")
+
+    with app.state.lanner.db.session() as session:  # round 4 trains: polled more often, the run linked
+        session.add(AssistantRound(assistant_id=made["assistant"], round=4, labelled=60, status=TRAINING))
+    training = soup(client.get(f"{base}/assistant/live", params={"seen": again}, headers=HTMX))
+    assert training.select_one("#assistant-live")["hx-trigger"] == "every 5s"
+    assert text(training.select_one("#assistant-status")).startswith("Training Training round 4")
+
+    plain = client.get(f"{base}/assistant/live", follow_redirects=False)  # not htmx: on to the section
+    assert plain.status_code == 303 and plain.headers["location"] == f"{base}#assistant"
+    sign_in(client, "bob")  # anyone else: the 404 of a missing dataset
+    assert client.get(f"{base}/assistant/live", headers=HTMX).status_code == 404
+    assert client.get(f"{base}/assistant/live", params={"seen": "x" * 33}, headers=HTMX).status_code in (404, 422)

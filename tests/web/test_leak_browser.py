@@ -57,6 +57,7 @@ RESOURCE_PAGES: dict[str, str] = {
     "/datasets/{owner}/{slug}/annotate": "{dataset_name}",  # on to the first image's editor
     "/datasets/{owner}/{slug}/annotate/{image_key}": "{dataset_name}",
     "/datasets/{owner}/{slug}/compare": "{class_name}",
+    "/datasets/{owner}/{slug}/assistant/live": "{class_name}",  # a page's poll; a plain visit goes to the section
     "/{owner:owner}/{project}": "{model}",
     "/{owner:owner}/{project}/-/compare": "{project}",
     "/{owner:owner}/{project}/{model}": "{console}",
