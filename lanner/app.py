@@ -37,6 +37,7 @@ from lanner.migrate import upgrade_database
 from lanner.projects.router import router as projects_router
 from lanner.security_headers import SecurityHeaders
 from lanner.storage.router import router as storage_router
+from lanner.teams.router import router as teams_router
 from lanner.training import views as training_views
 from lanner.training.estimate_router import router as estimate_router
 from lanner.training.router import router as training_router
@@ -56,8 +57,9 @@ ROUTERS = (inference_router,  # first: its hot paths are matched before the othe
            deployments_router,  # then the dedicated endpoints' predict, the other hot path
            accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
-           exports_router, storage_router, assistant_router, web_router, account_pages, key_pages, dataset_pages,
-           annotate_pages, train_pages, deploy_pages, project_pages)  # project pages last: /{owner}/{project} is wide
+           exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
+           dataset_pages, annotate_pages, train_pages, deploy_pages,
+           project_pages)  # project pages last: /{owner}/{project} is wide
 
 
 def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:

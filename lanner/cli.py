@@ -17,6 +17,7 @@ from lanner.accounts.service import Principal
 from lanner.billing import service as billing_service
 from lanner.cli_common import act_as, command_session, context, err, fail, refusals
 from lanner.cli_models import models_app, register_official_folder
+from lanner.cli_teams import teams_app
 from lanner.config import get_settings
 from lanner.migrate import upgrade_database
 
@@ -37,6 +38,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(gpus_app, name="gpus")
 app.add_typer(models_app, name="models")
+app.add_typer(teams_app, name="teams")
 
 
 @app.command()

@@ -42,6 +42,8 @@ PATH_VALUES: dict[str, Callable[[Owned], Any]] = {
     "key_id": lambda a: a.key_id,
     "export_id": lambda a: a.export_id,
     "deployment": lambda a: DEPLOYMENT,
+    "team": lambda a: a.team,
+    "username": lambda a: a.user.username,  # a member of A's team (its owner)
 }
 
 # Query parameters and body properties that name a resource -> A's value. An operation taking any of these
@@ -76,6 +78,8 @@ NOT_TENANT_SCOPED: dict[tuple[str, str], str] = {
     ("POST", "/api/auth/login"): "checks a username and password: without A's password there is nothing to reach",
     ("POST", "/api/integrations/roboflow/import"): "501 for every caller",
     ("POST", "/api/integrations/roboflow/preview"): "501 for every caller",
+    ("POST", "/api/invitations/accept"): "the invitation's token is the credential: a made-up one is 404 like a used "
+                                         "or expired one (tests/teams)",
 }
 # Operations on the caller's own account, or public by design: B gets an answer, which must not show A's
 # private resources.
@@ -94,6 +98,7 @@ OWN_OR_PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/api/datasets/{owner}"): "lists the owner's public datasets: A's private ones must not appear",
     ("GET", "/api/deployments/{owner}"): "lists the owner's deployments to the owner only: empty for anyone else",
     ("GET", "/metrics"): "the caller's own endpoints in Prometheus text",
+    ("POST", "/api/teams"): "creates a team owned by the caller",
 }
 # Operations that answer 422 to B with A's identifiers, each with the reason (none: each gets a valid body).
 ANSWERS_422: dict[tuple[str, str], str] = {}

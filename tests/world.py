@@ -85,19 +85,20 @@ class Owned:
     checkpoint_path: str = ""  # a staged checkpoint upload
     export_id: str = ""  # a queued export of the model (never run: the export queue is off)
     deployment_id: str = ""  # a deployment of the model (never launched: the endpoint supervisor is off)
+    team: str = ""  # a team the user owns (its only member)
     values: dict[str, Any] = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
         """Strings that only a leak of this user's private resources would put in another user's response."""
         return [self.dataset_id, self.old_dataset_id, self.image_id, self.model_id, self.key_id, self.session_id,
-                self.export_id, self.deployment_id, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
+                self.export_id, self.deployment_id, self.team, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
 
 
 def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
     """A private dataset with images and a version, one in the trash, a project with a model that has a run
     (started through the trainer's webhook: no process runs) and weights uploaded for it, a queued export of it,
     a deployment of it (never launched),
-    a staged checkpoint, a completed upload session and a second API key."""
+    a staged checkpoint, a completed upload session, a second API key, and a team with an open invitation."""
     owned = Owned(user)
     platform = Platform(api_key=user.key, base_url=TEST_URL, http_client=client, max_retries=0)
     archive = package(make_detection_dataset(work / "shapes", train=4, val=2, size=64).parent, work / "zip")
@@ -135,6 +136,9 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
     _ok(client.put(signed["uploadUrl"], content=b"zip"))
     _ok(client.post("/api/upload/complete", json={"sessionId": signed["sessionId"]}, headers=user.headers))
     owned.session_id = signed["sessionId"]
+    owned.team = _ok(client.post("/api/teams", json={"name": f"{user.username}-crew"},
+                                 headers=user.headers))["team"]["username"]
+    _ok(client.post(f"/api/teams/{owned.team}/invitations", json={"role": "editor"}, headers=user.headers))
     return owned
 
 

@@ -19,6 +19,9 @@ class User(TimestampMixin, Base):
     password_hash: Mapped[str | None] = mapped_column(String(300))
     tier: Mapped[str] = mapped_column(String(20), default="free")
     is_admin: Mapped[bool] = mapped_column(default=False)
+    # "personal" (a person), or "team" (lanner/teams: an account that owns things, with members; nobody signs
+    # in as a team or holds its keys).
+    account_type: Mapped[str] = mapped_column(String(10), default="personal", server_default="personal")
 
     api_keys: Mapped[list[ApiKey]] = relationship(back_populates="user", cascade="all, delete-orphan")
 

@@ -21,6 +21,7 @@ from lanner.db import iso
 from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
 from lanner.projects.models import ModelRecord, Project
+from lanner.teams import service as teams_service
 
 router = APIRouter(tags=["account"])
 
@@ -34,11 +35,11 @@ def account_summary(principal: CurrentPrincipal, session: DbSession) -> dict[str
     return {
         "username": user.username,
         "name": user.full_name or user.username,
-        "accountType": "personal",
+        "accountType": user.account_type,
         "plan": user.tier,
         "creditsCents": billing_service.micros_to_cents(billing_service.balance_micros(session, user_id=user.id)),
         "counts": {"projects": int(projects), "datasets": 0, "models": int(models)},
-        "teams": [],
+        "teams": teams_service.teams_of(session, user.id),
     }
 
 
@@ -85,7 +86,7 @@ def profile(principal: CurrentPrincipal, session: DbSession, username: str | Non
     if user is None:
         raise NotFound(f"user '{username}' not found")
     return {"user": {"username": user.username, "fullName": user.full_name or user.username,
-                     "accountType": "personal", "followerCount": 0, "isFollowed": False}}
+                     "accountType": user.account_type, "followerCount": 0, "isFollowed": False}}
 
 
 def _secure(ctx: AppContext) -> bool:

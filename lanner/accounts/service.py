@@ -97,7 +97,10 @@ def ensure_system_user(session: Session, *, username: str, full_name: str) -> Us
 
 
 def check_can_sign_in(user: User) -> None:
-    """Only people sign in or hold keys: never the server's own owners (``SYSTEM_USERNAMES``)."""
+    """Only people sign in or hold keys: never the server's own owners (``SYSTEM_USERNAMES``), never a team (its
+    members act in it with their own keys)."""
+    if user.account_type == "team":
+        raise Forbidden(f"'{user.username}' is a team: its members sign in as themselves")
     if user.username in SYSTEM_USERNAMES:
         raise Forbidden(f"'{user.username}' holds this server's official models: nobody can sign in as it or "
                         f"hold its keys")

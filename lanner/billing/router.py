@@ -86,7 +86,7 @@ def usage_summary(principal: CurrentPrincipal, session: DbSession) -> dict[str, 
         "metrics": [],
         "trainingCredit": {"monthlyGrant": 0.0,
                            "balanceAvailable": service.micros_to_fractional_cents(balance.available)},
-        "features": {"privateProjects": True, "teams": False, "enterpriseLicense": user.tier == "enterprise"},
+        "features": {"privateProjects": True, "teams": True, "enterpriseLicense": user.tier == "enterprise"},
         "creditsCents": service.micros_to_fractional_cents(balance.total),
         # Lanner extension: credit reserved for queued and running jobs.
         "heldCents": service.micros_to_fractional_cents(balance.held),

@@ -1,0 +1,50 @@
+"""Who may do what in a workspace: the one table every action is checked against.
+
+A person's own workspace is theirs as ``owner``; in a team they act with their membership's role; anyone else has
+no role, and the resource answers the 404 of one that does not exist (public things stay readable to all, which
+the caller checks before asking here). API keys act as their user, within that user's roles.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+ROLES = ("viewer", "editor", "admin", "owner")  # each role can do everything the ones before it can
+
+# action -> the least role that may do it
+ACTIONS: dict[str, str] = {
+    "read": "viewer",            # datasets, labels, projects, models, runs, activity of the workspace's things
+    "write": "editor",           # create and change datasets, labels, projects, models
+    "train": "editor",           # start and cancel runs, exports, endpoints (charged to the workspace)
+    "delete": "editor",          # delete datasets, projects, models
+    "manage_members": "admin",   # add, remove, change roles, invitations, per-member budgets
+    "manage_billing": "admin",   # the team's keys, budget, top-ups, activity log
+    "delete_team": "owner",      # delete or transfer the team
+}
+
+
+def rank(role: str | None) -> int:
+    """0 for no role; 1-4 for viewer-owner."""
+    return ROLES.index(role) + 1 if role in ROLES else 0
+
+
+def role_in(session: Session, *, user_id: str, owner_id: str) -> str | None:
+    """The caller's role in the workspace ``owner_id``: ``owner`` of their own, their membership's role in a
+    team, None elsewhere."""
+    from lanner.teams.models import TeamMember  # a table module: no cycle, loaded when first asked
+
+    if user_id and user_id == owner_id:
+        return "owner"
+    if not user_id:
+        return None
+    return session.scalar(select(TeamMember.role).where(TeamMember.team_id == owner_id,
+                                                        TeamMember.user_id == user_id))
+
+
+def allows(role: str | None, action: str) -> bool:
+    return rank(role) >= rank(ACTIONS[action])
+
+
+def can(session: Session, *, user_id: str, owner_id: str, action: str) -> bool:
+    return allows(role_in(session, user_id=user_id, owner_id=owner_id), action)

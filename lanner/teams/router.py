@@ -1,0 +1,83 @@
+"""Team endpoints: create a team, its members and roles, invitations, leaving, the activity log. HTTP only: the
+rules are ``service`` and ``permissions``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.accounts.models import User
+from lanner.db import iso
+from lanner.deps import DbSession
+from lanner.teams import service
+from lanner.teams.schemas import InvitationAccept, InvitationCreate, MemberAdd, MemberUpdate, TeamCreate
+
+router = APIRouter(tags=["teams"])
+CENT = 10_000  # micros per cent
+
+
+@router.post("/api/teams", status_code=201, summary="Create a team: a shared workspace you own")
+def create_team(body: TeamCreate, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    owner = session.get(User, principal.user_id)
+    assert owner is not None
+    team = service.create_team(session, name=body.name, owner=owner, full_name=body.fullName)
+    return {"team": {"userId": team.id, "username": team.username, "fullName": team.full_name, "plan": team.tier,
+                     "role": "owner"}}
+
+
+@router.get("/api/teams/{team}/members", summary="The team's members and their roles (any member)")
+def list_members(team: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    return {"members": [_member(m) for m in service.members(session, principal, team)]}
+
+
+@router.post("/api/teams/{team}/members", status_code=201, summary="Add an existing user (admins)")
+def add_member(team: str, body: MemberAdd, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    member = service.add_member(session, principal, team, body.username, body.role)
+    return {"username": body.username.lower(), "role": member.role}
+
+
+@router.patch("/api/teams/{team}/members/{username}", summary="Change a member's role or monthly budget (admins)")
+def update_member(team: str, username: str, body: MemberUpdate, principal: CurrentPrincipal,
+                  session: DbSession) -> dict[str, Any]:
+    if body.role is not None:
+        service.set_role(session, principal, team, username, body.role)
+    if body.monthlyBudgetCents is not None or body.clearBudget:
+        micros = None if body.clearBudget else body.monthlyBudgetCents * CENT  # type: ignore[operator]
+        service.set_budget(session, principal, team, username, micros)
+    (member,) = [m for m in service.members(session, principal, team) if m["username"] == username.lower()]
+    return _member(member)
+
+
+@router.delete("/api/teams/{team}/members/{username}",
+               summary="Remove a member (admins), or leave (yourself): their access ends at once")
+def remove_member(team: str, username: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    service.remove_member(session, principal, team, username)
+    return {"success": True}
+
+
+@router.post("/api/teams/{team}/invitations", status_code=201,
+             summary="A single-use invitation link with a role, expiring in 1-30 days (admins)")
+def create_invitation(team: str, body: InvitationCreate, principal: CurrentPrincipal,
+                      session: DbSession) -> dict[str, Any]:
+    invitation, token = service.invite(session, principal, team, body.role, body.days)
+    return {"token": token, "role": invitation.role, "expiresAt": iso(invitation.expires_at)}
+
+
+@router.post("/api/invitations/accept", summary="Join the team an invitation names, with its role")
+def accept_invitation(body: InvitationAccept, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    team, member = service.accept(session, principal, body.token)
+    return {"team": team.username, "role": member.role}
+
+
+@router.get("/api/teams/{team}/activity", summary="Who did what in the team, newest first (admins)")
+def activity(team: str, principal: CurrentPrincipal, session: DbSession,
+             limit: Annotated[int, Query(ge=1, le=500)] = 100, before: datetime | None = None) -> dict[str, Any]:
+    return {"events": service.activity(session, principal, team, limit=limit, before=before)}
+
+
+def _member(row: dict[str, Any]) -> dict[str, Any]:
+    micros = row.pop("monthlyBudgetMicros")
+    return {**row, "monthlyBudgetCents": None if micros is None else micros // CENT}

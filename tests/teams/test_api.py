@@ -1,0 +1,62 @@
+"""The team endpoints with real keys: a person creates a team, adds and invites members, changes roles and
+budgets, members leave; ``account.summary`` lists the teams with the caller's role (the SDK's shape) and
+``billing.usage_summary`` says teams are on; an outsider gets 404 everywhere, a member whose role is too low
+403 naming the role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def test_a_team_through_the_api(client: Any, make_account: Any) -> None:
+    olga, ed, vic, eve = (make_account(n) for n in ("olga", "ed", "vic", "eve"))
+    created = client.post("/api/teams", json={"name": "Acme", "fullName": "Acme Vision"}, headers=olga.headers)
+    assert created.status_code == 201, created.text
+    assert created.json()["team"] | {"userId": ""} == {"userId": "", "username": "acme", "fullName": "Acme Vision",
+                                                        "plan": "free", "role": "owner"}
+    assert client.post("/api/teams", json={"name": "acme"}, headers=ed.headers).status_code == 409
+    assert client.post("/api/teams", json={"name": "no way"}, headers=ed.headers).status_code == 400
+
+    added = client.post("/api/teams/acme/members", json={"username": "ed", "role": "editor"}, headers=olga.headers)
+    assert added.status_code == 201 and added.json() == {"username": "ed", "role": "editor"}
+    assert client.post("/api/teams/acme/members", json={"username": "ed", "role": "boss"},
+                       headers=olga.headers).status_code == 422
+    invited = client.post("/api/teams/acme/invitations", json={"role": "viewer", "days": 2}, headers=olga.headers)
+    assert invited.status_code == 201 and invited.json()["role"] == "viewer"
+    token = invited.json()["token"]
+    joined = client.post("/api/invitations/accept", json={"token": token}, headers=vic.headers)
+    assert joined.json() == {"team": "acme", "role": "viewer"}
+    assert client.post("/api/invitations/accept", json={"token": token}, headers=eve.headers).status_code == 404
+
+    summary = client.get("/api/account/summary", headers=ed.headers).json()
+    assert summary["accountType"] == "personal"
+    assert [(t["username"], t["role"], t["plan"]) for t in summary["teams"]] == [("acme", "editor", "free")]
+    assert client.get("/api/account/summary", headers=eve.headers).json()["teams"] == []
+    usage = client.get("/api/billing/usage-summary", headers=ed.headers).json()
+    assert usage["features"]["teams"] is True
+
+    members = client.get("/api/teams/acme/members", headers=vic.headers).json()["members"]
+    assert [(m["username"], m["role"], m["monthlyBudgetCents"]) for m in members] == [
+        ("olga", "owner", None), ("ed", "editor", None), ("vic", "viewer", None)]
+    for method, path, body in (("GET", "/api/teams/acme/members", None),
+                               ("POST", "/api/teams/acme/members", {"username": "eve"}),
+                               ("PATCH", "/api/teams/acme/members/ed", {"role": "viewer"}),
+                               ("DELETE", "/api/teams/acme/members/ed", None),
+                               ("POST", "/api/teams/acme/invitations", {}),
+                               ("GET", "/api/teams/acme/activity", None)):
+        outside = client.request(method, path, json=body, headers=eve.headers)
+        assert outside.status_code == 404 and outside.json()["error"] == "team 'acme' not found", (method, path)
+    low = client.patch("/api/teams/acme/members/vic", json={"role": "editor"}, headers=ed.headers)
+    assert low.status_code == 403 and low.json()["code"] == "role_required" and low.json()["requiredRole"] == "admin"
+
+    budget = client.patch("/api/teams/acme/members/ed", json={"role": "admin", "monthlyBudgetCents": 5000},
+                          headers=olga.headers)
+    assert budget.json()["role"] == "admin" and budget.json()["monthlyBudgetCents"] == 5000
+    cleared = client.patch("/api/teams/acme/members/ed", json={"clearBudget": True}, headers=olga.headers)
+    assert cleared.json()["monthlyBudgetCents"] is None
+    assert client.delete("/api/teams/acme/members/vic", headers=vic.headers).json() == {"success": True}  # leaves
+    assert client.get("/api/teams/acme/members", headers=vic.headers).status_code == 404  # at once
+    events = client.get("/api/teams/acme/activity", params={"limit": 3}, headers=ed.headers).json()["events"]
+    assert [(e["actor"], e["action"]) for e in events] == [("vic", "member_left"), ("olga", "budget_set"),
+                                                           ("olga", "budget_set")]
+    assert client.get("/api/teams/acme/activity", params={"limit": 0}, headers=ed.headers).status_code == 422
