@@ -39,7 +39,8 @@ def create_dataset(body: DatasetCreate, principal: CurrentPrincipal, session: Db
         session, principal, name=body.name, slug=body.dataset, owner=body.owner, description=body.description,
         visibility=body.visibility, task=body.task, class_names=body.classNames, tags=body.tags,
         license=body.license, metadata=body.metadata)
-    return {"id": dataset.id, "owner": principal.username, "dataset": dataset.slug, "region": REGION}
+    return {"id": dataset.id, "owner": (body.owner or principal.username).lower(), "dataset": dataset.slug,
+            "region": REGION}
 
 
 @router.get("/api/datasets/{owner}")

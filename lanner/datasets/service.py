@@ -26,9 +26,10 @@ from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBl
 from lanner.datasets.records import TASKS, Label
 from lanner.datasets.schemas import dataset_item
 from lanner.db import after_commit, iso, utcnow
-from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
+from lanner.errors import BadRequest, Conflict, NotFound
 from lanner.resources import apply_changes, check_visibility
 from lanner.slugs import slugify
+from lanner.teams import permissions
 
 # An item as a manifest copy carries it (clones, versions, the assistant's training data).
 ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list",
@@ -46,22 +47,22 @@ def get_dataset(session: Session, principal: Principal, *, owner: str, slug: str
     """404 for anything the caller may not see; 403 for writing a public dataset of someone else."""
     dataset = session.scalar(select(Dataset).join(User, User.id == Dataset.owner_id).where(
         User.username == owner.lower(), Dataset.slug == slug))
-    visible = dataset is not None and (dataset.owner_id == principal.user_id or dataset.visibility == "public")
-    if not visible or (dataset.deleted_at is not None and not include_trashed):  # type: ignore[union-attr]
-        raise NotFound(f"dataset '{owner}/{slug}' not found")
-    assert dataset is not None
-    if write and dataset.owner_id != principal.user_id:
-        raise Forbidden(f"dataset '{owner}/{slug}' is public but read-only for you")
+    missing = f"dataset '{owner}/{slug}' not found"
+    if dataset is None or (dataset.deleted_at is not None and not include_trashed):
+        raise NotFound(missing)
+    permissions.check(session, user_id=principal.user_id, owner_id=dataset.owner_id, visibility=dataset.visibility,
+                      action="write" if write else "read", missing=missing,
+                      read_only=f"dataset '{owner}/{slug}' is public but read-only for you")
     return dataset
 
 
 def get_dataset_by_id(session: Session, principal: Principal, dataset_id: str, *, write: bool = False) -> Dataset:
     dataset = session.get(Dataset, dataset_id)
-    if dataset is None or dataset.deleted_at is not None or not (
-            dataset.owner_id == principal.user_id or dataset.visibility == "public"):
+    if dataset is None or dataset.deleted_at is not None:
         raise NotFound("image not found")
-    if write and dataset.owner_id != principal.user_id:
-        raise Forbidden("this dataset is public but read-only for you")
+    permissions.check(session, user_id=principal.user_id, owner_id=dataset.owner_id, visibility=dataset.visibility,
+                      action="write" if write else "read", missing="image not found",
+                      read_only="this dataset is public but read-only for you")
     return dataset
 
 
@@ -77,7 +78,7 @@ def list_datasets(session: Session, principal: Principal, *, owner: str, limit: 
         return []
     query = select(Dataset).where(Dataset.owner_id == user.id, Dataset.deleted_at.is_(None)).order_by(
         Dataset.created_at.desc())
-    if user.id != principal.user_id:
+    if not permissions.readable_owner(session, user_id=principal.user_id, owner_id=user.id):
         query = query.where(Dataset.visibility == "public")
     if limit:
         query = query.limit(limit)
@@ -100,20 +101,20 @@ def create_dataset(session: Session, principal: Principal, *, name: str, slug: s
                    owner: str | None = None, description: str = "", visibility: str = "private",
                    task: str | None = None, class_names: list[str] | None = None, tags: list[str] | None = None,
                    license: str | None = None, metadata: dict[str, Any] | None = None) -> Dataset:
-    if owner and owner.lower() != principal.username:
-        raise NotFound(f"workspace '{owner}' not found")
+    owner_id, owner_name = permissions.workspace_for(session, user_id=principal.user_id,
+                                                     username=principal.username, owner=owner)
     check_visibility(visibility)
     if task is not None and task not in TASKS:
         raise BadRequest(f"task must be one of {', '.join(TASKS)}")
     slug = slugify(slug or name)
     if not slug:
         raise BadRequest("dataset name must contain at least one letter or digit")
-    if session.scalar(select(Dataset.id).where(Dataset.owner_id == principal.user_id, Dataset.slug == slug)):
-        raise Conflict(f"dataset '{principal.username}/{slug}' already exists")
+    if session.scalar(select(Dataset.id).where(Dataset.owner_id == owner_id, Dataset.slug == slug)):
+        raise Conflict(f"dataset '{owner_name}/{slug}' already exists")
     manifest = Manifest()
     session.add(manifest)
     session.flush()
-    dataset = Dataset(owner_id=principal.user_id, slug=slug, name=name or slug, description=description or "",
+    dataset = Dataset(owner_id=owner_id, slug=slug, name=name or slug, description=description or "",
                       visibility=visibility, task=task or "detect", class_names=list(class_names or []),
                       tags=list(tags or []), license=license, metadata_=metadata or {}, manifest_id=manifest.id)
     state.created(session, dataset)

@@ -42,7 +42,8 @@ def create_project(body: ProjectCreate, principal: CurrentPrincipal, session: Db
         session, principal, slug=body.project, name=body.name, owner=body.owner, description=body.description,
         visibility=body.visibility, tags=body.tags, license=body.license, metadata=body.metadata,
     )
-    return {"id": project.id, "owner": principal.username, "project": project.slug, "region": REGION}
+    return {"id": project.id, "owner": (body.owner or principal.username).lower(), "project": project.slug,
+            "region": REGION}
 
 
 @router.get("/api/projects/{owner}")

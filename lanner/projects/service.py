@@ -15,11 +15,12 @@ from sqlalchemy.orm import Session, defer
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
-from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
+from lanner.errors import BadRequest, Conflict, NotFound
 from lanner.projects import official
 from lanner.projects.models import MODEL_STATUSES, TASKS, ModelRecord, Project
 from lanner.resources import VISIBILITIES, apply_changes
 from lanner.slugs import renamed_slug, slugify, unique_slug
+from lanner.teams import permissions
 
 
 class DeleteGuard(Protocol):
@@ -48,13 +49,14 @@ def get_project(session: Session, principal: Principal, *, owner: str, slug: str
             User.username == owner.lower(), Project.slug == slug
         )
     )
-    if project is None or not can_read(principal, owner_id=project.owner_id, visibility=project.visibility):
-        official_missing = official.missing(slug) if official.is_official_owner(owner) else None
-        raise NotFound(official_missing or f"project '{owner}/{slug}' not found")
-    if write and project.owner_id != principal.user_id:
-        if official.is_official_owner(owner):
-            raise Forbidden(official.read_only_message(slug))
-        raise Forbidden(f"project '{owner}/{slug}' is public but read-only for you")
+    official_owner = official.is_official_owner(owner)
+    missing = (official.missing(slug) if official_owner else None) or f"project '{owner}/{slug}' not found"
+    if project is None:
+        raise NotFound(missing)
+    permissions.check(session, user_id=principal.user_id, owner_id=project.owner_id, visibility=project.visibility,
+                      action="write" if write else "read", missing=missing,
+                      read_only=official.read_only_message(slug) if official_owner
+                      else f"project '{owner}/{slug}' is public but read-only for you")
     return project
 
 
@@ -65,7 +67,7 @@ def list_projects(session: Session, principal: Principal, *, owner: str, limit: 
     if user is None:
         return []
     query = select(Project).where(Project.owner_id == user.id).order_by(Project.created_at.desc())
-    if user.id != principal.user_id:
+    if not permissions.readable_owner(session, user_id=principal.user_id, owner_id=user.id):
         query = query.where(Project.visibility == "public")
     if limit:
         query = query.limit(limit)
@@ -76,17 +78,17 @@ def create_project(session: Session, principal: Principal, *, slug: str | None, 
                    owner: str | None = None, description: str = "", visibility: str = "private",
                    tags: list[str] | None = None, license: str | None = None,
                    metadata: dict[str, Any] | None = None) -> Project:
-    if owner and owner.lower() != principal.username:
-        raise NotFound(f"workspace '{owner}' not found")
+    owner_id, owner_name = permissions.workspace_for(session, user_id=principal.user_id,
+                                                     username=principal.username, owner=owner)
     if visibility not in VISIBILITIES:
         raise BadRequest(f"visibility must be one of {', '.join(VISIBILITIES)}")
     slug = slugify(slug or name)
     if not slug:
         raise BadRequest("project name must contain at least one letter or digit")
-    exists = session.scalar(select(Project.id).where(Project.owner_id == principal.user_id, Project.slug == slug))
+    exists = session.scalar(select(Project.id).where(Project.owner_id == owner_id, Project.slug == slug))
     if exists:
-        raise Conflict(f"project '{principal.username}/{slug}' already exists")
-    project = Project(owner_id=principal.user_id, slug=slug, name=name or slug, description=description or "",
+        raise Conflict(f"project '{owner_name}/{slug}' already exists")
+    project = Project(owner_id=owner_id, slug=slug, name=name or slug, description=description or "",
                       visibility=visibility, tags=tags or [], license=license, metadata_=metadata or {})
     session.add(project)
     session.flush()

@@ -48,3 +48,47 @@ def allows(role: str | None, action: str) -> bool:
 
 def can(session: Session, *, user_id: str, owner_id: str, action: str) -> bool:
     return allows(role_in(session, user_id=user_id, owner_id=owner_id), action)
+
+
+def check(session: Session, *, user_id: str, owner_id: str, visibility: str, action: str, missing: str,
+          read_only: str) -> str | None:
+    """The one access decision for a workspace's thing: returns the caller's role there (None for a public
+    thing of someone else's). Not theirs to see: ``NotFound(missing)``, as if it did not exist. Seen but not
+    theirs to change: ``Forbidden(read_only)`` for an outsider on a public thing, or a 403 naming the role needed
+    for a member whose role is too low."""
+    from lanner.errors import Forbidden, NotFound  # the ground floor; imported here to keep this module light
+
+    role = role_in(session, user_id=user_id, owner_id=owner_id)
+    if role is None and visibility != "public":
+        raise NotFound(missing)
+    if allows(role, action) or (action == "read" and visibility == "public"):
+        return role
+    if role is None:
+        raise Forbidden(read_only)
+    raise Forbidden(f"this needs the {ACTIONS[action]} role in the workspace (yours: {role})", code="role_required",
+                    extra={"requiredRole": ACTIONS[action]})
+
+
+def workspace_for(session: Session, *, user_id: str, username: str, owner: str | None,
+                  action: str = "write") -> tuple[str, str]:
+    """(owner id, owner name) of the workspace ``owner`` names (None: the caller's own) when the caller may
+    ``action`` there: creating a dataset or project in a team takes an editor. Another person's workspace, or
+    a team the caller is not in, is the 404 of one that does not exist."""
+    from lanner.accounts.models import User
+    from lanner.errors import Forbidden, NotFound
+
+    if not owner or owner.lower() == username:
+        return user_id, username
+    team = session.scalar(select(User).where(User.username == owner.lower(), User.account_type == "team"))
+    role = role_in(session, user_id=user_id, owner_id=team.id) if team is not None else None
+    if team is None or role is None:
+        raise NotFound(f"workspace '{owner}' not found")
+    if not allows(role, action):
+        raise Forbidden(f"this needs the {ACTIONS[action]} role in '{team.username}' (yours: {role})",
+                        code="role_required", extra={"requiredRole": ACTIONS[action]})
+    return team.id, team.username
+
+
+def readable_owner(session: Session, *, user_id: str, owner_id: str) -> bool:
+    """Whether the caller sees the private things of workspace ``owner_id`` (their own, or a team of theirs)."""
+    return role_in(session, user_id=user_id, owner_id=owner_id) is not None
