@@ -113,8 +113,10 @@ def check_new_password(password: str) -> None:
 
 def create_api_key(session: Session, *, user: User, name: str = "default",
                    run_id: int | None = None) -> tuple[ApiKey, str]:
-    """Returns the row and the plaintext key; the plaintext is never stored."""
-    check_can_sign_in(user)
+    """Returns the row and the plaintext key; the plaintext is never stored. A team holds run-scoped keys only
+    (its runs' workers report with them); its members use their own."""
+    if not (run_id is not None and user.account_type == "team"):
+        check_can_sign_in(user)
     plaintext = new_api_key()
     key = ApiKey(user_id=user.id, name=name[:100] or "default", prefix=plaintext[:7],
                  digest=key_digest(plaintext), created_at=utcnow(), run_id=run_id)

@@ -111,8 +111,8 @@ def create_model(body: ModelCreate, principal: CurrentPrincipal, session: DbSess
         session, proj, name=body.name or body.model or "model", slug=body.model, description=body.description,
         task=body.task, metadata=body.metadata, train_args=body.trainArgs, epochs=body.epochs,
     )
-    return {"id": record.id, "owner": principal.username, "project": proj.slug, "model": record.slug,
-            "name": record.name, "region": REGION}
+    return {"id": record.id, "owner": (body.owner or principal.username).lower(), "project": proj.slug,
+            "model": record.slug, "name": record.name, "region": REGION}
 
 
 @router.get("/api/models/{owner}/{project}")

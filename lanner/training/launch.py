@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.billing import service as billing
 from lanner.datasets import service as datasets_service
@@ -23,7 +24,8 @@ from lanner.gpus.catalogue import Catalogue, GpuType
 from lanner.projects import official
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
-from lanner.training import refs
+from lanner.teams import permissions
+from lanner.training import budgets, refs
 from lanner.training.estimates import advise
 from lanner.training.executors import Executor
 from lanner.training.models import Run
@@ -166,8 +168,15 @@ def hold_micros(estimate: dict[str, Any], max_cost_micros: int | None) -> int:
 def start(session: Session, principal: Principal, body: StartRequest, *, catalogue: Catalogue,
           executor: Executor, executor_name: str) -> dict[str, Any]:
     model = session.get(ModelRecord, body.modelId)
-    if model is None or model.owner_id != principal.user_id:
+    if model is None:
         raise NotFound(f"model '{body.modelId}' not found")
+    project = session.get(Project, model.project_id)
+    assert project is not None
+    permissions.check(session, user_id=principal.user_id, owner_id=model.owner_id, visibility=project.visibility,
+                      action="train", missing=f"model '{body.modelId}' not found",
+                      read_only="this model is public but read-only for you")
+    # The workspace pays and its plan decides the GPU types: a team's run is the team's, whoever starts it.
+    payer = principal if model.owner_id == principal.user_id else Principal.of(session.get(User, model.owner_id))
     active = session.scalar(select(Run.id).where(Run.model_id == model.id,
                                                  Run.status.in_([s.value for s in ACTIVE])).limit(1))
     if active is not None:
@@ -176,8 +185,8 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     dataset = resolve_dataset(session, principal, args.get("data"))
     args["data"] = dataset.uri
     args["model"], architecture = resolve_base_model(session, principal, args.get("model"))
-    gpu = choose_gpu(catalogue, executor, principal, body.gpuType)
-    estimate = run_estimate(session, catalogue, principal, architecture=architecture, dataset=dataset, args=args,
+    gpu = choose_gpu(catalogue, executor, payer, body.gpuType)
+    estimate = run_estimate(session, catalogue, payer, architecture=architecture, dataset=dataset, args=args,
                             gpu=gpu)
     if not estimate["fits"]:
         raise Unprocessable(f"trainArgs.batch: batch {estimate['batch']} needs {estimate['memoryGb']} GB but "
@@ -189,22 +198,21 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     max_cost = billing.cents_to_micros(body.maxCostCents) if body.maxCostCents is not None else None
     hold = hold_micros(estimate, max_cost)
 
-    project = session.get(Project, model.project_id)
-    assert project is not None
     version = None
     if body.captureDatasetVersion:
         version = capture_version(session, principal, dataset)
     quick = is_quick_run(args)
     run = create_run(session, model, status=RunStatus.PENDING, reason="training.start",
                      executor=executor_name, gpu_type=gpu.id, epochs=int(args.get("epochs", DEFAULT_FULL_EPOCHS)),
-                     train_args=args, launch={"project": f"{principal.username}/{project.slug}", "name": model.slug,
+                     train_args=args, launch={"project": f"{payer.username}/{project.slug}", "name": model.slug,
                                               "trainArgs": args,
                                               "fullRunEpochs": body.fullRunEpochs or DEFAULT_FULL_EPOCHS},
                      estimate=estimate, smoke=quick, dataset_version_id=version["id"] if version else None,
                      price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost,
                      started_by_id=principal.user_id)
     if hold:
-        billing.place_hold(session, user_id=principal.user_id, run_id=run.id, micros=hold,
+        budgets.check(session, owner_id=model.owner_id, user_id=principal.user_id, hold_micros=hold)
+        billing.place_hold(session, user_id=model.owner_id, run_id=run.id, micros=hold,
                            estimate_micros=estimate_micros, model_id=model.id, gpu_type=gpu.id)
     model.train_args = args
     model.epochs = run.epochs
@@ -215,7 +223,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     if version:
         model.metadata_ = {**(model.metadata_ or {}), "datasetVersion": version}
     session.flush()
-    balance = billing.balances(session, user_id=principal.user_id)
+    balance = billing.balances(session, user_id=model.owner_id)
     return {
         "modelId": model.id,
         "status": "starting",
@@ -238,7 +246,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
 def capture_version(session: Session, principal: Principal, dataset: DatasetRef) -> dict[str, Any]:
     record = session.get(Dataset, dataset.id)
     assert record is not None
-    if record.owner_id != principal.user_id:
-        raise Forbidden("captureDatasetVersion: only the dataset's owner can save a version of it")
+    if not permissions.can(session, user_id=principal.user_id, owner_id=record.owner_id, action="write"):
+        raise Forbidden("captureDatasetVersion: only those who may change the dataset can save a version of it")
     version, _ = datasets_service.create_version(session, record, description="Captured for a training run")
     return {"id": version.id, "version": version.version}

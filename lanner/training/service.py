@@ -16,6 +16,7 @@ from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.slugs import slugify
+from lanner.teams import permissions
 from lanner.training.models import Run
 from lanner.training.state import ACTIVE, RunStatus, transition
 
@@ -26,10 +27,15 @@ def resolve_project_for_start(session: Session, principal: Principal, project: s
     if not raw:
         raise Unprocessable("training_started: 'project' is required")
     owner, _, rest = raw.partition("/")
+    owner_id = principal.user_id
     if rest:
+        account = accounts_service.get_user_by_username(session, username=owner)
         if owner.lower() == principal.username:
             slug = slugify(rest.replace("/", "-"))
-        elif accounts_service.get_user_by_username(session, username=owner) is not None:
+        elif account is not None and permissions.can(session, user_id=principal.user_id, owner_id=account.id,
+                                                     action="train"):
+            owner_id, slug = account.id, slugify(rest.replace("/", "-"))  # a team the caller trains in
+        elif account is not None:
             raise Forbidden(f"this API key may not write to workspace '{owner}'")
         else:
             slug = slugify(raw.replace("/", "-"))
@@ -37,14 +43,14 @@ def resolve_project_for_start(session: Session, principal: Principal, project: s
         slug = slugify(raw)
     if not slug:
         raise Unprocessable(f"training_started: project '{project}' has no usable name")
-    return projects_service.get_or_create_project(session, owner_id=principal.user_id, slug=slug)
+    return projects_service.get_or_create_project(session, owner_id=owner_id, slug=slug)
 
 
 def writable_model(session: Session, principal: Principal, model_id: str) -> ModelRecord:
     model = session.get(ModelRecord, model_id)
     if model is None:
         raise NotFound(f"model '{model_id}' not found")
-    if model.owner_id != principal.user_id:
+    if not permissions.can(session, user_id=principal.user_id, owner_id=model.owner_id, action="train"):
         project = session.get(Project, model.project_id)
         if project is not None and project.visibility == "public":
             raise Forbidden("this API key may not write to this model")

@@ -22,6 +22,7 @@ from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
 from lanner.storage.models import UploadSession
 from lanner.storage.signing import URLSigner
+from lanner.teams import permissions
 from lanner.training import checkpoints
 from lanner.training import state as training_state
 
@@ -49,11 +50,13 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, set
         raise BadRequest(f"upload of {total_bytes} bytes exceeds the limit of {max_bytes}")
     if asset_id and asset_type == "datasets":
         target = session.get(Dataset, asset_id)
-        if target is None or target.owner_id != principal.user_id:
+        if target is None or not permissions.can(session, user_id=principal.user_id, owner_id=target.owner_id,
+                                                 action="write"):
             raise NotFound("dataset not found")
     if asset_id and asset_type == "models":
         model = session.get(ModelRecord, asset_id)
-        if model is None or model.owner_id != principal.user_id:
+        if model is None or not permissions.can(session, user_id=principal.user_id, owner_id=model.owner_id,
+                                                action="write"):
             raise NotFound("model not found")
     ttl = settings.upload_url_ttl_seconds
     expires = utcnow().replace(microsecond=0) + timedelta(seconds=ttl)
@@ -79,7 +82,8 @@ def attach_model_weights(session: Session, principal: Principal, upload: UploadS
     """``ul cloud train model=./my.pt`` creates a model, uploads the checkpoint with ``assetType: models`` and
     trains from ``ul://owner/project/model``: the upload becomes that model's weights."""
     model = session.get(ModelRecord, upload.asset_id)
-    if model is None or model.owner_id != principal.user_id:
+    if model is None or not permissions.can(session, user_id=principal.user_id, owner_id=model.owner_id,
+                                            action="write"):
         raise NotFound("model not found for this upload")
     model.weights_sha256 = upload.sha256
     model.weights_size = upload.size
