@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select
+from sqlalchemy import Select, func, null, or_, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
 from lanner.datasets import items, service
 from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob
 from lanner.datasets.records import SPLITS
-from lanner.datasets.schemas import image_item
+from lanner.datasets.schemas import image_items
 from lanner.db import iso
 from lanner.errors import BadRequest
 from lanner.projects.schemas import REGION
@@ -24,17 +24,26 @@ SORTS = {"name": (DatasetItem.name, False), "-name": (DatasetItem.name, True),
          "labels": (DatasetItem.label_count, False), "-labels": (DatasetItem.label_count, True)}
 
 
-def _image_rows(manifest_id: int) -> Select[Any]:
-    return (select(DatasetItem.key, DatasetItem.name, DatasetItem.split, DatasetItem.sha256, DatasetItem.labels,
-                   DatasetItem.label_count, DatasetItem.issues, ImageBlob.width, ImageBlob.height,
-                   ImageBlob.size, ImageBlob.thumb_sha256)
+def _image_rows(manifest_id: int, *, labels: bool = True) -> Select[Any]:
+    """The columns ``schemas.image_items`` reads; the labels JSON only when the caller shows them (no JSON to
+    read and decode for the SDK's default page)."""
+    return (select(DatasetItem.key, DatasetItem.name, DatasetItem.split, DatasetItem.sha256,
+                   DatasetItem.labels if labels else null().label("labels"), DatasetItem.label_count,
+                   DatasetItem.issues, ImageBlob.width, ImageBlob.height, ImageBlob.size, ImageBlob.thumb_sha256)
             .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
             .where(DatasetItem.manifest_id == manifest_id))
 
 
 def _error_count(session: Session, manifest_id: int) -> int:
-    return int(session.scalar(select(func.count()).select_from(DatasetItem).where(
-        DatasetItem.manifest_id == manifest_id, DatasetItem.issues != ",")) or 0)
+    """How many images have an issue code (``issues != ','``), as the sum of two ranges of
+    ``ix_dataset_items_manifest_issues`` (below and above ``','``), so the count reads only the entries of
+    images with issues. For ``!=``, or the two ranges OR-ed, SQLite walks every entry of the manifest
+    (100,000 items: 4.5 ms on a quiet machine)."""
+    def count(*condition: Any) -> Any:
+        return (select(func.count()).select_from(DatasetItem)
+                .where(DatasetItem.manifest_id == manifest_id, *condition).scalar_subquery())
+
+    return int(session.scalar(select(count(DatasetItem.issues < ",") + count(DatasetItem.issues > ","))) or 0)
 
 
 def _conditions(dataset: Dataset, *, split: str | None, has_error: bool | None, has_label: bool | None,
@@ -65,6 +74,30 @@ def _conditions(dataset: Dataset, *, split: str | None, has_error: bool | None, 
     return conditions
 
 
+def _total(session: Session, dataset: Dataset, conditions: list[Any], *, remember: str | None) -> int:
+    """How many images pass the filters. SDK clients page with ``includeTotal`` on every page: a count that
+    depends on the items' content alone (``remember``: the filters as text) is made once per dataset revision
+    (``service.remembered_count``); one that reads the issue codes is counted each time (the health checks
+    rewrite them without a revision bump)."""
+    def count(s: Session, _manifest_id: int) -> int:
+        return int(s.scalar(select(func.count()).select_from(DatasetItem).where(*conditions)) or 0)
+
+    if remember is None:
+        return count(session, dataset.manifest_id)
+    return service.remembered_count(session, dataset, f"listing-total:{remember}", count)
+
+
+def _page_rows(session: Session, dataset: Dataset, conditions: list[Any], order: list[Any], *, offset: int,
+               limit: int, labels: bool) -> list[Any]:
+    """One page (and one row more, to know if there is a next). The page's ids are found on the covering index
+    alone, then joined to their columns and images: the planner cannot walk the whole manifest in index order
+    testing each row against the page (``id IN (page)`` did, 9 ms a page at 100,000 items)."""
+    page = (select(DatasetItem.id).where(*conditions).order_by(*order).offset(offset).limit(limit + 1)
+            .subquery("page"))
+    return list(session.execute(_image_rows(dataset.manifest_id, labels=labels)
+                                .join(page, page.c.id == DatasetItem.id).order_by(*order)).all())
+
+
 def list_images(session: Session, dataset: Dataset, *, signer: URLSigner, limit: int, offset: int,
                 cursor: str | None, include_total: bool, split: str | None, has_error: bool | None,
                 has_label: bool | None, class_ids: str | None, text: str | None, issue: str | None, sort: str,
@@ -81,18 +114,17 @@ def list_images(session: Session, dataset: Dataset, *, signer: URLSigner, limit:
         offset = int(cursor)
     total = None
     if include_total:
-        total = session.scalar(select(func.count()).select_from(DatasetItem).where(*conditions))
+        content_only = has_error is None and not issue
+        total = _total(session, dataset, conditions, remember=repr((split, has_label, class_ids, text))
+                       if content_only else None)
     order = [column.desc() if descending else column.asc(), DatasetItem.key]
-    page = select(DatasetItem.id).where(*conditions).order_by(*order).offset(offset).limit(limit + 1)
-    rows = session.execute(_image_rows(dataset.manifest_id).where(DatasetItem.id.in_(page.scalar_subquery()))
-                           .order_by(*order)).all()
+    rows = _page_rows(session, dataset, conditions, order, offset=offset, limit=limit, labels=labels)
     has_more = len(rows) > limit
-    images = [image_item(signer, dataset.id, r, thumbnails=thumbnails, urls=urls, labels=labels)
-              for r in rows[:limit]]
+    images = image_items(signer, dataset.id, rows[:limit], thumbnails=thumbnails, urls=urls, labels=labels)
     body: dict[str, Any] = {"images": images, "hasMore": has_more, "classes": list(dataset.class_names or []),
                             "errorCount": _error_count(session, dataset.manifest_id)}
     if total is not None:
-        body["total"] = int(total)
+        body["total"] = total
     if has_more:
         body["nextCursor"] = str(offset + limit)
     return body
@@ -102,9 +134,9 @@ def selected_images(session: Session, dataset: Dataset, image_ids: list[str], *,
                     thumbnails: bool, urls: bool, labels: bool) -> dict[str, Any]:
     """``datasets.selected_images``: the images of this dataset among ``image_ids``, by name."""
     keys = [items.split_image_id(i)[1] for i in image_ids if i.startswith(dataset.id + "-")]
-    rows = session.execute(_image_rows(dataset.manifest_id).where(DatasetItem.key.in_(keys))
+    rows = session.execute(_image_rows(dataset.manifest_id, labels=labels).where(DatasetItem.key.in_(keys))
                            .order_by(DatasetItem.name)).all()
-    images = [image_item(signer, dataset.id, r, thumbnails=thumbnails, urls=urls, labels=labels) for r in rows]
+    images = image_items(signer, dataset.id, rows, thumbnails=thumbnails, urls=urls, labels=labels)
     return {"images": images, "total": len(images), "hasMore": False, "classes": list(dataset.class_names or []),
             "errorCount": _error_count(session, dataset.manifest_id)}
 
@@ -136,7 +168,7 @@ def image_urls(session: Session, principal: Principal, image_ids: list[str], *, 
     urls, thumbnails = {}, {}
     for dataset_id, keys in items.group_image_ids(image_ids).items():
         dataset = service.get_dataset_by_id(session, principal, dataset_id)
-        for row in session.execute(_image_rows(dataset.manifest_id).where(DatasetItem.key.in_(keys))):
+        for row in session.execute(_image_rows(dataset.manifest_id, labels=False).where(DatasetItem.key.in_(keys))):
             image_id = f"{dataset_id}-{row.key}"
             urls[image_id] = signer.download_url(row.sha256, row.name)
             if row.thumb_sha256:
