@@ -18,6 +18,7 @@ from lanner.datasets.listing import SORTS
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.storage.signing import URLSigner
 from tests.sdk_types import assert_sdk_type
+from tests.web.pages import sign_in
 
 COUNT = 23  # pages of 5 end on a short page
 
@@ -200,6 +201,8 @@ def test_only_the_owner_or_the_public_may_list(grid, sdk, alice, bob, client, ap
         assert hidden.value.status_code == 404
     anonymous = client.get("/api/datasets/alice/grid/images")
     assert anonymous.status_code == 401 and "error" in anonymous.json()
+    sign_in(client)  # the web session's cookie is a principal too
+    assert client.get("/api/datasets/alice/grid/images", params={"limit": 1}).json()["total"] == COUNT
     bad = client.get("/api/datasets/alice/grid/images", params={"sort": "size"}, headers=alice.headers)
     assert bad.status_code == 400 and "sort" in bad.json()["error"]
     grid["platform"].datasets.update("alice", "grid", visibility="public")
