@@ -92,6 +92,10 @@ def test_filters_page_and_count_the_same_images(grid):
     cases = {
         "split": ({"split": "val"}, lambda f: f["split"] == "val"),
         "class": ({"class_ids": "1"}, lambda f: any(lbl["classId"] == 1 for lbl in f["labels"] or [])),
+        "class past the mask's 63": ({"class_ids": "70,2"},  # the class_list LIKE path
+                                     lambda f: any(lbl["classId"] == 2 for lbl in f["labels"] or [])),
+        "split and class": ({"split": "train", "class_ids": "0"}, lambda f: f["split"] == "train" and any(
+            lbl["classId"] == 0 for lbl in f["labels"] or [])),
         "unlabelled": ({"has_label": "false"}, lambda f: not f["labels"]),  # no label file, or an empty one
         "search": ({"search": "01"}, None),
     }
