@@ -337,6 +337,7 @@ def profile_listing(env: dict[str, str], api_key: str, cases: list[tuple[str, st
 def _profile_sql_main(spec_json: str) -> int:
     """``--profile-sql``: the in-process half of ``profile_listing`` (prints one ``PROFILE <json>`` line)."""
     import logging
+    import threading
     import warnings
 
     from sqlalchemy import event
@@ -348,12 +349,20 @@ def _profile_sql_main(spec_json: str) -> int:
     seen: dict[str, list[Any]] = {}  # statement -> [executions, hook ms, parameters of the first execution]
     started: dict[int, float] = {}
 
+    def _background() -> bool:
+        """The app's own pollers (threads named ``lanner-*``: imports, exports, assistant, deployments) run SQL
+        meanwhile; their statements, and their waits for the write lock, are not the requests'."""
+        return threading.current_thread().name.startswith("lanner-")
+
     @event.listens_for(Engine, "before_cursor_execute")
     def _before(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
-        started[id(cursor)] = time.perf_counter()
+        if not _background():
+            started[id(cursor)] = time.perf_counter()
 
     @event.listens_for(Engine, "after_cursor_execute")
     def _after(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        if _background():
+            return
         entry = seen.setdefault(statement, [0, 0.0, None if many else params])
         entry[0] += 1
         entry[1] += (time.perf_counter() - started.pop(id(cursor), time.perf_counter())) * 1000
@@ -378,7 +387,7 @@ def _profile_sql_main(spec_json: str) -> int:
         finally:
             db.close()
 
-    # Only the listing's own statements: no supervisor or maintenance pass runs SQL in this process meanwhile.
+    # Fewer pollers: no supervisor or maintenance pass runs SQL in this process meanwhile (``_background``).
     os.environ["LANNER_SUPERVISOR_INTERVAL_SECONDS"] = "0"
     os.environ["LANNER_MAINTENANCE_INTERVAL_SECONDS"] = "0"
     get_settings.cache_clear()

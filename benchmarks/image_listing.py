@@ -1,13 +1,14 @@
 """Image listing at 100,000 images (issue 19): the listing half of ``datasets_bench.py``, alone, optionally
 against a baseline source tree in the same run, optionally under py-spy.
 
-    .venv/bin/python benchmarks/image_listing.py [--list-images 100000] [--baseline-src DIR] [--rounds 2]
+    .venv/bin/python benchmarks/image_listing.py [--list-images 100000] [--baseline REV] [--rounds 2]
         [--py-spy docs/profiles/NAME] [--no-doc]
     .venv/bin/python benchmarks/datasets_bench.py --listing-only [the same options]
 
 The dataset is built as ``datasets_bench.py`` builds its listing dataset: a real ``--seed-images`` import through
 the CLI whose items are replaced by ``--list-images`` rows (``common.seed_items``). Then, per round, each source
-tree (``--baseline-src`` first, if given, then this one) gets its own ``lanner serve`` (one uvicorn worker) on
+tree (``--baseline``'s ``lanner/`` as of that git revision first, if given, then this one) gets its own
+``lanner serve`` (one uvicorn worker) on
 that same database, and the ``datasets_bench.LISTING_CASES`` are timed over one keep-alive connection, one
 request at a time (``--requests`` after 3 warm-ups); a tree's samples from every round are pooled. The source
 tree a server runs is chosen with PYTHONPATH, so both use this venv's packages. ``--py-spy PREFIX`` records a
@@ -70,6 +71,7 @@ class Tree:
     """One source tree under test and its pooled timings per case label."""
     name: str
     src: Path
+    revision: str
     timings: dict[str, Timing] = field(default_factory=dict)
 
     def add(self, timing: Timing) -> None:
@@ -78,9 +80,14 @@ class Tree:
         pooled.total, pooled.returned = timing.total, timing.returned
 
 
-def _revision(src: Path) -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=src, capture_output=True, text=True)
-    return done.stdout.strip() or "not a git checkout"
+def _export(revision: str, into: Path) -> str:
+    """``lanner/`` as of ``revision`` under ``into`` (``git archive``); returns the short commit."""
+    commit = subprocess.run(["git", "rev-parse", "--short", f"{revision}^{{commit}}"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.strip()
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", commit, "lanner"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return commit
 
 
 def _start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
@@ -151,7 +158,7 @@ def render(info: dict[str, str], command: str, trees: list[Tree], start_load: st
     worst = max(targets, key=lambda t: t.p95)
     trees_line = f"this tree (commit {info['revision']})"
     if baseline is not None:
-        trees_line = (f"the baseline `{baseline.src}` (commit {_revision(baseline.src)}) and {trees_line}, "
+        trees_line = (f"the baseline (commit {baseline.revision}, `git archive`d) and {trees_line}, "
                       f"each with its own `lanner serve` on the same database, baseline first in each round")
     lines = [
         SECTION,
@@ -189,23 +196,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-images", type=int, default=200, help="real images the items reuse (default 200)")
     parser.add_argument("--requests", type=int, default=50, help="timed requests per case and round (default 50)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds over the trees (default 1)")
-    parser.add_argument("--baseline-src", type=Path, help="a source tree (holding lanner/) to time first")
+    parser.add_argument("--baseline", metavar="REV", help="a git revision whose lanner/ is timed first")
     parser.add_argument("--py-spy", type=Path, help="flame graph path prefix (PREFIX.svg, PREFIX-baseline.svg)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--keep-home", action="store_true", help="keep the temporary LANNER_HOME (its database)")
     args = parser.parse_args(argv)
     if min(args.list_images, args.seed_images, args.requests, args.rounds) < 1:
         parser.error("counts must be positive")
-    if args.baseline_src is not None and not (args.baseline_src / "lanner").is_dir():
-        parser.error(f"{args.baseline_src} holds no lanner/ package")
 
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     command = (".venv/bin/python benchmarks/image_listing.py " + " ".join(sys.argv[1:] if argv is None
                                                                           else argv)).strip()
     start_load = " / ".join(f"{v:.2f}" for v in os.getloadavg())
-    trees = ([Tree("baseline", args.baseline_src.resolve())] if args.baseline_src else []) + [Tree("this", ROOT)]
     home = Path(tempfile.mkdtemp(prefix="lanner-listing-bench-"))
     try:
+        trees = [Tree("this", ROOT, machine_info()["revision"])]
+        if args.baseline:
+            trees.insert(0, Tree("baseline", home / "baseline", _export(args.baseline, home / "baseline")))
         env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
         env.update(LANNER_API_RATE_LIMIT="", LANNER_WORKER_RATE_LIMIT="", LANNER_HOME=str(home),
                    PYTHONPATH=str(ROOT), NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
