@@ -1,6 +1,7 @@
 """Datasets benchmark (issue 4): import throughput and memory, image listing at depth, clone and copy-on-write.
 
     .venv/bin/python benchmarks/datasets_bench.py [--images 10000] [--list-images 100000]
+    .venv/bin/python benchmarks/datasets_bench.py --listing-only [...]   (benchmarks/image_listing.py: listing only)
 
 What it does, all on 127.0.0.1 with a throw-away LANNER_HOME (default SQLite database):
 
@@ -251,6 +252,17 @@ def timed_import(gnu_time: str | None, env: dict[str, str], archive: Path, name:
 
 # --- 2. listing a 100k-image dataset (seeded by common.seed_items) --------------------------------------------
 
+_LIST_BASE = f"/api/datasets/{OWNER}/list/images"
+# (label, path): the target cases, then the one that shows what the total count costs (not a target).
+LISTING_CASES = [
+    ("page 1", f"{_LIST_BASE}?limit=50&offset=0"),
+    ("page 500", f"{_LIST_BASE}?limit=50&offset={499 * 50}"),
+    ("split=val, page 100", f"{_LIST_BASE}?limit=50&offset={99 * 50}&split=val"),
+    ("classIds=1, page 1", f"{_LIST_BASE}?limit=50&offset=0&classIds=1"),
+    ("page 500, includeTotal=false", f"{_LIST_BASE}?limit=50&offset={499 * 50}&includeTotal=false"),
+]
+PROFILED_CASES = [LISTING_CASES[0], LISTING_CASES[1], LISTING_CASES[3]]
+
 @dataclass
 class Timing:
     label: str
@@ -325,6 +337,7 @@ def profile_listing(env: dict[str, str], api_key: str, cases: list[tuple[str, st
 def _profile_sql_main(spec_json: str) -> int:
     """``--profile-sql``: the in-process half of ``profile_listing`` (prints one ``PROFILE <json>`` line)."""
     import logging
+    import threading
     import warnings
 
     from sqlalchemy import event
@@ -336,12 +349,20 @@ def _profile_sql_main(spec_json: str) -> int:
     seen: dict[str, list[Any]] = {}  # statement -> [executions, hook ms, parameters of the first execution]
     started: dict[int, float] = {}
 
+    def _background() -> bool:
+        """The app's own pollers (threads named ``lanner-*``: imports, exports, assistant, deployments) run SQL
+        meanwhile; their statements, and their waits for the write lock, are not the requests'."""
+        return threading.current_thread().name.startswith("lanner-")
+
     @event.listens_for(Engine, "before_cursor_execute")
     def _before(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
-        started[id(cursor)] = time.perf_counter()
+        if not _background():
+            started[id(cursor)] = time.perf_counter()
 
     @event.listens_for(Engine, "after_cursor_execute")
     def _after(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        if _background():
+            return
         entry = seen.setdefault(statement, [0, 0.0, None if many else params])
         entry[0] += 1
         entry[1] += (time.perf_counter() - started.pop(id(cursor), time.perf_counter())) * 1000
@@ -366,7 +387,7 @@ def _profile_sql_main(spec_json: str) -> int:
         finally:
             db.close()
 
-    # Only the listing's own statements: no supervisor or maintenance pass runs SQL in this process meanwhile.
+    # Fewer pollers: no supervisor or maintenance pass runs SQL in this process meanwhile (``_background``).
     os.environ["LANNER_SUPERVISOR_INTERVAL_SECONDS"] = "0"
     os.environ["LANNER_MAINTENANCE_INTERVAL_SECONDS"] = "0"
     get_settings.cache_clear()
@@ -504,6 +525,22 @@ class Results:
         return text
 
 
+def sql_profile_rows(profiles: list[Profile]) -> list[str]:
+    """Markdown for ``profile_listing``'s results: per case, the statements over 0.5 ms and the rest."""
+    sql_rows: list[str] = []
+    for prof in profiles:
+        sql_rows += ["", f"{prof.label} (`{prof.path}`): {prof.request_ms:.1f} ms per request in-process.", "",
+                     "| SQL statement | ms per request | runs per request |", "|---|---:|---:|"]
+        shown = [x for x in prof.statements if x[1] >= 0.5] or prof.statements[:1]
+        sql_rows += [f"| `{md_cell(sql)}` | {ms:.1f} | {n} |" for sql, ms, n in shown]
+        rest = sum(ms for _, ms, _ in prof.statements) - sum(ms for _, ms, _ in shown)
+        sql_rows.append(f"| all other statements ({len(prof.statements) - len(shown)}) | {rest:.1f} | |")
+        outside = prof.request_ms - sum(ms for _, ms, _ in prof.statements)
+        sql_rows.append(f"| outside SQL (Python: routing, auth, rows to dicts, signed thumbnail URLs, JSON) | "
+                        f"{outside:.1f} | |")
+    return sql_rows
+
+
 def render(info: dict[str, str], command: str, r: Results, start_load: str) -> str:
     big, small = r.big, r.small
     imports = [big] + ([small] if small else []) + [r.seed]
@@ -523,17 +560,7 @@ def render(info: dict[str, str], command: str, r: Results, start_load: str) -> s
         total = "not counted" if t.total is None else f"{t.total:,}"
         list_rows.append(f"| {t.label}{note}: `{t.path}` | {t.p50:.1f} | {t.p95:.1f} | {t.max:.1f} | "
                          f"{t.returned} / {total} |")
-    sql_rows = []
-    for prof in r.profiles:
-        sql_rows += ["", f"{prof.label} (`{prof.path}`): {prof.request_ms:.1f} ms per request in-process.", "",
-                     "| SQL statement | ms per request | runs per request |", "|---|---:|---:|"]
-        shown = [x for x in prof.statements if x[1] >= 0.5] or prof.statements[:1]
-        sql_rows += [f"| `{md_cell(sql)}` | {ms:.1f} | {n} |" for sql, ms, n in shown]
-        rest = sum(ms for _, ms, _ in prof.statements) - sum(ms for _, ms, _ in shown)
-        sql_rows.append(f"| all other statements ({len(prof.statements) - len(shown)}) | {rest:.1f} | |")
-        outside = prof.request_ms - sum(ms for _, ms, _ in prof.statements)
-        sql_rows.append(f"| outside SQL (Python: routing, auth, rows to dicts, signed thumbnail URLs, JSON) | "
-                        f"{outside:.1f} | |")
+    sql_rows = sql_profile_rows(r.profiles)
     c = r.clone
     first = ", ".join(f"{v / 1000:.2f}" for v in c.first_write_ms)
     second = ", ".join(f"{v:.0f}" for v in c.second_write_ms)
@@ -628,6 +655,10 @@ def print_results(r: Results) -> None:
 def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--profile-sql":
         return _profile_sql_main(sys.argv[2])
+    if "--listing-only" in sys.argv[1:]:  # only the listing, with its own options (image_listing.py --help)
+        from image_listing import main as listing_main
+
+        return listing_main([a for a in sys.argv[1:] if a != "--listing-only"])
     parser = argparse.ArgumentParser(description="Datasets benchmark: import, listing at depth, clone.")
     parser.add_argument("--images", type=int, default=10_000, help="images in the import archive (default 10000)")
     parser.add_argument("--small-images", type=int, default=2_000,
@@ -640,6 +671,8 @@ def main() -> int:
     parser.add_argument("--clones", type=int, default=10, help="clones to time (default 10)")
     parser.add_argument("--writes", type=int, default=3, help="clones that get a first write (default 3)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
+    parser.add_argument("--listing-only", action="store_true",
+                        help="time only the image listing (benchmarks/image_listing.py, its own options)")
     parser.add_argument("--keep-home", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
     if min(args.images, args.list_images, args.seed_images, args.requests, args.clones) < 1 or args.writes < 0:
@@ -685,24 +718,11 @@ def main() -> int:
         server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env, port,
                         home / "lanner-serve.log")
         server.start()
-        base = f"/api/datasets/{OWNER}/list/images"
-        deep = 499 * 50
-        val_page = 99 * 50
         with local_client(base_url=server.url, headers={"Authorization": f"Bearer {api_key}"}) as client:
-            listing = [
-                time_get(client, "page 1", f"{base}?limit=50&offset=0", args.requests),
-                time_get(client, "page 500", f"{base}?limit=50&offset={deep}", args.requests),
-                time_get(client, "split=val, page 100", f"{base}?limit=50&offset={val_page}&split=val",
-                         args.requests),
-                time_get(client, "classIds=1, page 1", f"{base}?limit=50&offset=0&classIds=1", args.requests),
-            ]
-            # Not a target case: how much of a request the total count costs.
-            no_total = time_get(client, "page 500, includeTotal=false",
-                                f"{base}?limit=50&offset={deep}&includeTotal=false", args.requests)
+            *listing, no_total = [time_get(client, label, path, args.requests) for label, path in LISTING_CASES]
             clone = time_clones(client, "list", args.clones, args.writes)
         server.stop()
-        profiles = profile_listing(env, api_key, [("page 1", listing[0].path), ("page 500", listing[1].path),
-                                                  ("classIds=1, page 1", listing[3].path)], PROFILE_RUNS)
+        profiles = profile_listing(env, api_key, PROFILED_CASES, PROFILE_RUNS)
 
         results = Results(big=big, small=small, seed=seed, listing=listing, clone=clone,
                           list_images=args.list_images, requests=args.requests, no_total=no_total,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,28 +75,35 @@ def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: i
     return _drop_none(body)
 
 
-def image_item(signer: URLSigner, dataset_id: str, row: Any, *, thumbnails: bool = True, urls: bool = False,
-               labels: bool = False) -> dict[str, Any]:
-    """``row`` carries key, name, split, sha256, labels, label_count, issues, width, height, size, thumb."""
-    item: dict[str, Any] = {
-        "id": f"{dataset_id}-{row.key}",
-        "hash": row.sha256,
-        "ext": row.name.rsplit(".", 1)[-1].lower() if "." in row.name else "",
-        "width": int(row.width),
-        "height": int(row.height),
-        "split": row.split,
-        "labelCount": int(row.label_count),
-        "name": row.name,
-        "bytes": int(row.size),
-        "error": (row.issues.strip(",").replace(",", ", ") or None) if row.issues else None,
-    }
-    if thumbnails and row.thumb_sha256:
-        item["thumbnailUrl"] = signer.download_url(row.thumb_sha256, "thumb.jpg")
-    if urls:
-        item["imageUrl"] = signer.download_url(row.sha256, row.name)
-    if labels:
-        item["labels"] = list(row.labels or [])
-    return item
+def image_items(signer: URLSigner, dataset_id: str, rows: Iterable[Any], *, thumbnails: bool = True,
+                urls: bool = False, labels: bool = False) -> list[dict[str, Any]]:
+    """``rows`` carry key, name, split, sha256, labels, label_count, issues, width, height, size, thumb_sha256.
+    The links of a page are signed with one expiry (``URLSigner.blob_links``)."""
+    link = signer.blob_links() if thumbnails or urls else None
+    prefix = f"{dataset_id}-"
+    items = []
+    for row in rows:
+        name, issues = row.name, row.issues
+        item: dict[str, Any] = {
+            "id": prefix + row.key,
+            "hash": row.sha256,
+            "ext": name.rsplit(".", 1)[-1].lower() if "." in name else "",
+            "width": int(row.width),
+            "height": int(row.height),
+            "split": row.split,
+            "labelCount": int(row.label_count),
+            "name": name,
+            "bytes": int(row.size),
+            "error": (issues.strip(",").replace(",", ", ") or None) if issues else None,
+        }
+        if thumbnails and row.thumb_sha256:
+            item["thumbnailUrl"] = link(row.thumb_sha256, "thumb.jpg")  # type: ignore[misc]
+        if urls:
+            item["imageUrl"] = link(row.sha256, name)  # type: ignore[misc]
+        if labels:
+            item["labels"] = list(row.labels or [])
+        items.append(item)
+    return items
 
 
 class _Body(BaseModel):

@@ -310,6 +310,13 @@ def dataset_bytes(session: Session, dataset: Dataset) -> int:
     return int(_remembered(session, dataset, "bytes", total_bytes))
 
 
+def remembered_count(session: Session, dataset: Dataset, what: str, count: Callable[[Session, int], int]) -> int:
+    """A count over the dataset's current content (``count(session, manifest_id)``), remembered per revision
+    under ``what`` like ``counts``: only for counts of what ``touch`` guards (names, splits, labels), never of
+    the health checks' issue codes, which are rewritten without a revision bump."""
+    return int(_remembered(session, dataset, what, count))
+
+
 # --- versions (frozen manifests) -------------------------------------------------------------
 
 def content_hash(session: Session, manifest_id: int, class_names: list[str]) -> str:

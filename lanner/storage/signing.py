@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import quote, urlencode
 
 from lanner.errors import Forbidden
@@ -64,6 +64,21 @@ class URLSigner:
     def download_url(self, sha256: str, filename: str, ttl_seconds: int | None = None) -> str:
         """The one way to hand out a blob: a signed GET on Lanner's blob route, named ``filename``."""
         return self.sign("GET", blob_path(sha256, filename), ttl_seconds)
+
+    def blob_links(self, ttl_seconds: int | None = None) -> Callable[[str, str], str]:
+        """``download_url`` for many blobs at once (a page of thumbnails): one expiry for all of them and the
+        key's HMAC state prepared once, each link the same as ``download_url`` would make in that second."""
+        expires = int(time.time()) + (ttl_seconds or self.ttl_seconds)
+        keyed = hmac.new(self._key, digestmod=hashlib.sha256)
+        base = self.public_url
+
+        def link(sha256: str, filename: str) -> str:
+            path = blob_path(sha256, filename)
+            mac = keyed.copy()
+            mac.update(f"GET\n{path}\n{expires}".encode())
+            return f"{base}{path}?expires={expires}&signature={mac.hexdigest()}"
+
+        return link
 
     def upload_url(self, key: str, ttl_seconds: int | None = None) -> str:
         """A signed PUT for the upload slot ``key`` (see ``lanner.storage.router.put_upload``)."""
