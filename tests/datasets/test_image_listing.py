@@ -50,7 +50,8 @@ def grid(app: Any, alice: Any, sdk: Any) -> dict[str, Any]:
             session.add(DatasetItem(manifest_id=dataset.manifest_id, key=f"k{(i * 7) % COUNT:02d}", name=name,
                                     split=split, sha256=sha, labels=labels, class_id=None, issues=",",
                                     **service.label_fields(labels, None)))
-            expected[name] = {"split": split, "labels": labels, "id": f"{dataset.id}-k{(i * 7) % COUNT:02d}"}
+            expected[name] = {"split": split, "labels": labels, "id": f"{dataset.id}-k{(i * 7) % COUNT:02d}",
+                              "width": 64 + i, "height": 48, "size": 1000 + i}
         service.touch(dataset)
     return {"platform": platform, "id": created["id"], "expected": expected}
 
@@ -71,13 +72,21 @@ def _walk(platform: Any, **filters: Any) -> tuple[list[str], list[int]]:
 
 
 def _order(expected: dict[str, dict[str, Any]], sort: str) -> list[str]:
-    """The names in ``sort``'s order as the listing defines it: the column, then the key (ascending)."""
-    def key(name: str) -> tuple[Any, str]:
-        labels, number = len(expected[name]["labels"] or []), int(name[4:7])
-        column = {"labels": labels, "-labels": -labels, "newest": -number, "oldest": number}.get(sort, name)
-        return column, expected[name]["id"].rsplit("-", 1)[1]
+    """The names in ``sort``'s order as the listing defines it: the column, then the key (ascending). Sorts are
+    the SDK's (``width-desc``) or the short ones (``-labels``)."""
+    short = {"name": "name-asc", "-name": "name-desc", "labels": "labels-asc", "-labels": "labels-desc"}
+    field, _, way = short.get(sort, sort).partition("-")
 
-    return sorted(expected, key=key, reverse=sort == "-name")  # names are unique: the key never decides
+    def key(name: str) -> tuple[Any, str]:
+        image, number = expected[name], int(name[4:7])
+        value = {"labels": len(image["labels"] or []), "newest": -number, "oldest": number, "name": name}.get(
+            field, image.get(field))
+        if way == "desc" and field != "name":
+            value = -value
+        return value, image["id"].rsplit("-", 1)[1]
+
+    # names are unique: for them the key never decides, and the whole order can be reversed
+    return sorted(expected, key=key, reverse=field == "name" and way == "desc")
 
 
 @pytest.mark.parametrize("sort", sorted(SORTS))
