@@ -8,6 +8,7 @@ Refusals raise ``ImportRefused`` naming the member; ``dest`` may then hold a par
 from __future__ import annotations
 
 import lzma
+import os
 import re
 import stat
 import tarfile
@@ -98,7 +99,8 @@ class _Budget:
         limits = self.limits
         count = 0
         try:
-            with target.open("wb") as out:
+            # Private to this process (0600): the blob store may link these very files (``put_path(link=True)``).
+            with open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb") as out:
                 while chunk := source.read(CHUNK):
                     count += len(chunk)
                     self.written += len(chunk)
@@ -131,13 +133,6 @@ def _member_path(name: str) -> tuple[str, ...]:
     return parts
 
 
-def _target(dest: Path, parts: tuple[str, ...], name: str) -> Path:
-    target = dest.joinpath(*parts)
-    if not target.resolve().is_relative_to(dest.resolve()):  # belt and braces after the name checks
-        raise ImportRefused(f"Archive member {name} points outside the archive.")
-    return target
-
-
 def _mkdir(path: Path, name: str) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -168,16 +163,25 @@ def _checked(budget: _Budget, member: _Member, problem: str | None) -> _Member:
 
 
 def _write(dest: Path, budget: _Budget, members: list[_Member]) -> None:
-    """Write the checked members, counting real bytes; junk and the archive's root entry are skipped."""
+    """Write the checked members, counting real bytes; junk and the archive's root entry are skipped.
+
+    Each folder is checked and made once (resolving every member's whole path cost more than writing a small
+    image); a file is then opened without following a link, so its own name cannot lead elsewhere either."""
+    root = dest.resolve()
+    folders: set[Path] = set()
     for member in members:
         parts = _member_path(member.name)
         if not parts or is_junk(parts):
             continue
-        target = _target(dest, parts, member.name)
+        target = dest.joinpath(*parts)
+        folder = target if member.is_dir else target.parent
+        if folder not in folders:
+            if not folder.resolve().is_relative_to(root):  # belt and braces after the name checks
+                raise ImportRefused(f"Archive member {member.name} points outside the archive.")
+            _mkdir(folder, member.name)
+            folders.add(folder)
         if member.is_dir:
-            _mkdir(target, member.name)
             continue
-        _mkdir(target.parent, member.name)
         source = member.open()
         if source is None:
             raise ImportRefused(f"Archive member {member.name} could not be read.")
