@@ -108,17 +108,20 @@ def result_digest(home: Path, slug: str) -> tuple[str, float]:
     """One digest of everything the import stored (order-independent within the dataset) and its own time."""
     db = sqlite3.connect(f"file:{home / 'lanner.db'}?mode=ro", uri=True, timeout=30)
     try:
-        manifest, health, last = db.execute("SELECT manifest_id, health, last_ingest FROM datasets WHERE slug = ?",
-                                            (slug,)).fetchone()
+        dataset, manifest, health, last = db.execute(
+            "SELECT id, manifest_id, health, last_ingest FROM datasets WHERE slug = ?", (slug,)).fetchone()
         rows = db.execute(
-            "SELECT i.split, i.name, i.sha256, i.labels, i.class_id, i.issues, b.size, b.width, b.height, b.format, "
-            "b.phash, b.thumb_sha256 FROM dataset_items i JOIN image_blobs b ON b.sha256 = i.sha256 "
+            "SELECT i.key, i.split, i.name, i.sha256, i.labels, i.class_id, i.issues, b.size, b.width, b.height, "
+            "b.format, b.phash, b.thumb_sha256 FROM dataset_items i JOIN image_blobs b ON b.sha256 = i.sha256 "
             "WHERE i.manifest_id = ? ORDER BY i.split, i.name", (manifest,)).fetchall()
     finally:
         db.close()
     ingest = json.loads(last)
     ingest_s = float(ingest.pop("processingTimeMs", 0)) / 1000
-    digest = hashlib.sha256(json.dumps([rows, json.loads(health), ingest], sort_keys=True).encode()).hexdigest()
+    for key, split, name, *_ in rows:  # the health report names images by id (dataset and a random key)
+        health = health.replace(f'"{dataset}-{key}"', f'"{split}/{name}"')
+    content = [row[1:] for row in rows]
+    digest = hashlib.sha256(json.dumps([content, json.loads(health), ingest], sort_keys=True).encode()).hexdigest()
     return digest[:16], ingest_s
 
 

@@ -137,7 +137,7 @@ def prepare_import(*, blobs: BlobStore, settings: Settings, source: Path, progre
     with scratch_folder(settings.resolved_home, "ingest-") as workdir, \
             Prober(blobs, settings.import_processes, link=unpacked,
                    archive_bytes=source.stat().st_size if unpacked else 0) as prober:
-        root = extract_archive(source, workdir / "data", limits) if unpacked else source
+        root = extract_archive(source, workdir / "data", limits, unpacker=prober.unpacker()) if unpacked else source
         if progress:
             progress("unpacked", 0, 0)
         plan = plan_import(root, limits)

@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from lanner.datasets.images import probe_image
-from lanner.datasets.records import CorruptImage, ImageInfo, ImportRefused
+from lanner.datasets.importers.archive import Unpacker, ZipMember
+from lanner.datasets.records import CorruptImage, ImageInfo, ImportLimits, ImportRefused
 from lanner.storage.blobs import BlobStore
 
 CHUNK = 16                  # images per message: ~20 ms of work, so the per-message cost (~0.1 ms) is lost in it
+UNPACK_CHUNK = 64           # archive members per message (an image and its label each cost a file creation)
 IN_FLIGHT_PER_WORKER = 2    # chunks dealt to a worker and not yet read back: one running, one waiting
 MIN_POOL_IMAGES = 200       # below this, starting the workers costs about what they save
 EARLY_POOL_BYTES = 16 << 20  # an archive this big holds enough images to start the workers before unpacking it
@@ -116,6 +118,10 @@ class Prober:
             self.pool.close(kill=kill)
             self.pool = None
 
+    def unpacker(self) -> Unpacker | None:
+        """Where a zip's files are written: by the pool when it was started early, else here."""
+        return self.pool.unpack if self.pool is not None else None
+
     def probe(self, paths: Sequence[Path]) -> Iterator[Probed]:
         """One ``Probed`` per path, in order. A pool started early is used whatever the count (it is paid for)."""
         if self.pool is None and (processes := pool_size(self.setting, len(paths))):
@@ -177,25 +183,36 @@ class ProbePool:
         self._workers = []
 
     def probe(self, paths: Sequence[Path]) -> Iterator[Probed]:
-        """One ``Probed`` per path, in order: chunk ``i`` goes to worker ``i % processes`` and is read back in
-        turn, with at most ``IN_FLIGHT_PER_WORKER`` chunks outstanding per worker."""
-        chunks = [list(paths[start:start + CHUNK]) for start in range(0, len(paths), CHUNK)]
+        """One ``Probed`` per path, in order."""
+        for probed in self._run([("probe", list(paths[i:i + CHUNK])) for i in range(0, len(paths), CHUNK)]):
+            yield from probed
+
+    def unpack(self, archive: Path, members: list[ZipMember], limits: ImportLimits) -> None:
+        """Write a zip's checked members (``importers.archive``); the first refusal in the archive's order is
+        raised, as unpacking it in one process would raise it."""
+        for _ in self._run([("unpack", archive, members[i:i + UNPACK_CHUNK], limits)
+                            for i in range(0, len(members), UNPACK_CHUNK)]):
+            pass
+
+    def _run(self, requests: list[tuple[Any, ...]]) -> Iterator[Any]:
+        """The replies to ``requests``, in order: request ``i`` goes to worker ``i % processes`` and is read back
+        in turn, with at most ``IN_FLIGHT_PER_WORKER`` requests outstanding per worker."""
         ahead = len(self._workers) * IN_FLIGHT_PER_WORKER
         dealt = 0
-        for index in range(len(chunks)):
-            while dealt < len(chunks) and dealt < index + ahead:
-                self._deal(dealt, chunks[dealt])
+        for index in range(len(requests)):
+            while dealt < len(requests) and dealt < index + ahead:
+                self._deal(dealt, requests[dealt])
                 dealt += 1
-            yield from self._collect(index)
+            yield self._collect(index)
 
-    def _deal(self, index: int, chunk: list[Path]) -> None:
+    def _deal(self, index: int, request: tuple[Any, ...]) -> None:
         worker = self._workers[index % len(self._workers)]
         try:
-            send(worker.stdin, chunk)
+            send(worker.stdin, request)
         except (BrokenPipeError, OSError):
             raise ImportRefused(WORKER_DIED) from None
 
-    def _collect(self, index: int) -> list[Probed]:
+    def _collect(self, index: int) -> Any:
         worker = self._workers[index % len(self._workers)]
         assert worker.stdout is not None
         try:

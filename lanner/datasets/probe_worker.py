@@ -1,7 +1,8 @@
 """One worker of an import's image pool (``datasets.probe_pool``): ``python -m lanner.datasets.probe_worker PID``.
 
-It reads the blob store (and whether it may link the images: ``probe_one``) from stdin, then chunks of image
-paths until stdin closes, and answers each chunk on stdout with ``(True, [Probed, ...])`` or ``(False,
+It reads the blob store (and whether it may link the images: ``probe_one``) from stdin, then requests until
+stdin closes: ``("probe", paths)``, answered ``(True, [Probed, ...])``, or ``("unpack", archive, members,
+limits)`` (``importers.archive.write_zip_members``), answered ``(True, None)``; a failure is ``(False,
 exception)``. It dies with the import that started it.
 """
 
@@ -12,8 +13,11 @@ import os
 import pickle
 import signal
 import sys
+import zipfile
+from pathlib import Path
 from typing import Any
 
+from lanner.datasets.importers.archive import write_zip_members
 from lanner.datasets.probe_pool import probe_one, send
 
 
@@ -35,13 +39,20 @@ def main() -> None:
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library printing to stdout must not break the replies
     blobs, link = pickle.load(requests)
+    archives: dict[Path, zipfile.ZipFile] = {}  # the import's archive, its directory read once
     while True:
         try:
-            chunk = pickle.load(requests)
+            kind, *args = pickle.load(requests)
         except EOFError:
             return
         try:
-            reply: tuple[bool, Any] = (True, [probe_one(blobs, path, link) for path in chunk])
+            if kind == "probe":
+                reply: tuple[bool, Any] = (True, [probe_one(blobs, path, link) for path in args[0]])
+            else:
+                archive, members, limits = args
+                if archive not in archives:
+                    archives[archive] = zipfile.ZipFile(archive)
+                reply = (True, write_zip_members(archive, archives[archive], members, limits))
         except Exception as exc:  # MemoryError included: raised again in the import, which reports it
             reply = (False, exc)
         try:

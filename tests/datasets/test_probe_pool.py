@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,11 @@ import pytest
 from sqlalchemy import select
 
 from lanner.datasets import import_jobs, import_worker, probe_pool
+from lanner.datasets.importers import extract_archive
 from lanner.datasets.ingest import ingest_path
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob, ImportJob
-from lanner.datasets.probe_pool import WORKER_DIED, pool_size, probe_all
-from lanner.datasets.records import ImportRefused
+from lanner.datasets.probe_pool import WORKER_DIED, ProbePool, pool_size, probe_all
+from lanner.datasets.records import ImportLimits, ImportRefused
 from lanner.storage.blobs import LocalBlobStore
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, queue_import
@@ -198,3 +201,56 @@ def test_the_server_import_worker_probes_in_the_pool(app, client, sdk, alice, tm
     assert pools == [2]
     dataset = sdk(alice).datasets.retrieve("alice", "d")["dataset"]
     assert dataset["status"] == "ready" and dataset["imageCount"] == 29
+
+
+# --- unpacking a zip on every core ------------------------------------------------------------------------------
+
+def zip_of(path: Path, members: dict[str, bytes], damage: Any = None) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    if damage is not None:
+        data = bytearray(path.read_bytes())
+        damage(data)
+        path.write_bytes(bytes(data))
+    return path
+
+
+def unpacked(archive: Path, out: Path, unpacker: Any) -> tuple[str, Any]:
+    """What unpacking ``archive`` gave: the refusal's message, or every file (relative to the dataset root)."""
+    try:
+        root = extract_archive(archive, out, ImportLimits(), unpacker=unpacker)
+    except ImportRefused as refused:
+        return "refused", refused.message
+    return os.fspath(root.relative_to(out)), {p.relative_to(root).as_posix(): p.read_bytes()
+                                               for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def lie_about_size(data: bytearray) -> None:  # the last member's headers declare 10 bytes
+    local, central = data.rfind(b"PK\x03\x04"), data.rfind(b"PK\x01\x02")
+    struct.pack_into("<I", data, local + 22, 10)
+    struct.pack_into("<I", data, central + 24, 10)
+
+
+def flip_a_byte(data: bytearray) -> None:  # inside the data of the member the 40th local header starts
+    start = 0
+    for _ in range(40):
+        start = data.find(b"PK\x03\x04", start + 1)
+    data[start + 200] ^= 0xFF
+
+
+@pytest.mark.parametrize("damage", [None, lie_about_size, flip_a_byte], ids=["intact", "lying-size", "bad-crc"])
+def test_a_zip_unpacked_by_the_pool_gives_what_one_process_gives(tmp_path, monkeypatch, damage):
+    monkeypatch.setattr(probe_pool, "UNPACK_CHUNK", 5)
+    members = {"wrap/data.yaml": b"names: [a]\ntrain: images\n", "wrap/__MACOSX/._x": b"junk",
+               "wrap/.hidden": b"junk", "wrap/images/": b""}
+    members |= {f"wrap/images/{i:03d}.jpg": os.urandom(300 + i) for i in range(60)}
+    members |= {f"wrap/labels/deep/{i:03d}.txt": f"0 0.5 0.5 0.{i % 9 + 1} 0.1\n".encode() for i in range(30)}
+    archive = zip_of(tmp_path / "up.zip", members, damage)
+    alone = unpacked(archive, tmp_path / "alone", None)
+    with ProbePool(LocalBlobStore(tmp_path / "blobs"), 2) as pool:
+        assert unpacked(archive, tmp_path / "pooled", pool.unpack) == alone
+    if damage is None:
+        assert alone[0] == "wrap" and len(alone[1]) == 91
+    else:
+        assert alone[0] == "refused" and ("damaged" in alone[1] or "more bytes than its header" in alone[1])
