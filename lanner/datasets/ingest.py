@@ -143,9 +143,11 @@ def prepare_import(*, blobs: BlobStore, settings: Settings, source: Path, progre
         plan = plan_import(root, limits)
         for issue in plan.issues:
             result.skip(issue.name, issue.reason, "invalid")
+        probing = time.time()
         stored = _probe_all(prober, plan.images, result, progress)
         prober.close()  # the workers' memory is not needed any more
-        _keep_stored(blobs, stored, unpacked)  # just before the caller's short transaction references them
+        if time.time() - probing >= settings.blob_grace_seconds / 2:  # else none can have sat idle long enough
+            _keep_stored(blobs, stored, unpacked)  # just before the caller's short transaction references them
         yield PreparedImport(plan=plan, stored=stored, result=result, started=started)
 
 
@@ -197,7 +199,8 @@ def _keep_stored(blobs: BlobStore, stored: list[tuple[ImportedImage, ImageInfo, 
 
     Until then nothing refers to them, so the collector (``maintenance.gc``) may take any that sat idle past its
     grace period (a very long import). Refreshing makes them fresh again, and one already taken is stored again
-    from the unpacked file, so the commit never references missing bytes."""
+    from the unpacked file, so the commit never references missing bytes. Every blob was written or touched
+    when its image was probed, so an import whose probing took under half the grace period skips this."""
     for image, info, thumb in stored:
         blobs.put_path(image.path, info.sha256, link=link)
         if thumb is not None and not blobs.touch(thumb):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from lanner.datasets import import_jobs, import_worker, probe_pool
+from lanner.datasets import import_jobs, import_worker, ingest, probe_pool
 from lanner.datasets.importers import extract_archive
 from lanner.datasets.ingest import ingest_path
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob, ImportJob
@@ -188,6 +188,26 @@ def test_a_pool_import_that_fails_leaves_the_dataset_as_it_was(app, sdk, alice, 
     with pytest.raises(ImportRefused, match="stopped unexpectedly"):
         direct_import(app, sdk, alice, "d", upload_folder(tmp_path), create=False)
     assert snapshot(app, "d") == before and len(pools) == 2
+
+
+def test_blobs_collected_during_a_long_import_are_stored_again(app, sdk, alice, tmp_path, pools, monkeypatch):
+    ctx = app.state.lanner
+    ctx.settings.import_processes, ctx.settings.blob_grace_seconds = 2, 0  # the collector may take any blob
+    taken: list[str] = []
+    real = ingest._probe_all
+
+    def then_collected(*args: Any) -> Any:
+        stored = real(*args)
+        for _, info, thumb in stored[:3]:  # the collector took these while the import went on
+            for digest in (info.sha256, thumb):
+                ctx.blobs.local_path(digest).unlink()
+                taken.append(digest)
+        return stored
+
+    monkeypatch.setattr(ingest, "_probe_all", then_collected)
+    direct_import(app, sdk, alice, "d", upload_folder(tmp_path) / "images")
+    assert len(taken) == 6 and pools == [2]
+    assert all(ctx.blobs.exists(digest) for digest in taken)  # stored again before the rows referred to them
 
 
 def test_the_server_import_worker_probes_in_the_pool(app, client, sdk, alice, tmp_path, pools):
