@@ -25,7 +25,7 @@ from tests.datasets.helpers import package, wait_for_import
 from tests.servers import VENV_BIN, lanner_cli, lanner_env, start_server, wait_for
 
 pytestmark = pytest.mark.e2e
-IMAGES = 400  # a few seconds of probing and storing on this machine: long enough to be killed in the middle
+IMAGES = 1000  # seconds of probing and storing in the image pool (500 images or more): killed mid-way
 
 
 def blob_count(home: Path) -> int:

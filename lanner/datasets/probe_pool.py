@@ -43,7 +43,7 @@ from lanner.storage.blobs import BlobStore
 CHUNK = 16                  # images per message: ~20 ms of work, so the per-message cost (~0.1 ms) is lost in it
 UNPACK_CHUNK = 64           # archive members per message (an image and its label each cost a file creation)
 IN_FLIGHT_PER_WORKER = 2    # chunks dealt to a worker and not yet read back: one running, one waiting
-MIN_POOL_IMAGES = 200       # below this, starting the workers costs about what they save
+MIN_POOL_IMAGES = 500       # below this, starting the workers (~0.5 s) costs about what they save
 EARLY_POOL_BYTES = 16 << 20  # an archive this big holds enough images to start the workers before unpacking it
 WORKER_MODULE = "lanner.datasets.probe_worker"
 WORKER_DIED = ("a process decoding the images stopped unexpectedly, most often because an image needed more "

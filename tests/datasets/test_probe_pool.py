@@ -102,8 +102,8 @@ def test_memory_error_in_a_worker_is_a_memory_error_here(tmp_path):
 
 def test_small_imports_and_single_cpus_probe_in_process(monkeypatch):
     monkeypatch.setattr(probe_pool, "cpus_available", lambda: 2)
-    assert [pool_size(0, 10_000), pool_size(1, 10_000), pool_size(0, 199), pool_size(8, 10_000)] == [2, 0, 0, 8]
-    assert pool_size(8, 200) == 8 and pool_size(8, 40) == 0
+    assert [pool_size(0, 10_000), pool_size(1, 10_000), pool_size(0, 499), pool_size(8, 10_000)] == [2, 0, 0, 8]
+    assert pool_size(8, 500) == 8 and pool_size(8, 40) == 0
     monkeypatch.setattr(probe_pool, "MIN_POOL_IMAGES", 1)
     assert pool_size(8, 40) == 3  # never more workers than chunks
     monkeypatch.setattr(probe_pool, "cpus_available", lambda: 1)
