@@ -29,6 +29,7 @@ import os
 import pickle
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,12 +37,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from lanner.datasets.images import probe_image
-from lanner.datasets.importers.archive import Unpacker, ZipMember
+from lanner.datasets.importers.archive import Unpacker, ZipMember, write_zip_members
 from lanner.datasets.records import CorruptImage, ImageInfo, ImportLimits, ImportRefused
 from lanner.storage.blobs import BlobStore
 
 CHUNK = 16                  # images per message: ~20 ms of work, so the per-message cost (~0.1 ms) is lost in it
 UNPACK_CHUNK = 64           # archive members per message (an image and its label each cost a file creation)
+UNPACK_MAX_MEMBERS = 200_000  # a bigger zip is unpacked by one process: each worker would hold its directory
 IN_FLIGHT_PER_WORKER = 2    # chunks dealt to a worker and not yet read back: one running, one waiting
 MIN_POOL_IMAGES = 500       # below this, starting the workers (~0.5 s) costs about what they save
 EARLY_POOL_BYTES = 16 << 20  # an archive this big holds enough images to start the workers before unpacking it
@@ -189,7 +191,12 @@ class ProbePool:
 
     def unpack(self, archive: Path, members: list[ZipMember], limits: ImportLimits) -> None:
         """Write a zip's checked members (``importers.archive``); the first refusal in the archive's order is
-        raised, as unpacking it in one process would raise it."""
+        raised, as unpacking it in one process would raise it. Each worker reads the zip's directory (~400 bytes
+        a member), so an archive of more than ``UNPACK_MAX_MEMBERS`` is written here, by one process."""
+        if len(members) > UNPACK_MAX_MEMBERS:
+            with zipfile.ZipFile(archive) as zf:
+                write_zip_members(archive, zf, members, limits)
+            return
         for _ in self._run([("unpack", archive, members[i:i + UNPACK_CHUNK], limits)
                             for i in range(0, len(members), UNPACK_CHUNK)]):
             pass

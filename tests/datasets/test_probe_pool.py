@@ -270,6 +270,8 @@ def test_a_zip_unpacked_by_the_pool_gives_what_one_process_gives(tmp_path, monke
     alone = unpacked(archive, tmp_path / "alone", None)
     with ProbePool(LocalBlobStore(tmp_path / "blobs"), 2) as pool:
         assert unpacked(archive, tmp_path / "pooled", pool.unpack) == alone
+        monkeypatch.setattr(probe_pool, "UNPACK_MAX_MEMBERS", 10)  # too many members to share: unpacked here
+        assert unpacked(archive, tmp_path / "here", pool.unpack) == alone
     if damage is None:
         assert alone[0] == "wrap" and len(alone[1]) == 91
     else:
