@@ -1,28 +1,30 @@
 """Probing an upload's images on every core, the results handed back in upload order (issue 19).
 
-Probing one image (sha256, header checks, a JPEG decode at thumbnail scale, phash, the thumbnail's encode) and
-storing it costs 1-2 ms of CPU, most of it in C; the Python around it holds the GIL, so threads in the import's own
-process kept about one core busy however many there were. Here the images go to worker *processes* instead:
+Probing one image (sha256, header checks, a JPEG decode at thumbnail scale, phash, the thumbnail's encode) costs
+~2.2 ms of CPU for a 640x480 JPEG and storing it and its thumbnail ~0.5 ms more, most of it in C; the Python
+around it holds the GIL, so threads in the import's own process kept about one core busy however many there were.
+Here the images go to worker *processes* instead:
 
 - ``probe_one`` is the whole job of one image, the same function whichever path runs it, so both paths store the
   same bytes and report the same digests, sizes, phashes, thumbnails and reasons;
 - the workers write the image and its thumbnail into the blob store themselves (content-addressed, so two
   workers storing the same bytes is harmless) and send back only ``Probed`` records (~300 bytes each);
 - chunks of ``CHUNK`` images are dealt to the workers in turn, at most ``IN_FLIGHT_PER_WORKER`` outstanding
-  each, and read back in the order they were dealt: memory does not grow with the upload, and the import commits
-  in the upload's order, exactly as without a pool;
+  each, and read back in the order they were dealt: the pool holds a few chunks whatever the upload's size, and
+  the import commits in the upload's order, exactly as without a pool;
 - a corrupt image is a ``Probed`` with its reason, like any other result; an unexpected error (a full disk, a
   ``MemoryError``) is raised here as it would be in one process, and a worker that dies (killed for memory) ends
-  the import with ``WORKER_DIED``.
+  the import with ``WORKER_DIED``;
+- a big zip's files are written by the same workers (``unpack``: this process checked every member first, see
+  ``importers.archive``), so unpacking uses every core too.
 
 A worker is ``python -m lanner.datasets.probe_worker``, talking pickles over its stdin and stdout: a plain child
 process, so it shares none of the import's threads, locks, database connections or scratch-folder lock, needs no
 ``__main__`` guard in whatever program runs the import, inherits its memory limit, and is killed with the thread
-that started it (``PR_SET_PDEATHSIG``): a killed import leaves no worker behind. Workers cost ~0.3 s of CPU each
-to start, so an import of fewer than ``MIN_POOL_IMAGES`` images, or a process allowed one CPU, probes in its own
-process as before (``probe_in_process``).
+that started it (``PR_SET_PDEATHSIG``): a killed import leaves no worker behind. Workers take ~0.5 s to start, so
+an import of fewer than ``MIN_POOL_IMAGES`` images from an archive under ``EARLY_POOL_BYTES``, or a process allowed
+one CPU, probes in its own process as before (``probe_in_process``).
 """
-
 from __future__ import annotations
 
 import os
@@ -102,7 +104,7 @@ def probe_all(blobs: BlobStore, paths: Sequence[Path], *, processes: int, link: 
 class Prober:
     """An import's way of probing: in a pool when it pays (``pool_size``), else in this process; a context
     manager. ``archive_bytes``: the upload is an archive this big, still to be unpacked; a big one starts its
-    pool now, so the workers' start-up (~0.3 s each) overlaps the unpacking instead of following it."""
+    pool now, so the workers' start-up (~0.5 s) overlaps the unpacking and they unpack it too."""
 
     def __init__(self, blobs: BlobStore, setting: int, *, link: bool, archive_bytes: int = 0) -> None:
         self.blobs, self.setting, self.link = blobs, setting, link
