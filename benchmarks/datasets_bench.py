@@ -66,7 +66,7 @@ from common import (
 SECTION = "## Datasets (issue 4)"
 OWNER = "bench"
 CLASSES = ["box", "ring", "disc"]  # filled rectangle, circle outline, filled circle
-WIDTH, HEIGHT = 320, 240
+WIDTH, HEIGHT = 640, 480  # issue 19's target size (issue 4 measured 320x240)
 
 # Targets (issue 4).
 TARGET_IMPORT_IPS = 300.0
@@ -102,37 +102,38 @@ def ensure_gnu_time() -> str | None:
 
 # --- synthetic datasets --------------------------------------------------------------------------------------
 
-def draw_image(index: int) -> tuple[bytes, str]:
-    """A distinct 320x240 JPEG (gradient, smooth noise, 1-3 shapes, its index printed) and its YOLO label text."""
+def draw_image(index: int, width: int = WIDTH, height: int = HEIGHT) -> tuple[bytes, str]:
+    """A distinct JPEG (gradient, smooth noise, 1-3 shapes, its index printed) and its YOLO label text."""
     rng = np.random.default_rng(1_000_003 + index)
     c0, c1 = rng.integers(0, 256, 3), rng.integers(0, 256, 3)
-    ramp = np.linspace(0.0, 1.0, WIDTH, dtype=np.float32)[None, :, None]
-    image = np.repeat(c0 * (1 - ramp) + c1 * ramp, HEIGHT, axis=0)
-    noise = rng.integers(-14, 15, (HEIGHT // 4, WIDTH // 4, 3)).astype(np.float32)
-    image = np.clip(image + cv2.resize(noise, (WIDTH, HEIGHT), interpolation=cv2.INTER_LINEAR), 0, 255)
+    ramp = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :, None]
+    image = np.repeat(c0 * (1 - ramp) + c1 * ramp, height, axis=0)
+    noise = rng.integers(-14, 15, (height // 4, width // 4, 3)).astype(np.float32)
+    image = np.clip(image + cv2.resize(noise, (width, height), interpolation=cv2.INTER_LINEAR), 0, 255)
     image = np.ascontiguousarray(image.astype(np.uint8))
     lines = []
     for _ in range(int(rng.integers(1, 4))):
         cls = int(rng.integers(0, len(CLASSES)))
         side = int(rng.integers(20, 110))
-        x0, y0 = int(rng.integers(0, WIDTH - side)), int(rng.integers(0, HEIGHT - side))
+        x0, y0 = int(rng.integers(0, width - side)), int(rng.integers(0, height - side))
         color = tuple(int(v) for v in rng.integers(0, 256, 3))
         if cls == 0:
             cv2.rectangle(image, (x0, y0), (x0 + side - 1, y0 + side - 1), color, -1)
         else:
             cv2.circle(image, (x0 + side // 2, y0 + side // 2), side // 2, color, 3 if cls == 1 else -1)
-        cx, cy = (x0 + side / 2) / WIDTH, (y0 + side / 2) / HEIGHT
-        lines.append(f"{cls} {cx:.6f} {cy:.6f} {side / WIDTH:.6f} {side / HEIGHT:.6f}")
-    cv2.putText(image, f"#{index:07d}", (6, HEIGHT - 8), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1)
+        cx, cy = (x0 + side / 2) / width, (y0 + side / 2) / height
+        lines.append(f"{cls} {cx:.6f} {cy:.6f} {side / width:.6f} {side / height:.6f}")
+    cv2.putText(image, f"#{index:07d}", (6, height - 8), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1)
     ok, jpeg = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 90])
     if not ok:
         raise RuntimeError("OpenCV could not encode a JPEG")
     return jpeg.tobytes(), "\n".join(lines) + "\n"
 
 
-def make_zips(jobs: list[tuple[Path, int, int]]) -> None:
+def make_zips(jobs: list[tuple[Path, int, int]], *, width: int = WIDTH, height: int = HEIGHT) -> None:
     """YOLO detection zips, one per ``(path, count, first_index)`` (80/20 train/val); images drawn on all cores."""
     from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
     from multiprocessing import get_context
 
     names = "\n".join(f"  {i}: {n}" for i, n in enumerate(CLASSES))
@@ -141,7 +142,8 @@ def make_zips(jobs: list[tuple[Path, int, int]]) -> None:
             with zipfile.ZipFile(path, "w") as archive:
                 archive.writestr("data.yaml", f"train: images/train\nval: images/val\nnames:\n{names}\n",
                                  compress_type=zipfile.ZIP_DEFLATED)
-                drawn = pool.map(draw_image, range(first_index, first_index + count), chunksize=64)
+                drawn = pool.map(partial(draw_image, width=width, height=height),
+                                 range(first_index, first_index + count), chunksize=64)
                 for i, (jpeg, label) in enumerate(drawn):
                     split = "val" if i % 5 == 4 else "train"
                     stem = f"img_{first_index + i:07d}"

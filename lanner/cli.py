@@ -11,7 +11,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from lanner.accounts import passwords
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
 from lanner.billing import service as billing_service
@@ -86,6 +85,9 @@ def _read_password() -> str:
 @users_app.command("set-password")
 def users_set_password(name: str) -> None:
     """Set user NAME's web password (prompted, or read from stdin); signs them out of every browser."""
+    # start-up cost: signing browsers out brings the web stack (FastAPI), which no other command needs
+    from lanner.accounts import passwords
+
     password = _read_password()
     with command_session() as (_, session):
         passwords.set_password(session, user=accounts_service.require_user(session, username=name),

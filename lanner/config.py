@@ -66,6 +66,10 @@ class Settings(BaseSettings):
                                         "file collected.")
     import_workers: int = Field(default=2, description="Imports run at once by this server, each in its own "
                                 "worker process.")
+    import_processes: int = Field(default=0, ge=0, description="Processes that probe one import's images (hash, "
+                                  "decode, thumbnail), each on its own core (0: one per CPU this process may use; "
+                                  "1: the import's own process does it). Small imports (under 500 images, from an "
+                                  "archive under 16 MiB) never start them.")
     import_max_per_user: int = Field(default=1, description="Imports of one user run at once (0: no cap); the "
                                      "rest wait, so one user's uploads never hold up another's.")
     import_memory_bytes: int = Field(default=4 * 1024**3, description="Address space one import worker may use "

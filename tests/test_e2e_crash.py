@@ -1,6 +1,6 @@
 """End to end, with kill -9: a server killed mid-import resumes the import when it starts again, and a
-``lanner datasets import`` killed mid-way leaves no dataset; either way, once the collector's grace period is
-over, no dataset is ``processing``, no blob is unreferenced and no scratch folder is left."""
+``lanner datasets import`` killed mid-way leaves no dataset and no image worker; either way, once the collector's
+grace period is over, no dataset is ``processing``, no blob is unreferenced and no scratch folder is left."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ultralytics_platform import Platform
 
 from lanner.config import Settings
 from lanner.datasets.models import Dataset, ImportJob
+from lanner.datasets.probe_pool import cpus_available
 from lanner.db import Database
 from lanner.maintenance.gc import referenced_among, sweep
 from lanner.storage.blobs import LocalBlobStore
@@ -24,7 +25,7 @@ from tests.datasets.helpers import package, wait_for_import
 from tests.servers import VENV_BIN, lanner_cli, lanner_env, start_server, wait_for
 
 pytestmark = pytest.mark.e2e
-IMAGES = 400  # a few seconds of probing and storing on this machine: long enough to be killed in the middle
+IMAGES = 1000  # seconds of probing and storing in the image pool (500 images or more): killed mid-way
 
 
 def blob_count(home: Path) -> int:
@@ -100,9 +101,13 @@ def test_a_cli_import_killed_mid_way_leaves_no_dataset_and_its_blobs_are_collect
     try:
         wait_for(lambda: (home / "blobs").exists() and blob_count(home) > 40, what="the import to store images",
                  timeout=180)
+        workers = psutil.Process(process.pid).children(recursive=True)  # its image pool, storing those images
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
+    assert workers or cpus_available() == 1
+    wait_for(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers),
+             what="the image workers to die with the import", timeout=30)
     processing, orphans, scratch = leftovers(home)
     assert processing == [] and orphans and scratch  # killed mid-way: stored images and its unpacking folder
     db = Database(f"sqlite:///{home / 'lanner.db'}")

@@ -10,12 +10,9 @@ it (``PR_SET_PDEATHSIG``), so a job is only ever run by a live server; the job r
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
-import os
 import resource
-import signal
 import sys
 from typing import Any
 
@@ -23,6 +20,7 @@ from lanner.config import Settings
 from lanner.datasets import import_jobs
 from lanner.datasets.ingest import commit_import, prepare_import
 from lanner.datasets.models import Dataset, ImportJob
+from lanner.datasets.probe_worker import die_with_parent
 from lanner.datasets.records import ImportRefused
 from lanner.db import Database
 from lanner.scratch import scratch_folder
@@ -73,18 +71,6 @@ def run_job(db: Database, blobs: BlobStore, settings: Settings, job_id: str, wor
     return "failed"
 
 
-def _die_with_parent(parent: int) -> None:
-    """Ask the kernel to kill this process when the server that started it dies (Linux; elsewhere the job is
-    found by its stale heartbeat instead)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        return
-    if os.getppid() != parent:  # the server died before the request took effect
-        os._exit(1)
-
-
 def _limit_memory(limit: int) -> None:
     if limit > 0:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -92,7 +78,7 @@ def _limit_memory(limit: int) -> None:
 
 def main() -> None:
     spec: dict[str, Any] = json.loads(sys.stdin.read())
-    _die_with_parent(int(spec["parent"]))
+    die_with_parent(int(spec["parent"]))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s import-worker %(message)s")
     settings = Settings.model_validate(spec["settings"])
     _limit_memory(settings.import_memory_bytes)

@@ -9,10 +9,8 @@ with the reason. Nothing here takes the app context: a session, the blob store a
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +26,8 @@ from lanner.datasets import service, state
 from lanner.datasets.images import probe_image
 from lanner.datasets.importers import extract_archive, plan_import
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
+from lanner.datasets.probe_pool import Prober
 from lanner.datasets.records import (
-    CorruptImage,
     FileIssue,
     ImageInfo,
     ImportedImage,
@@ -42,6 +40,7 @@ from lanner.scratch import scratch_folder
 from lanner.storage.blobs import BlobStore
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
+INSERT_CHUNK = 5000  # rows per executemany: the parameters of one chunk are all that is held at once
 Progress = Callable[[str, int, int], None]
 
 
@@ -68,28 +67,19 @@ def _is_archive(path: Path) -> bool:
     return path.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def _probe_all(blobs: BlobStore, images: list[ImportedImage], result: IngestResult, progress: Progress | None
+def _probe_all(prober: Prober, images: list[ImportedImage], result: IngestResult, progress: Progress | None
                ) -> list[tuple[ImportedImage, ImageInfo, str | None]]:
-    """Probe, thumbnail and store every image on all cores; corrupt ones are reported and skipped."""
-    def work(image: ImportedImage) -> tuple[ImportedImage, ImageInfo | None, str | None, str | None]:
-        try:
-            info, thumbnail = probe_image(image.path, thumbnail=True)
-        except CorruptImage as exc:
-            return image, None, None, str(exc)
-        thumb = blobs.put_bytes(thumbnail).sha256
-        blobs.put_path(image.path, info.sha256)
-        return image, info, thumb, None
-
+    """Probe, thumbnail and store every image, on every core (``probe_pool``); corrupt ones are reported and
+    skipped. The outcomes come back in the upload's order whichever path ran them."""
     stored: list[tuple[ImportedImage, ImageInfo, str | None]] = []
-    workers = max(2, os.cpu_count() or 2)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for done, (image, info, thumb, error) in enumerate(pool.map(work, images), start=1):
-            if error is not None or info is None:
-                result.skip(f"{image.split}/{image.name}", error or "unreadable image", "corrupt")
-            else:
-                stored.append((image, info, thumb))
-            if progress and (done % 50 == 0 or done == len(images)):
-                progress("images", done, len(images))
+    outcomes = prober.probe([image.path for image in images])
+    for done, (image, probed) in enumerate(zip(images, outcomes, strict=True), start=1):
+        if probed.info is None:
+            result.skip(f"{image.split}/{image.name}", probed.error or "unreadable image", "corrupt")
+        else:
+            stored.append((image, probed.info, probed.thumb))
+        if progress and (done % 50 == 0 or done == len(images)):
+            progress("images", done, len(images))
     return stored
 
 
@@ -113,12 +103,15 @@ def _merge_classes(dataset: Dataset, plan_task: str, plan_names: list[str], has_
 
 
 def _insert_blob_rows(session: Session, rows: list[dict[str, Any]]) -> None:
+    """One statement, compiled once and executed for many rows (a multi-row VALUES of 500 rows was compiled
+    afresh for every chunk: 4,000 parameters each time)."""
     if not rows:
         return
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    for start in range(0, len(rows), 500):
-        session.execute(dialect.insert(ImageBlob).values(rows[start:start + 500])
-                        .on_conflict_do_nothing(index_elements=["sha256"]))
+    statement = dialect.insert(ImageBlob).on_conflict_do_nothing(index_elements=["sha256"])
+    connection = session.connection()
+    for start in range(0, len(rows), INSERT_CHUNK):
+        connection.execute(statement, rows[start:start + INSERT_CHUNK])
 
 
 @dataclass
@@ -140,15 +133,21 @@ def prepare_import(*, blobs: BlobStore, settings: Settings, source: Path, progre
     limits = ImportLimits.from_settings(settings)
     started = time.monotonic()
     result = IngestResult()
-    with scratch_folder(settings.resolved_home, "ingest-") as workdir:
-        root = extract_archive(source, workdir / "data", limits) if _is_archive(source) else source
+    unpacked = _is_archive(source)  # then the images are this import's own copies: the blob store may link them
+    with scratch_folder(settings.resolved_home, "ingest-") as workdir, \
+            Prober(blobs, settings.import_processes, link=unpacked,
+                   archive_bytes=source.stat().st_size if unpacked else 0) as prober:
+        root = extract_archive(source, workdir / "data", limits, unpacker=prober.unpacker()) if unpacked else source
         if progress:
             progress("unpacked", 0, 0)
         plan = plan_import(root, limits)
         for issue in plan.issues:
             result.skip(issue.name, issue.reason, "invalid")
-        stored = _probe_all(blobs, plan.images, result, progress)
-        _keep_stored(blobs, stored)  # just before the caller's short transaction references them
+        probing = time.time()
+        stored = _probe_all(prober, plan.images, result, progress)
+        prober.close()  # the workers' memory is not needed any more
+        if time.time() - probing >= settings.blob_grace_seconds / 2:  # else none can have sat idle long enough
+            _keep_stored(blobs, stored, unpacked)  # just before the caller's short transaction references them
         yield PreparedImport(plan=plan, stored=stored, result=result, started=started)
 
 
@@ -194,15 +193,16 @@ def ingest_path(session: Session, *, blobs: BlobStore, settings: Settings, datas
         return commit_import(session, prepared, dataset=dataset, queued=queued, progress=progress)
 
 
-def _keep_stored(blobs: BlobStore, stored: list[tuple[ImportedImage, ImageInfo, str | None]]) -> None:
+def _keep_stored(blobs: BlobStore, stored: list[tuple[ImportedImage, ImageInfo, str | None]], link: bool) -> None:
     """Refresh every blob this import stored, just before the rows that reference them are written (outside
     any transaction: refreshing 100,000 files takes seconds).
 
     Until then nothing refers to them, so the collector (``maintenance.gc``) may take any that sat idle past its
     grace period (a very long import). Refreshing makes them fresh again, and one already taken is stored again
-    from the unpacked file, so the commit never references missing bytes."""
+    from the unpacked file, so the commit never references missing bytes. Every blob was written or touched
+    when its image was probed, so an import whose probing took under half the grace period skips this."""
     for image, info, thumb in stored:
-        blobs.put_path(image.path, info.sha256)
+        blobs.put_path(image.path, info.sha256, link=link)
         if thumb is not None and not blobs.touch(thumb):
             _, thumbnail = probe_image(image.path, thumbnail=True)
             blobs.put_bytes(thumbnail)
@@ -229,8 +229,9 @@ def _insert_items(session: Session, manifest: int, stored: list[tuple[ImportedIm
                      "split": image.split, "sha256": info.sha256, "labels": labels, "class_id": class_id,
                      "issues": ",", "updated_at": utcnow(), **service.label_fields(labels, class_id),
                      "labelled_by": "import" if labels is not None or class_id is not None else None})
-    for start in range(0, len(rows), 1000):
-        session.execute(DatasetItem.__table__.insert(), rows[start:start + 1000])
+    connection = session.connection()  # Core executemany: the ORM's bulk path adds nothing to plain rows
+    for start in range(0, len(rows), INSERT_CHUNK):
+        connection.execute(DatasetItem.__table__.insert(), rows[start:start + INSERT_CHUNK])
     return len(rows)
 
 

@@ -37,8 +37,10 @@ class BlobStore(ABC):
     async def put_stream(self, chunks: AsyncIterator[bytes], max_bytes: int | None = None) -> StoredBlob: ...
 
     @abstractmethod
-    def put_path(self, path: Path, sha256: str, *, move: bool = False) -> None:
-        """Store a local file whose digest the caller already computed (saves hashing twice)."""
+    def put_path(self, path: Path, sha256: str, *, move: bool = False, link: bool = False) -> None:
+        """Store a local file whose digest the caller already computed (saves hashing twice). ``link``: the file
+        is the caller's private copy and never changes again (unpacked from an upload), so the store may share its
+        bytes (a hard link) instead of copying them."""
 
     @abstractmethod
     def exists(self, sha256: str) -> bool: ...
@@ -117,11 +119,10 @@ class LocalBlobStore(BlobStore):
         assert incoming.stored is not None
         return incoming.stored
 
-    def put_path(self, path: Path, sha256: str, *, move: bool = False) -> None:
+    def put_path(self, path: Path, sha256: str, *, move: bool = False, link: bool = False) -> None:
         final = self._path(sha256)
-        if _touch(final):
+        if _touch(final) or (link and _link(path, final)):
             return
-        final.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=self.root / "tmp")
         os.close(fd)
         try:
@@ -129,7 +130,7 @@ class LocalBlobStore(BlobStore):
                 os.replace(path, name)
             else:
                 shutil.copyfile(path, name)
-            os.replace(name, final)
+            _place(name, final)
         finally:
             Path(name).unlink(missing_ok=True)
 
@@ -137,11 +138,10 @@ class LocalBlobStore(BlobStore):
         digest = hashlib.sha256(data).hexdigest()
         final = self._path(digest)
         if not _touch(final):
-            final.parent.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(dir=self.root / "tmp")
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
-            os.replace(name, final)
+            _place(name, final)
         return StoredBlob(digest, len(data))
 
     def exists(self, sha256: str) -> bool:
@@ -197,6 +197,36 @@ class LocalBlobStore(BlobStore):
         except FileNotFoundError:
             return False
         return True
+
+
+def _place(name: str, final: Path) -> None:
+    """Move a finished temporary file to its blob's place, making the shard folders the first time (trying first
+    saves two stat calls per blob once they exist)."""
+    try:
+        os.replace(name, final)
+    except FileNotFoundError:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(name, final)
+
+
+def _link(source: Path, final: Path) -> bool:
+    """Make ``final`` a hard link to ``source`` (atomic: the name appears with all its bytes) with a fresh write
+    time, as a copy would have; False where links are impossible (another filesystem), so the caller copies."""
+    for attempt in range(2):
+        try:
+            os.link(source, final)
+        except FileExistsError:  # stored meanwhile, by another worker
+            return _touch(final)
+        except FileNotFoundError:
+            if attempt:
+                return False  # the source is missing: the copy says so
+            final.parent.mkdir(parents=True, exist_ok=True)
+            continue
+        except OSError:
+            return False
+        os.utime(final)
+        return True
+    return False
 
 
 def _touch(path: Path) -> bool:

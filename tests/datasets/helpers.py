@@ -8,6 +8,10 @@ from typing import Any
 
 from ultralytics_platform.cli import package_dataset
 
+from lanner.accounts.models import User
+from lanner.accounts.service import Principal
+from lanner.datasets import import_jobs
+from lanner.datasets.models import Dataset
 from tests.sdk_types import assert_sdk_type
 
 
@@ -49,3 +53,16 @@ def package(root: Path, out: Path) -> Path:
     """Zip a local YOLO dataset the way the official `ul` CLI does."""
     out.mkdir(parents=True, exist_ok=True)
     return package_dataset(root / "data.yaml", str(out), None)
+
+
+def queue_import(app: Any, account: Any, client: Any, sdk: Any, slug: str, archive: Path) -> str:
+    """Upload ``archive`` and accept it for import without waking the queue; returns the job id."""
+    platform = sdk(account)
+    created = platform.datasets.create(dataset=slug, name=slug)
+    signed = platform.upload.signed_url(body={"assetType": "datasets", "assetId": created["id"],
+                                              "filename": archive.name, "totalBytes": archive.stat().st_size})
+    assert client.put(signed["uploadUrl"], content=archive.read_bytes()).status_code == 200
+    with app.state.lanner.db.session() as session:
+        user = session.get(User, account.user_id)
+        dataset = session.get(Dataset, created["id"])
+        return import_jobs.start_import(session, Principal.of(user), dataset, session_id=signed["sessionId"]).id

@@ -18,8 +18,6 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from lanner.accounts.models import User
-from lanner.accounts.service import Principal
 from lanner.datasets import import_jobs, import_worker
 from lanner.datasets.import_queue import ImportQueue, recovery_passes
 from lanner.datasets.importers.untrusted import load_yaml
@@ -29,7 +27,7 @@ from lanner.maintenance.gc import referenced_among, sweep
 from lanner.status import StatusEvent
 from lanner.storage import upload_sessions
 from lanner.synthetic import make_detection_dataset
-from tests.datasets.helpers import package, upload_dataset, wait_for_import
+from tests.datasets.helpers import package, queue_import, upload_dataset, wait_for_import
 
 BOMB = "\n".join(["a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]",
                   *(f"{b}: &{b} [*{a},*{a},*{a},*{a},*{a},*{a},*{a},*{a},*{a}]" for a, b in zip("abcdefgh", "bcdefghi",
@@ -88,27 +86,14 @@ def test_huge_class_counts_are_refused_not_built(sdk, alice, client, tmp_path):
     assert failed["status"] == "failed" and "at most 100000" in failed["processingError"]["message"]
 
 
-def _queue_import(app: Any, account: Any, client: Any, sdk: Any, slug: str, archive: Path) -> str:
-    """Upload ``archive`` and accept it for import without waking the queue; returns the job id."""
-    platform = sdk(account)
-    created = platform.datasets.create(dataset=slug, name=slug)
-    signed = platform.upload.signed_url(body={"assetType": "datasets", "assetId": created["id"],
-                                              "filename": archive.name, "totalBytes": archive.stat().st_size})
-    assert client.put(signed["uploadUrl"], content=archive.read_bytes()).status_code == 200
-    with app.state.lanner.db.session() as session:
-        user = session.get(User, account.user_id)
-        dataset = session.get(Dataset, created["id"])
-        return import_jobs.start_import(session, Principal.of(user), dataset, session_id=signed["sessionId"]).id
-
-
 def test_imports_take_turns_between_users(app, client, sdk, alice, bob, tmp_path):
     make_detection_dataset(tmp_path / "d", train=2, val=1)
     archive = package(tmp_path / "d", tmp_path / "zip")
     settings = app.state.lanner.settings
     settings.import_workers = 1
     app.state.imports.stop()  # nothing dispatches while the three jobs are queued
-    first, second = (_queue_import(app, alice, client, sdk, f"a{i}", archive) for i in (1, 2))
-    third = _queue_import(app, bob, client, sdk, "b1", archive)
+    first, second = (queue_import(app, alice, client, sdk, f"a{i}", archive) for i in (1, 2))
+    third = queue_import(app, bob, client, sdk, "b1", archive)
     app.state.imports.wake()
     for slug, platform in (("a1", sdk(alice)), ("a2", sdk(alice)), ("b1", sdk(bob))):
         assert wait_for_import(platform, platform.account.summary()["username"], slug)["status"] == "ready"
@@ -121,7 +106,7 @@ def test_imports_take_turns_between_users(app, client, sdk, alice, bob, tmp_path
 def test_an_internal_error_is_not_shown_to_the_user(app, client, sdk, alice, tmp_path, monkeypatch):
     make_detection_dataset(tmp_path / "d", train=2, val=1)
     app.state.imports.stop()
-    job_id = _queue_import(app, alice, client, sdk, "d", package(tmp_path / "d", tmp_path / "zip"))
+    job_id = queue_import(app, alice, client, sdk, "d", package(tmp_path / "d", tmp_path / "zip"))
     ctx = app.state.lanner
     with ctx.db.session() as session:
         assert import_jobs.claim(session, session.get(ImportJob, job_id), "test-worker")
@@ -163,7 +148,7 @@ def test_the_worker_memory_limit_turns_a_huge_allocation_into_memory_error():
 def test_a_running_job_whose_server_died_is_resumed(app, client, sdk, alice, tmp_path):
     make_detection_dataset(tmp_path / "d", train=3, val=1)
     app.state.imports.stop()
-    job_id = _queue_import(app, alice, client, sdk, "d", package(tmp_path / "d", tmp_path / "zip"))
+    job_id = queue_import(app, alice, client, sdk, "d", package(tmp_path / "d", tmp_path / "zip"))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     with app.state.lanner.db.session() as session:  # claimed by a server process on this host that is gone

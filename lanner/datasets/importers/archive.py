@@ -3,20 +3,25 @@
 Archives come from anyone with an upload link, so every member is checked before anything is written (names,
 types, declared sizes, compression ratios) and again while its bytes are streamed to disk, because headers can lie.
 Refusals raise ``ImportRefused`` naming the member; ``dest`` may then hold a partial tree the caller removes.
+
+A zip's members can be written by several processes at once (``unpacker``, the import's worker pool): this
+process checks every member and makes every folder, then hands out the files, which ``write_zip_members``
+streams with the same per-member checks and messages.
 """
 
 from __future__ import annotations
 
 import lzma
+import os
 import re
 import stat
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO
 
 from lanner.datasets.importers.common import is_junk, split_of
@@ -33,15 +38,30 @@ _READ_ERRORS = (zipfile.BadZipFile, tarfile.TarError, zlib.error, lzma.LZMAError
                 RuntimeError)
 
 
-def extract_archive(archive: Path, dest: Path, limits: ImportLimits) -> Path:
-    """Safely unpack ``archive`` into ``dest`` member by member; return the folder holding the dataset."""
+@dataclass(frozen=True)
+class ZipMember:
+    """A checked zip member for another process to write: which entry, where, and what its header declares."""
+
+    index: int                              # its place in the archive's ``infolist()``
+    name: str
+    target: Path
+    size: int
+    compressed: int
+
+
+Unpacker = Callable[[Path, list["ZipMember"], ImportLimits], None]
+
+
+def extract_archive(archive: Path, dest: Path, limits: ImportLimits, *, unpacker: Unpacker | None = None) -> Path:
+    """Safely unpack ``archive`` into ``dest`` member by member; return the folder holding the dataset.
+    ``unpacker`` writes a zip's files elsewhere (on several cores); a tar is a stream, unpacked here."""
     with archive.open("rb") as handle:
         magic = handle.read(4)
     dest.mkdir(parents=True, exist_ok=True)
     budget = _Budget(limits, archive.stat().st_size)
     try:
         if magic[:2] == b"PK":
-            _extract_zip(archive, dest, budget)
+            _extract_zip(archive, dest, budget, unpacker)
         elif tarfile.is_tarfile(archive):
             _extract_tar(archive, dest, budget)
         else:
@@ -98,7 +118,8 @@ class _Budget:
         limits = self.limits
         count = 0
         try:
-            with target.open("wb") as out:
+            # Private to this process (0600): the blob store may link these very files (``put_path(link=True)``).
+            with open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb") as out:
                 while chunk := source.read(CHUNK):
                     count += len(chunk)
                     self.written += len(chunk)
@@ -125,17 +146,10 @@ def _member_path(name: str) -> tuple[str, ...]:
         raise ImportRefused(f"Archive member {name!r} has a NUL byte in its name.")
     if text.startswith("/") or _DRIVE.match(text):
         raise ImportRefused(f"Archive member {name} has an absolute path.")
-    parts = tuple(p for p in PurePosixPath(text).parts if p not in ("", "."))
+    parts = tuple(p for p in text.split("/") if p not in ("", "."))  # PurePosixPath(text).parts, ~20x faster
     if ".." in parts:
         raise ImportRefused(f"Archive member {name} points outside the archive ('..' in its path).")
     return parts
-
-
-def _target(dest: Path, parts: tuple[str, ...], name: str) -> Path:
-    target = dest.joinpath(*parts)
-    if not target.resolve().is_relative_to(dest.resolve()):  # belt and braces after the name checks
-        raise ImportRefused(f"Archive member {name} points outside the archive.")
-    return target
 
 
 def _mkdir(path: Path, name: str) -> None:
@@ -154,6 +168,7 @@ class _Member:
     size: int                               # declared, uncompressed
     compressed: int | None                  # None for tar, whose members carry no compressed size
     open: Callable[[], IO[bytes] | None]
+    index: int = -1                         # a zip member's place in its ``infolist()``
 
 
 def _checked(budget: _Budget, member: _Member, problem: str | None) -> _Member:
@@ -167,17 +182,30 @@ def _checked(budget: _Budget, member: _Member, problem: str | None) -> _Member:
     return member
 
 
-def _write(dest: Path, budget: _Budget, members: list[_Member]) -> None:
-    """Write the checked members, counting real bytes; junk and the archive's root entry are skipped."""
+def _targets(dest: Path, members: list[_Member]) -> Iterator[tuple[_Member, Path]]:
+    """Each file member with its target, making folders as they come; junk and the archive's root entry are
+    skipped. Each folder is checked and made once (resolving every member's whole path cost more than writing a
+    small image); a file is then opened without following a link, so its own name cannot lead elsewhere either."""
+    root = dest.resolve()
+    folders: set[Path] = set()
     for member in members:
         parts = _member_path(member.name)
         if not parts or is_junk(parts):
             continue
-        target = _target(dest, parts, member.name)
-        if member.is_dir:
-            _mkdir(target, member.name)
-            continue
-        _mkdir(target.parent, member.name)
+        target = dest.joinpath(*parts)
+        folder = target if member.is_dir else target.parent
+        if folder not in folders:
+            if not folder.resolve().is_relative_to(root):  # belt and braces after the name checks
+                raise ImportRefused(f"Archive member {member.name} points outside the archive.")
+            _mkdir(folder, member.name)
+            folders.add(folder)
+        if not member.is_dir:
+            yield member, target
+
+
+def _write(dest: Path, budget: _Budget, members: list[_Member]) -> None:
+    """Write the checked members in order, counting real bytes."""
+    for member, target in _targets(dest, members):
         source = member.open()
         if source is None:
             raise ImportRefused(f"Archive member {member.name} could not be read.")
@@ -204,12 +232,33 @@ def _tar_problem(member: tarfile.TarInfo) -> str | None:
     return None
 
 
-def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> None:
+def _extract_zip(archive: Path, dest: Path, budget: _Budget, unpacker: Unpacker | None) -> None:
     with zipfile.ZipFile(archive) as zf:
         members = [_checked(budget, _Member(info.filename, info.is_dir(), info.file_size, info.compress_size,
-                                            partial(zf.open, info)), _zip_problem(info))
-                   for info in zf.infolist()]  # everything is checked before the first byte is written
-        _write(dest, budget, members)
+                                            partial(zf.open, info), index), _zip_problem(info))
+                   for index, info in enumerate(zf.infolist())]  # all checked before the first byte is written
+        files = list(_targets(dest, members)) if unpacker is not None else []
+        if unpacker is None or len({target for _, target in files}) < len(files):
+            _write(dest, budget, members)  # one file written twice: the last one wins, in order, here
+            return
+    unpacker(archive, [ZipMember(m.index, m.name, target, m.size, m.compressed or 0) for m, target in files],
+             budget.limits)
+
+
+def write_zip_members(archive: Path, zf: zipfile.ZipFile, members: list[ZipMember], limits: ImportLimits) -> None:
+    """Write checked members of ``archive`` (open as ``zf``, in a pool worker) with the same checks and messages as
+    ``_write``: a header that under-states a size, a bomb or a damaged member is refused naming it."""
+    budget = _Budget(limits, archive.stat().st_size)  # per member, as counted here; the totals were declared
+    infos = zf.infolist()
+    try:
+        for member in members:
+            info = infos[member.index]
+            if info.filename != member.name:
+                raise ImportRefused(f"{archive.name} changed while it was unpacked.")
+            with zf.open(info) as source:
+                budget.stream(member.name, source, member.target, member.size, member.compressed)
+    except _READ_ERRORS as error:
+        raise ImportRefused(f"{archive.name} is damaged or unsupported: {error}") from error
 
 
 def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:

@@ -29,10 +29,19 @@ def is_image(path: Path) -> bool:
 
 def rel(path: Path, root: Path) -> str:
     """The path as the person who made the upload sees it: posix, relative to the upload root."""
+    text, base = os.fspath(path), os.fspath(root)
+    if os.sep == "/" and text.startswith(base + "/"):  # the common case, as a string: called per file and label
+        return text[len(base) + 1:]
     try:
         return path.relative_to(root).as_posix()
     except ValueError:
         return path.name
+
+
+def under(path: Path, folder: Path) -> bool:
+    """``path.is_relative_to(folder)`` for normalised absolute paths, as one string comparison."""
+    text, base = os.fspath(path), os.fspath(folder)
+    return text == base or text.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def inside(path: Path, root: Path) -> bool:
@@ -44,18 +53,26 @@ def inside(path: Path, root: Path) -> bool:
 
 
 def scan(root: Path, limits: ImportLimits) -> list[Path]:
-    """Every regular file under ``root``, sorted; symlinks and junk are left out so nothing points outside."""
-    found: list[Path] = []
-    for directory, dirs, names in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not is_junk((d,)) and not os.path.islink(os.path.join(directory, d)))
-        for name in names:
-            path = Path(directory, name)
-            if is_junk((name,)) or path.is_symlink() or not path.is_file():
-                continue
-            found.append(path)
-            if len(found) > limits.max_files:
-                raise ImportRefused(f"The upload has more than {limits.max_files} files.")
-    return sorted(found)
+    """Every regular file under ``root``, sorted (as paths sort: part by part); symlinks and junk are left out so
+    nothing points outside. Directory entries say what they are, so no file is stat-ed."""
+    found: list[str] = []
+    folders = [os.fspath(root)]
+    while folders:
+        try:
+            listing = os.scandir(folders.pop())
+        except OSError:  # unreadable: skipped, as os.walk skips it
+            continue
+        with listing as entries:
+            for entry in entries:
+                if is_junk((entry.name,)) or entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    found.append(entry.path)
+                    if len(found) > limits.max_files:
+                        raise ImportRefused(f"The upload has more than {limits.max_files} files.")
+    return [Path(p) for p in sorted(found, key=lambda p: p.split(os.sep))]
 
 
 def split_of(name: str) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from lanner.datasets.importers.common import PlanBuilder, inside, is_image, rel
+from lanner.datasets.importers.common import PlanBuilder, inside, is_image, rel, under
 from lanner.datasets.importers.labels import LabelError, LabelSpec, infer_task, numbers, row_to_label
 from lanner.datasets.importers.untrusted import MAX_CLASS_NAME, check_class_count, load_yaml
 from lanner.datasets.records import ImportedImage, ImportLimits, ImportPlan, ImportRefused, Label
@@ -215,7 +215,7 @@ def _resolve_split(item: str, key: str, base: Path, root: Path, files: list[Path
         builder.issue(yaml_name, f"{key}: {item} points outside the upload, so it was ignored.")
         return []
     if path.is_dir():
-        return [f for f in files if f.is_relative_to(path) and is_image(f)]
+        return [f for f in files if is_image(f) and under(f, path)]
     if path.is_file() and path.suffix.lower() == ".txt":
         return _image_list(path, base, root, builder)
     if path.is_file() and is_image(path):
