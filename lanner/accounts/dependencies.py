@@ -95,8 +95,9 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 OptionalPrincipal = Annotated[Principal | None, Depends(get_optional_principal)]
 
 
-async def get_principal_nonblocking(request: Request, ctx: Ctx) -> Principal:
+async def get_principal_nonblocking(request: Request) -> Principal:
     """For async hot paths: a cached key costs no thread hop; anything else is checked in the threadpool."""
+    ctx: AppContext = request.app.state.lanner
     token = _bearer(request)
     if token:
         principal = accounts_service.cached_principal(key=token, cache=ctx.key_cache)
