@@ -171,9 +171,9 @@ def parse_wrk(label: str, stdout: str) -> Load:
 
 
 def run_wrk(wrk: str, label: str, url: str, *, connections: int, threads: int, duration: int,
-            model_ids: list[str], api_key: str, epoch_start: int = 0) -> Load:
+            model_ids: list[str], api_key: str, epoch_start: int = 0, val_prefix: str = "val/") -> Load:
     env = {**os.environ, "BENCH_MODEL_IDS": ",".join(model_ids), "BENCH_API_KEY": api_key,
-           "BENCH_EPOCH_START": str(epoch_start), "BENCH_PATH": WEBHOOK}
+           "BENCH_EPOCH_START": str(epoch_start), "BENCH_PATH": WEBHOOK, "BENCH_VAL_PREFIX": val_prefix}
     # One thread per connection: each connection (and its model) is then served strictly in order.
     argv = [wrk, "-t", str(threads or connections), "-c", str(connections), "-d", f"{duration}s", "--timeout", "10s",
             "--latency", "-s", str(LUA_SCRIPT), f"{url}{WEBHOOK}"]
@@ -446,6 +446,8 @@ def main() -> int:
                         help="wrk threads (default: one per connection; fewer share a model between connections)")
     parser.add_argument("--worker-limit", default="",
                         help="LANNER_WORKER_RATE_LIMIT for the server, e.g. 1000000/minute (default: off)")
+    parser.add_argument("--no-val-losses", action="store_true",
+                        help="bodies without validation losses, as a run with val=False sends them")
     parser.add_argument("--profile", type=Path, help="record Lanner with py-spy during its first round and write "
                         "this flame graph (the numbers are then not written to docs)")
     parser.add_argument("--gil", action="store_true", help="with --profile: sample only the thread holding the GIL")
@@ -479,6 +481,7 @@ def main() -> int:
         servers += [lanner, bare]
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
         rounds: list[tuple[Load, Load]] = []
+        val_prefix = "loss/" if args.no_val_losses else "val/"
         model_ids: list[str] = []
         runs: list[dict[str, str]] = []
         for i in range(args.rounds):
@@ -492,7 +495,7 @@ def main() -> int:
             with FlameGraph(lanner.proc.pid, args.profile if i == 0 else None, gil=args.gil):
                 lanner_load = run_wrk(wrk, "Lanner (SQLite)", lanner.url, connections=args.connections,
                                       threads=args.wrk_threads, duration=args.duration, model_ids=model_ids,
-                                      api_key=api_key, epoch_start=epoch_start)
+                                      api_key=api_key, epoch_start=epoch_start, val_prefix=val_prefix)
             settled_count(home / "lanner.db", model_ids)  # the requests left in flight are finished
             if lanner_load.errors:
                 print(f"[lanner] server log tail:\n{lanner.log_tail()}", file=sys.stderr)
@@ -500,7 +503,7 @@ def main() -> int:
             bare.start()
             bare_load = run_wrk(wrk, "Bare FastAPI (parse only)", bare.url, connections=args.connections,
                                 threads=args.wrk_threads, duration=args.duration, model_ids=model_ids,
-                                api_key=api_key, epoch_start=epoch_start)
+                                api_key=api_key, epoch_start=epoch_start, val_prefix=val_prefix)
             bare.stop()
             rounds.append((lanner_load, bare_load))
             print(f"\nround {i + 1}:")

@@ -4,6 +4,7 @@ router and ties the threads to the app's lifespan. Used by ``lanner serve``, tes
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -63,7 +64,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            annotate_pages, train_pages, deploy_pages, project_pages)  # project pages last: /{owner}/{project} is wide
 
 
-def create_app(settings: Settings | None = None, *, migrate: bool = True) -> FastAPI:
+def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze_gc: bool = False) -> FastAPI:
     settings = settings or get_settings()
     ctx = AppContext.from_settings(settings)
     if migrate:
@@ -86,6 +87,12 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
         maintenance.start()
         deployments.start()
         assistant.start()
+        if freeze_gc:
+            # Everything built so far lives as long as the server: out of the collector's sight, a full
+            # collection walks only what requests create. Walking all of it took ~100 ms every few seconds
+            # under webhook load, the whole p99 (docs/benchmarks.md "Webhook ingest").
+            gc.collect()
+            gc.freeze()
         yield
         assistant.stop()
         deployments.stop()
@@ -132,5 +139,6 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True) -> Fas
 
 
 def create_served_app() -> FastAPI:
-    """The factory ``lanner serve`` hands to uvicorn: serve has migrated once already, before any worker."""
-    return create_app(migrate=False)
+    """The factory ``lanner serve`` hands to uvicorn: serve has migrated once already, before any worker. Only
+    a served process freezes its start-up objects for the collector (a test process builds many apps)."""
+    return create_app(migrate=False, freeze_gc=True)

@@ -20,6 +20,7 @@ import orjson
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from lanner.bounds import INT32_MAX
 from lanner.db import utcnow
 from lanner.projects.models import ModelRecord
 from lanner.training.models import ConsoleChunk, EpochMetric, Run, SystemMetric
@@ -36,6 +37,8 @@ _RUN_BY_ID = select(*_RUN_COLUMNS).where(_RUNS.c.id == bindparam("run_id"))
 _LATEST_RUN = select(*_RUN_COLUMNS).where(_RUNS.c.model_id == bindparam("model_id")).order_by(
     _RUNS.c.id.desc()).limit(1)
 _MODEL_OWNER = select(_MODELS.c.owner_id).where(_MODELS.c.id == bindparam("model_id"))
+_STORED_METRICS = select(_EPOCHS.c.metrics).where(_EPOCHS.c.model_id == bindparam("model_id"),
+                                                   _EPOCHS.c.epoch == bindparam("epoch"))
 
 
 def _json(value: Any) -> str:
@@ -85,6 +88,10 @@ class HotSql:
             f"ON r.{quote('id')} = (SELECT MAX(l.{quote('id')}) FROM {runs} l WHERE l.{quote('model_id')} = "
             f"m.{quote('id')}) WHERE m.{quote('id')} IN ")
         self.runs_by_id = f"SELECT {run_columns} FROM {runs} r WHERE r.{quote('id')} IN "
+        # Stored epochs' metrics (as JSON text on both databases), by models and epoch numbers.
+        self.stored_epochs = (f"SELECT {quote('model_id')}, {quote('epoch')}, CAST({quote('metrics')} AS TEXT) "
+                              f"FROM {quote(_EPOCHS.name)} WHERE {quote('model_id')} IN ")
+        self.and_epoch_in = f" AND {quote('epoch')} IN "
 
     def marks(self, count: int) -> str:
         return f"({', '.join([self.mark] * count)})"
@@ -99,6 +106,11 @@ def driver_cursor(session: Session) -> tuple[Any, HotSql]:
     """The DB-API cursor of the session's connection (its transaction begun) and the dialect's statements."""
     connection = session.connection()
     return connection.connection.driver_connection.cursor(), _hot_sql(connection.dialect)
+
+
+def has_validation_losses(metrics: Any) -> bool:
+    """Only the validation during training reports ``val/`` losses (the final evaluation does not)."""
+    return isinstance(metrics, dict) and any(str(k).startswith("val/") for k in metrics)
 
 
 @dataclass
@@ -188,14 +200,17 @@ class Lookups:
         self.owners: dict[str, str] = {}
         self.latest_runs: dict[str, RunRef] = {}
         self.runs: dict[int, RunRef] = {}
+        self.stored: dict[tuple[str, int], dict[str, Any] | None] = {}  # (model, epoch) -> its stored metrics
 
     def clear(self) -> None:
         self.owners.clear()
         self.latest_runs.clear()
         self.runs.clear()
+        self.stored.clear()
 
-    def prefetch(self, session: Session, model_ids: Iterable[str], run_ids: Iterable[int]) -> None:
-        model_ids, run_ids = sorted(set(model_ids)), sorted(set(run_ids))
+    def prefetch(self, session: Session, model_ids: Iterable[str], run_ids: Iterable[int],
+                 stored_epochs: Iterable[tuple[str, int]] = ()) -> None:
+        model_ids, run_ids, stored_epochs = sorted(set(model_ids)), sorted(set(run_ids)), set(stored_epochs)
         if not model_ids and not run_ids:
             return
         cursor, sql = driver_cursor(session)
@@ -211,8 +226,22 @@ class Lookups:
                 cursor.execute(sql.runs_by_id + sql.marks(len(missing)), missing)
                 for row in cursor.fetchall():
                     self.runs[row[0]] = RunRef(*row)
+            if stored_epochs:
+                self.stored.update(dict.fromkeys(stored_epochs))  # what the query does not return is not stored
+                models, epochs = sorted({m for m, _ in stored_epochs}), sorted({e for _, e in stored_epochs})
+                cursor.execute(sql.stored_epochs + sql.marks(len(models)) + sql.and_epoch_in + sql.marks(len(epochs)),
+                               (*models, *epochs))
+                for model, epoch, metrics in cursor.fetchall():
+                    if (model, epoch) in stored_epochs:
+                        self.stored[(model, epoch)] = orjson.loads(metrics) if metrics is not None else None
         finally:
             cursor.close()
+
+    def stored_metrics(self, session: Session, model_id: str, epoch: int) -> dict[str, Any] | None:
+        """The metrics stored for ``model_id``'s ``epoch`` (committed, not pending), None without a row."""
+        if (model_id, epoch) in self.stored:
+            return self.stored[(model_id, epoch)]
+        return session.connection().execute(_STORED_METRICS, {"model_id": model_id, "epoch": epoch}).scalar()
 
     def owner(self, session: Session, model_id: str) -> str | None:
         if model_id not in self.owners:
@@ -240,14 +269,20 @@ class BatchState:
         self.lookups = Lookups()
 
     def prefetch(self, session: Session, bodies: Iterable[Any]) -> None:
-        model_ids, run_ids = [], []
+        model_ids, run_ids, stored_epochs = [], [], []
         for body in bodies:
             if body.event in HOT_EVENTS and body.modelId:
                 model_ids.append(body.modelId)
                 run_id = body.data.get("runId")
                 if isinstance(run_id, int) and not isinstance(run_id, bool):
                     run_ids.append(run_id)
-        self.lookups.prefetch(session, model_ids, run_ids)
+                if body.event == "epoch_end" and not has_validation_losses(body.data.get("metrics")):
+                    # Telling its epoch from the final evaluation reads the epoch before (protocol): fetched for
+                    # the whole batch here rather than one query per event (a run with val=False sends these).
+                    epoch = body.data.get("epoch")
+                    if isinstance(epoch, int) and not isinstance(epoch, bool) and 0 < epoch <= INT32_MAX:
+                        stored_epochs.append((body.modelId, epoch - 1))
+        self.lookups.prefetch(session, model_ids, run_ids, stored_epochs)
 
     def before_state_change(self, session: Session) -> None:
         """Called before an event that reads or changes models and runs through the ORM: write what is pending

@@ -152,3 +152,30 @@ def test_every_answer_reaches_its_own_caller_when_callers_use_different_loops(ap
         assert [r["modelId"] for r in results[model_id]] == [model_id] * 20
         assert stored(app, model_id) == list(range(20))
 
+
+
+def test_runs_without_validation_losses_keep_every_epoch_and_an_early_stop_final_evaluation_is_not_one(
+        app, client, sdk, alice, monkeypatch):
+    """The final evaluation (``epoch_end`` once more after training, without ``val/`` losses) is told from an
+    epoch by the epoch before it: the batch fetches those together (prefetch) or finds them pending in the batch."""
+    platform = sdk(alice)
+    no_val = start(platform, name="no-val", epochs=100)["modelId"]
+    early = start(platform, name="early-stop", epochs=100)["modelId"]
+    principal = principal_of(app, alice.key)
+    plain = {"train/box_loss": 1.0, "metrics/mAP50(B)": 0.5}
+
+    def event(model_id: str, epoch: int, metrics: dict[str, float]) -> tuple[Principal, MetricsEvent]:
+        return principal, MetricsEvent(event="epoch_end", modelId=model_id,
+                                       data={"epoch": epoch, "metrics": metrics, "fitness": 0.1})
+
+    # Batch one: two epochs of each run (the second sees the first pending in the batch).
+    submit_all(app, monkeypatch, [event(no_val, 0, plain), event(no_val, 1, plain),
+                                  event(early, 0, METRICS), event(early, 1, METRICS)])
+    # Later batches: the epoch before is stored, read by the batch's prefetch (and alone, by the fallback).
+    outcomes = [asyncio.run(app.state.training.writer.submit(p, b)) for p, b in (
+        event(no_val, 2, plain), event(early, 2, {"metrics/mAP50(B)": 0.9}))]
+    assert all(o["received"] for o in outcomes)
+
+    assert stored(app, no_val) == [0, 1, 2]  # val=False: every epoch is an epoch
+    assert stored(app, early) == [0, 1]  # the early stop's final evaluation is the model's result, not an epoch
+    assert platform.models.retrieve("alice", "shapes", "early-stop")["model"]["metrics"]["metrics/mAP50(B)"] == 0.9
