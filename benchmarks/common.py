@@ -216,3 +216,38 @@ def seed_items(home: Path, owner: str, slug: str, count: int, *, distinct_images
         return manifest
     finally:
         engine.dispose()
+
+
+class FlameGraph:
+    """``py-spy record`` attached to a running process (``with FlameGraph(pid, path):``): samples every thread
+    until the block ends, then writes an SVG flame graph to ``path``. Threads waiting on a lock or a queue show
+    as samples too (py-spy cannot tell them idle here); ``gil=True`` keeps only the thread holding the GIL, which
+    is what a Python server's throughput is bound by. Sampling stops the
+    process briefly each time: numbers measured under it are not the benchmark's numbers."""
+
+    def __init__(self, pid: int, path: Path | None, *, rate: int = 200, gil: bool = False) -> None:
+        self.pid, self.path, self.rate, self.gil = pid, path, rate, gil
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> FlameGraph:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.proc = subprocess.Popen([venv_bin("py-spy"), "record", "--pid", str(self.pid), "--rate",
+                                          str(self.rate), "--threads", "--format", "flamegraph", "--output",
+                                          str(self.path), *(["--gil"] if self.gil else [])],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            time.sleep(1.0)  # attached before the load starts
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGINT)  # py-spy writes the graph and exits
+        try:
+            _, err = self.proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise RuntimeError("py-spy did not finish writing its flame graph") from None
+        if not self.path or not self.path.exists():
+            raise RuntimeError(f"py-spy wrote no flame graph: {err.decode(errors='replace')[-2000:]}")
+        print(f"[py-spy] flame graph in {self.path}", file=sys.stderr)

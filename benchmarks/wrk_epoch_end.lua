@@ -11,6 +11,7 @@
 --   BENCH_API_KEY      bearer token
 --   BENCH_EPOCH_START  first epoch number (default 0)
 --   BENCH_PATH         request path (default /api/webhooks/training/metrics)
+--   BENCH_VAL_PREFIX   prefix of the validation losses (default "val/")
 --
 -- done() prints one line `BENCH_RESULT {json}` with the per-status counts, socket errors, latency
 -- percentiles (microseconds), the request body size and, per thread/model: requests sent, 2xx received and the epochs that were
@@ -20,6 +21,9 @@ local model_ids_env = os.getenv("BENCH_MODEL_IDS") or ""
 local api_key = os.getenv("BENCH_API_KEY") or ""
 local path = os.getenv("BENCH_PATH") or "/api/webhooks/training/metrics"
 local epoch_start = tonumber(os.getenv("BENCH_EPOCH_START") or "0")
+-- "val/" as the trainer names its validation losses; another prefix makes the bodies look like a run trained with
+-- val=False (no validation losses), which the server must tell from the final evaluation in another way.
+local val_prefix = os.getenv("BENCH_VAL_PREFIX") or "val/"
 
 local function split(s)
   local out = {}
@@ -43,7 +47,8 @@ local body_format = table.concat({
   '{"modelId":"%s","event":"epoch_end","data":{"epoch":%d,',
   '"metrics":{"train/box_loss":%.17g,"train/cls_loss":%.17g,"train/dfl_loss":%.17g,',
   '"metrics/precision(B)":%.17g,"metrics/recall(B)":%.17g,"metrics/mAP50(B)":%.17g,',
-  '"metrics/mAP50-95(B)":%.17g,"val/box_loss":%.17g,"val/cls_loss":%.17g,"val/dfl_loss":%.17g,',
+  '"metrics/mAP50-95(B)":%.17g,"' .. val_prefix .. 'box_loss":%.17g,"' .. val_prefix .. 'cls_loss":%.17g,"',
+  val_prefix .. 'dfl_loss":%.17g,',
   '"lr":%.17g},',
   '"system":{"cpu":%.1f,"ram":%.1f,"disk":[',
   '{"mount":"/","used_gb":256.8,"total_gb":512.0},{"mount":"/boot/efi","used_gb":0.1,"total_gb":0.5},',

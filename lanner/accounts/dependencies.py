@@ -52,7 +52,7 @@ def _admit(request: Request, ctx: AppContext, principal: Principal) -> Principal
     user's). Training workers (run-scoped keys, and the trainer's webhooks with the user's key) spend the
     larger worker budget: the trainer reports often and must never be cut off mid-run by the API limit."""
     _check_run_scope(request, principal)
-    path = request.url.path
+    path = request.scope["path"]  # not request.url: building the URL object cost more than the whole limit check
     identity = f"key:{principal.key_id}" if principal.key_id else f"user:{principal.user_id}"
     ctx.limits.count_request(identity, path, worker=principal.run_id is not None or path.startswith(
         WORKER_WRITE_PATHS))
@@ -95,8 +95,9 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 OptionalPrincipal = Annotated[Principal | None, Depends(get_optional_principal)]
 
 
-async def get_principal_nonblocking(request: Request, ctx: Ctx) -> Principal:
+async def get_principal_nonblocking(request: Request) -> Principal:
     """For async hot paths: a cached key costs no thread hop; anything else is checked in the threadpool."""
+    ctx: AppContext = request.app.state.lanner
     token = _bearer(request)
     if token:
         principal = accounts_service.cached_principal(key=token, cache=ctx.key_cache)

@@ -221,13 +221,17 @@ def model_row(session: Session, model: ModelRecord, *, catalogue: Catalogue,
 
 
 def system_latest(session: Session, run: Run | None) -> dict[str, Any]:
-    """The run's latest system metrics, flattened one level (``gpus.0.memory``), numbers only."""
+    """The run's latest system reading, flattened one level (``gpus.0.memory``), numbers only."""
     if run is None:
         return {}
-    row = session.scalar(select(SystemMetric).where(SystemMetric.run_id == run.id)
-                         .order_by(SystemMetric.id.desc()).limit(1))
+    # Readings come as system_metrics events and inside epoch_end events (kept in the epoch row): the newer wins.
+    readings = [session.execute(select(SystemMetric.data, SystemMetric.created_at).where(SystemMetric.run_id == run.id)
+                                .order_by(SystemMetric.id.desc()).limit(1)).first(),
+                session.execute(select(EpochMetric.system, EpochMetric.created_at).where(EpochMetric.run_id == run.id)
+                                .order_by(EpochMetric.id.desc()).limit(1)).first()]
+    latest = max((r for r in readings if r is not None and isinstance(r[0], dict)), key=lambda r: r[1], default=None)
     flat: dict[str, Any] = {}
-    for key, value in (row.data if row else {}).items():
+    for key, value in (latest[0] if latest else {}).items():
         items = value.items() if isinstance(value, dict) else [("", value)]
         for sub, inner in items:
             nested = inner.items() if isinstance(inner, dict) else [("", inner)]

@@ -12,8 +12,12 @@ from lanner.gpus.catalogue import Catalogue, get_catalogue
 from lanner.training.runtime import TrainingRuntime
 
 
-async def get_runtime(request: Request) -> TrainingRuntime:
+def runtime_of(request: Request) -> TrainingRuntime:
     return request.app.state.training
+
+
+async def get_runtime(request: Request) -> TrainingRuntime:
+    return runtime_of(request)
 
 
 Runtime = Annotated[TrainingRuntime, Depends(get_runtime)]

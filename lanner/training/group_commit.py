@@ -42,14 +42,15 @@ class _Item:
     loop: asyncio.AbstractEventLoop
 
 
-def _resolve(future: asyncio.Future, outcome: tuple[bool, Any]) -> None:
-    if future.done():
-        return
-    ok, value = outcome
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
+def _resolve(answers: list[tuple[asyncio.Future, tuple[bool, Any]]]) -> None:
+    """On the requests' event loop: hand each waiting request its outcome (one call per batch and loop)."""
+    for future, (ok, value) in answers:
+        if future.done():  # the client went away and its request was cancelled
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
 
 
 class GroupCommitWriter:
@@ -130,8 +131,20 @@ class GroupCommitWriter:
         except Exception:
             log.exception("batch of %d events failed; retrying one by one", len(batch))
             outcomes = [self._process_one(item) for item in batch]
+        self._answer(batch, outcomes)
+
+    @staticmethod
+    def _answer(batch: list[_Item], outcomes: list[tuple[bool, Any]]) -> None:
+        """Wake each event loop once per batch, not once per event: every wake-up is a write to the loop's
+        self-pipe and a pass of the loop, per event that was as much as the rest of the hand-off."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, tuple[bool, Any]]]] = {}
         for item, outcome in zip(batch, outcomes, strict=True):
-            item.loop.call_soon_threadsafe(_resolve, item.future, outcome)
+            by_loop.setdefault(item.loop, []).append((item.future, outcome))
+        for loop, answers in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve, answers)
+            except RuntimeError:  # that loop is closed: nobody is waiting for these answers any more
+                log.warning("%d answers for a closed event loop dropped (their callers are gone)", len(answers))
 
     def _process_one(self, item: _Item) -> tuple[bool, Any]:
         try:

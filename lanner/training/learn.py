@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import statistics
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import select
@@ -60,7 +61,9 @@ def peak_gpu_memory_gb(session: Session, run: Run, gpu_type: str, *, catalogue: 
     if gpu_type == "cpu" or gpu_type not in catalogue:
         return None
     peak = 0.0
-    for data in session.scalars(select(SystemMetric.data).where(SystemMetric.run_id == run.id)):
+    readings = chain(session.scalars(select(SystemMetric.data).where(SystemMetric.run_id == run.id)),
+                     session.scalars(select(EpochMetric.system).where(EpochMetric.run_id == run.id)))
+    for data in readings:  # system_metrics events, and the readings inside epoch_end events
         gpus = (data or {}).get("gpus") or ((data or {}).get("metrics") or {}).get("gpus") or {}
         for reading in gpus.values() if isinstance(gpus, dict) else []:
             try:

@@ -24,7 +24,7 @@ from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.training import checkpoints, service
 from lanner.training.learn import learn_from
-from lanner.training.models import EpochMetric, Run
+from lanner.training.models import Run
 from lanner.training.schemas import (
     CheckpointSavedData,
     ConsoleData,
@@ -34,7 +34,7 @@ from lanner.training.schemas import (
     TrainingFailedData,
 )
 from lanner.training.state import ACTIVE, RunStatus, create_run, transition, try_transition
-from lanner.training.writes import HOT_EVENTS, BatchState, RunRef
+from lanner.training.writes import HOT_EVENTS, BatchState, RunRef, has_validation_losses
 
 DUPLICATE_START_WINDOW = timedelta(minutes=10)
 # Why a run was cancelled by Lanner or its user; the trainer is told to stop in its next webhook response.
@@ -245,13 +245,12 @@ def is_final_evaluation(ctx: EventContext, model_id: str, run: RunRef, parsed: E
     only the in-training validation reports."""
     if run.epochs is not None and parsed.epoch >= run.epochs:
         return True
-    if any(k.startswith("val/") for k in parsed.metrics):
+    if has_validation_losses(parsed.metrics):
         return False
     pending = [row["metrics"] for row in ctx.batch.writes.epochs
                if row["model_id"] == model_id and row["epoch"] == parsed.epoch - 1]
-    previous = pending[-1] if pending else ctx.session.scalar(select(EpochMetric.metrics).where(
-        EpochMetric.model_id == model_id, EpochMetric.epoch == parsed.epoch - 1))
-    return bool(previous) and any(k.startswith("val/") for k in previous)
+    previous = pending[-1] if pending else ctx.batch.lookups.stored_metrics(ctx.session, model_id, parsed.epoch - 1)
+    return has_validation_losses(previous)
 
 
 def _epoch_end(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:

@@ -1,0 +1,293 @@
+"""Streaming overhead benchmark (issue 19): how much longer the same short ``yolo train`` takes when it streams
+to Lanner (the platform environment variables set) than when it does not, with Lanner serving on the same
+machine in both cases.
+
+    .venv/bin/python benchmarks/streaming_overhead.py [--pairs 5] [--epochs 3] [--profile docs/profiles/x.svg]
+
+What it does, all on 127.0.0.1 in a throw-away folder:
+
+1. Makes a LANNER_HOME, a user ``bench`` and an API key through the ``lanner`` CLI, and starts ``lanner serve``
+   (its default settings: supervisor, maintenance and rate limits as shipped).
+2. Writes a 64-image synthetic detection dataset (``lanner.synthetic``, 48 train / 16 val) and points the
+   trainer's settings (runs, datasets, weights) at the temporary folder.
+3. Runs ``yolo train model=yolo11n.yaml imgsz=160 epochs=3 device=cpu plots=False project=bench/stream`` in a
+   clean environment (no ``PYTEST_*``, which disables the platform callbacks), alternately with
+   ``ULTRALYTICS_PLATFORM_URL`` + ``ULTRALYTICS_API_KEY`` ("streamed") and without ("plain"), ``--pairs`` pairs,
+   the order inside a pair swapped every pair so drift in the machine's speed falls on both sides.
+4. Per run: the trainer's wall time (process start to exit), and the CPU seconds ``lanner serve`` spent during it
+   (``/proc``), so the server's share is measured rather than guessed. Every streamed run is read back through
+   the official SDK (completed, its epochs, console and weights stored), so a run that silently stopped
+   streaming cannot pass as a fast one.
+5. Prints each pair's ratio (streamed / plain) and the median, and rewrites the "## Streaming overhead
+   (issue 19)" section of docs/benchmarks.md (``--no-doc`` to skip).
+
+Before the pairs, one plain run warms the caches (not counted). ``--profile PATH`` adds one more streamed run,
+not counted either, with py-spy recording the server (a flame graph at PATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from common import (
+    DOC,
+    HOST,
+    ROOT,
+    FlameGraph,
+    Server,
+    cpu_model,
+    free_port,
+    local_client,
+    ram_bytes,
+    run_cli,
+    venv_bin,
+    verdict,
+    write_section,
+)
+
+SECTION = "## Streaming overhead (issue 19)"
+OWNER, PROJECT = "bench", "stream"
+TARGET_RATIO = 1.02
+
+
+@dataclass
+class Run:
+    mode: str  # "streamed" or "plain"
+    pair: int
+    wall_s: float
+    server_cpu_s: float
+    trainer_cpu_s: float
+    name: str
+
+
+def make_dataset(root: Path) -> Path:
+    from lanner.synthetic import make_detection_dataset
+
+    return make_detection_dataset(root / "shapes", train=48, val=16, size=160)
+
+
+def trainer_env(work: Path, url: str | None, api_key: str | None) -> dict[str, str]:
+    """What a user's shell gives ``yolo``: nothing of pytest or of the bench's own environment."""
+    env = {"PATH": f"{Path(venv_bin('yolo')).parent}:/usr/bin:/bin", "HOME": str(work),
+           "YOLO_CONFIG_DIR": str(work / "config"), "OMP_NUM_THREADS": "2", "MPLBACKEND": "Agg",
+           "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    if url and api_key:
+        env.update(ULTRALYTICS_PLATFORM_URL=url, ULTRALYTICS_API_KEY=api_key)
+    return env
+
+
+def yolo_settings(work: Path) -> None:
+    """Runs, datasets and weights under ``work`` (the defaults are under the repository's git root)."""
+    done = subprocess.run([venv_bin("yolo"), "settings", f"runs_dir={work / 'runs'}",
+                           f"datasets_dir={work / 'datasets'}", f"weights_dir={work / 'weights'}", "sync=False"],
+                          cwd=work, env=trainer_env(work, None, None), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"yolo settings failed: {done.stdout}{done.stderr}")
+
+
+def train_argv(args: argparse.Namespace, data: Path, name: str) -> list[str]:
+    return [venv_bin("yolo"), "train", "model=yolo11n.yaml", f"data={data}", f"epochs={args.epochs}", "imgsz=160",
+            "device=cpu", "plots=False", f"workers={args.workers}", f"batch={args.batch}",
+            f"project={OWNER}/{PROJECT}", f"name={name}", "exist_ok=False", "seed=0", "deterministic=True"]
+
+
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def train_once(args: argparse.Namespace, work: Path, data: Path, server: Server, api_key: str, *, mode: str,
+               pair: int, profile: Path | None = None) -> Run:
+    name = f"{mode}-{pair}"
+    streamed = mode == "streamed"
+    env = trainer_env(work, server.url if streamed else None, api_key if streamed else None)
+    assert server.proc is not None
+    with FlameGraph(server.proc.pid, profile):
+        server_before = cpu_seconds(server.proc.pid)
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(train_argv(args, data, name), cwd=work, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        output, _ = proc.communicate(timeout=args.timeout)
+        wall = time.perf_counter() - t0
+        server_cpu = cpu_seconds(server.proc.pid) - server_before
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the trainer, reaped by communicate()
+        trainer_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
+    if proc.returncode != 0:
+        raise RuntimeError(f"yolo train ({mode}) failed with {proc.returncode}:\n{output[-4000:]}")
+    failures = [line for line in output.splitlines() if "Platform: Failed" in line or "will not be" in line]
+    if streamed and failures:
+        raise RuntimeError(f"the streamed run did not stream everything: {failures[:5]}")
+    if not streamed and "Streaming training metrics" in output:
+        raise RuntimeError("the plain run streamed: the platform variables leaked into its environment")
+    return Run(mode=mode, pair=pair, wall_s=wall, server_cpu_s=server_cpu, trainer_cpu_s=trainer_cpu, name=name)
+
+
+def check_streamed(url: str, api_key: str, run: Run, epochs: int) -> dict[str, Any]:
+    """The streamed run is in Lanner: completed, every epoch once, console and weights stored."""
+    from ultralytics_platform import Platform
+
+    client = Platform(base_url=url, api_key=api_key, max_retries=0, http_client=local_client())
+    try:
+        model = client.models.retrieve(OWNER, PROJECT, run.name)["model"]
+    finally:
+        client.close()
+    epochs_seen = [r["epoch"] for r in model["trainResults"]]
+    problems = []
+    if model["status"] != "completed":
+        problems.append(f"status {model['status']}")
+    if epochs_seen != list(range(epochs)):
+        problems.append(f"epochs {epochs_seen}")
+    if not model.get("consoleChunks"):
+        problems.append("no console")
+    if not model.get("hasWeights"):
+        problems.append("no weights")
+    if problems:
+        raise RuntimeError(f"streamed run {run.name} is not stored as trained: {', '.join(problems)}")
+    return {"epochs": len(epochs_seen), "console_chunks": len(model["consoleChunks"])}
+
+
+def ratios(runs: list[Run]) -> list[tuple[int, float, float, float]]:
+    """(pair, streamed s, plain s, ratio) per pair."""
+    out = []
+    for pair in sorted({r.pair for r in runs}):
+        streamed = next(r for r in runs if r.pair == pair and r.mode == "streamed")
+        plain = next(r for r in runs if r.pair == pair and r.mode == "plain")
+        out.append((pair, streamed.wall_s, plain.wall_s, streamed.wall_s / plain.wall_s))
+    return out
+
+
+def git_revision() -> str:
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "lanner"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return (rev.stdout.strip() or "unknown") + (" + uncommitted changes under lanner/" if dirty else "")
+
+
+def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any]], facts: dict[str, str]) -> str:
+    per_pair = ratios(runs)
+    median = statistics.median(r for *_, r in per_pair)
+    server_cpu = {mode: statistics.median(r.server_cpu_s for r in runs if r.mode == mode)
+                  for mode in ("streamed", "plain")}
+    rows = ["| pair | order | streamed s | plain s | streamed / plain | server CPU s (streamed / plain) |",
+            "|---:|---|---:|---:|---:|---:|"]
+    for pair, streamed_s, plain_s, ratio in per_pair:
+        first = next(r.mode for r in runs if r.pair == pair)
+        cpu = {r.mode: r.server_cpu_s for r in runs if r.pair == pair}
+        rows.append(f"| {pair} | {first} first | {streamed_s:.1f} | {plain_s:.1f} | {ratio:.3f} | "
+                    f"{cpu['streamed']:.2f} / {cpu['plain']:.2f} |")
+    chunks = statistics.median(s["console_chunks"] for s in stored)
+    lines = [
+        SECTION,
+        "",
+        f"The same `yolo train` (yolo11n.yaml, imgsz 160, {args.epochs} epochs, 64 synthetic images from "
+        f"`lanner.synthetic`, CPU, plots=False, workers={args.workers}, batch={args.batch}) with "
+        "`ULTRALYTICS_PLATFORM_URL` and `ULTRALYTICS_API_KEY` pointing at a real `lanner serve` (streamed) "
+        "against the same command without them (plain). The server runs on the same machine in both cases and "
+        "shares its cores with the trainer; pairs alternate which side runs first. Every streamed run was read "
+        f"back through the SDK: completed, {args.epochs} epochs, console (median {chunks:.0f} chunks) and weights "
+        "stored.",
+        "",
+        f"- Machine: {facts['machine']}",
+        f"- Date: {facts['date']}; commit {facts['revision']}; load average before / after: {facts['load_before']}"
+        f" / {facts['load_after']}",
+        f"- Command: `{facts['command']}`",
+        "",
+        *rows,
+        "",
+        f"Median streamed / plain: **{median:.3f}** (range {min(r for *_, r in per_pair):.3f}–"
+        f"{max(r for *_, r in per_pair):.3f}); target ≤ {TARGET_RATIO} — {verdict(median <= TARGET_RATIO)}.",
+        f"Server CPU per run (median): {server_cpu['streamed']:.2f} s streamed, {server_cpu['plain']:.2f} s "
+        "plain (idle passes).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Streaming overhead: yolo train with and without Lanner.")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds one training run may take")
+    parser.add_argument("--profile", type=Path, help="py-spy flame graph of the server during one extra "
+                        "streamed run (not counted)")
+    parser.add_argument("--no-doc", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args()
+    if args.pairs < 1 or args.epochs < 1:
+        parser.error("--pairs and --epochs must be positive")
+    sys.stdout.reconfigure(line_buffering=True)
+    command = ".venv/bin/python benchmarks/streaming_overhead.py " + " ".join(sys.argv[1:])
+    root = Path(tempfile.mkdtemp(prefix="lanner-stream-"))
+    home, work = root / "home", root / "work"
+    work.mkdir(parents=True)
+    server = None
+    try:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
+        env.update(LANNER_HOME=str(home), LANNER_PUBLIC_URL=f"http://{HOST}:{port}",
+                   NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+        run_cli(["users", "create", OWNER], env)
+        api_key = run_cli(["keys", "create", OWNER], env)
+        home.mkdir(exist_ok=True)
+        server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env,
+                        port, root / "serve.log")
+        server.start()
+        data = make_dataset(root)
+        yolo_settings(work)
+        load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        runs: list[Run] = []
+        stored: list[dict[str, Any]] = []
+        # Not counted: one plain run first (cold file caches, first imports), and the profiled run (py-spy
+        # stops the server at every sample).
+        train_once(args, work, data, server, api_key, mode="plain", pair=0)
+        if args.profile:
+            train_once(args, work, data, server, api_key, mode="streamed", pair=0, profile=args.profile)
+        for pair in range(1, args.pairs + 1):
+            order = ("streamed", "plain") if pair % 2 else ("plain", "streamed")
+            for mode in order:
+                run = train_once(args, work, data, server, api_key, mode=mode, pair=pair)
+                runs.append(run)
+                if mode == "streamed":
+                    stored.append(check_streamed(server.url, api_key, run, args.epochs))
+                print(f"[pair {pair}] {mode:<8} {run.wall_s:6.1f} s  server CPU {run.server_cpu_s:5.2f} s  "
+                      f"trainer CPU {run.trainer_cpu_s:6.1f} s", file=sys.stderr)
+        load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        per_pair = ratios(runs)
+        for pair, streamed_s, plain_s, ratio in per_pair:
+            print(f"pair {pair}: streamed {streamed_s:.1f} s, plain {plain_s:.1f} s, ratio {ratio:.3f}")
+        median = statistics.median(r for *_, r in per_pair)
+        print(f"median ratio {median:.3f} (target <= {TARGET_RATIO}: {verdict(median <= TARGET_RATIO)})")
+        if not args.no_doc:
+            date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
+            facts = {"machine": f"{os.cpu_count()} CPUs ({cpu_model()}), {ram_bytes() / 2**30:.1f} GiB RAM",
+                     "date": date, "revision": git_revision(), "load_before": load_before,
+                     "load_after": load_after, "command": command.strip()}
+            write_section(SECTION, render(args, runs, stored, facts))
+            print(f"Wrote {SECTION!r} in {DOC.relative_to(ROOT)}")
+        return 0 if median <= TARGET_RATIO else 1
+    finally:
+        if server is not None:
+            server.stop()
+        if args.keep:
+            print(f"kept {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
