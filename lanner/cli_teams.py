@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from lanner.accounts.service import require_user
 from lanner.cli_common import command_session, err
 from lanner.teams import service
 from lanner.teams.permissions import ROLES
@@ -20,8 +21,6 @@ def create(name: Annotated[str, typer.Argument(help="The team's name: its worksp
            owner: Annotated[str, typer.Option(help="An existing user: the team's first owner.")],
            tier: Annotated[str, typer.Option(help="The team's plan: free, pro or enterprise.")] = "free") -> None:
     """Create team NAME owned by OWNER."""
-    from lanner.accounts.service import require_user
-
     with command_session() as (_, session):
         team = service.create_team(session, name=name, owner=require_user(session, username=owner), tier=tier)
         err.print(f"created team {team.username} (owner {owner.lower()}, {tier})")

@@ -10,6 +10,10 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.models import User
+from lanner.errors import Forbidden, NotFound
+from lanner.teams.models import TeamMember
+
 ROLES = ("viewer", "editor", "admin", "owner")  # each role can do everything the ones before it can
 
 # action -> the least role that may do it
@@ -32,8 +36,6 @@ def rank(role: str | None) -> int:
 def role_in(session: Session, *, user_id: str, owner_id: str) -> str | None:
     """The caller's role in the workspace ``owner_id``: ``owner`` of their own, their membership's role in a
     team, None elsewhere."""
-    from lanner.teams.models import TeamMember  # a table module: no cycle, loaded when first asked
-
     if user_id and user_id == owner_id:
         return "owner"
     if not user_id:
@@ -56,8 +58,6 @@ def check(session: Session, *, user_id: str, owner_id: str, visibility: str, act
     thing of someone else's). Not theirs to see: ``NotFound(missing)``, as if it did not exist. Seen but not
     theirs to change: ``Forbidden(read_only)`` for an outsider on a public thing, or a 403 naming the role needed
     for a member whose role is too low."""
-    from lanner.errors import Forbidden, NotFound  # the ground floor; imported here to keep this module light
-
     role = role_in(session, user_id=user_id, owner_id=owner_id)
     if role is None and visibility != "public":
         raise NotFound(missing)
@@ -74,9 +74,6 @@ def workspace_for(session: Session, *, user_id: str, username: str, owner: str |
     """(owner id, owner name) of the workspace ``owner`` names (None: the caller's own) when the caller may
     ``action`` there: creating a dataset or project in a team takes an editor. Another person's workspace, or
     a team the caller is not in, is the 404 of one that does not exist."""
-    from lanner.accounts.models import User
-    from lanner.errors import Forbidden, NotFound
-
     if not owner or owner.lower() == username:
         return user_id, username
     team = session.scalar(select(User).where(User.username == owner.lower(), User.account_type == "team"))

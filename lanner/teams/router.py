@@ -47,8 +47,7 @@ def update_member(team: str, username: str, body: MemberUpdate, principal: Curre
     if body.monthlyBudgetCents is not None or body.clearBudget:
         micros = None if body.clearBudget else body.monthlyBudgetCents * CENT  # type: ignore[operator]
         service.set_budget(session, principal, team, username, micros)
-    (member,) = [m for m in service.members(session, principal, team) if m["username"] == username.lower()]
-    return _member(member)
+    return _member(service.member(session, principal, team, username))
 
 
 @router.delete("/api/teams/{team}/members/{username}",

@@ -181,6 +181,14 @@ def accept(session: Session, actor: Principal, token: str) -> tuple[User, TeamMe
     return team, member
 
 
+def member(session: Session, actor: Principal, team_name: str, username: str) -> dict[str, Any]:
+    """One member as ``members`` lists them (any member may read it); not a member: 404."""
+    team, _ = team_for(session, actor, team_name, "read")
+    user, row = _member(session, team, username)
+    return {"username": user.username, "fullName": user.full_name, "role": row.role,
+            "monthlyBudgetMicros": row.monthly_budget_micros, "joinedAt": iso(row.created_at)}
+
+
 def members(session: Session, actor: Principal, team_name: str) -> list[dict[str, Any]]:
     team, _ = team_for(session, actor, team_name, "read")
     rows = session.execute(select(User.username, User.full_name, TeamMember.role, TeamMember.monthly_budget_micros,

@@ -52,6 +52,9 @@ def test_a_team_through_the_api(client: Any, make_account: Any) -> None:
     budget = client.patch("/api/teams/acme/members/ed", json={"role": "admin", "monthlyBudgetCents": 5000},
                           headers=olga.headers)
     assert budget.json()["role"] == "admin" and budget.json()["monthlyBudgetCents"] == 5000
+    for body in ({}, {"role": "viewer"}):  # not a member (eve), or nobody: the 404 of a missing member
+        missing = client.patch("/api/teams/acme/members/eve", json=body, headers=olga.headers)
+        assert missing.status_code == 404 and "not a member" in missing.json()["error"], missing.text
     cleared = client.patch("/api/teams/acme/members/ed", json={"clearBudget": True}, headers=olga.headers)
     assert cleared.json()["monthlyBudgetCents"] is None
     assert client.delete("/api/teams/acme/members/vic", headers=vic.headers).json() == {"success": True}  # leaves
