@@ -10,7 +10,7 @@ shapes each with a label file, 80/20 train/val), drawn once and kept in ``--arch
 LANNER_HOME (so nothing dedups against an earlier run) as a subprocess under ``/usr/bin/time -v``; ``--before PATH``
 runs the same command with ``PYTHONPATH=PATH`` (e.g. ``git worktree add`` or ``git archive`` of the base commit),
 alternating with this checkout ``--repeat`` times. While a run goes, psutil samples its whole process tree (the
-CLI, and with a pool its fork server and workers) every 0.1 s: the sum of their RSS, of their PSS (shared pages
+CLI, and with a pool its image workers) every 0.1 s: the sum of their RSS, of their PSS (shared pages
 counted once), and their CPU time. Every run's result is reduced to one digest of what it stored (each item's
 split, name, image digest and labels, each image's size, dimensions, phash and thumbnail digest, the health
 summary and the skipped files): runs of the same archive must agree.
@@ -232,8 +232,8 @@ def render(runs: list[Run], info: dict[str, str], start_load: str, command: str,
              "detection zips (every image distinct, JPEG quality 90, 1-3 shapes each with a label file, 80/20 "
              "train/val; JPEGs stored, labels deflated). Wall time includes the CLI's start-up and the database "
              "migration check; `ingest s` is the import's own `processingTimeMs`. CPU, RSS and PSS are sampled "
-             "every 0.1 s over the whole process tree (the CLI, its fork server and image workers): RSS counts "
-             "pages the workers share with the fork server once per process, PSS shares them out; \"largest "
+             "every 0.1 s over the whole process tree (the CLI and its image workers): RSS counts the pages "
+             "processes share (libraries) once per process, PSS shares them out; \"largest "
              "process\" is GNU time's maximum RSS. The result digest covers every stored item and image row, the "
              "health summary and the skipped files: equal digests, equal results. "
              + (f"\"before\" is the same command run with `PYTHONPATH` at {before}, alternated with this "
