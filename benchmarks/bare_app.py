@@ -1,6 +1,7 @@
 """The baseline for benchmarks/webhook_ingest.py: a bare FastAPI app with the training-metrics webhook path that
-parses the JSON body into pydantic models (the same two-step parse Lanner does: the envelope, then the
-``epoch_end`` data) and stores nothing. No auth, no database.
+parses the JSON body into Lanner's pydantic models as a plain FastAPI endpoint does (JSON into a dict, then the
+envelope, then the ``epoch_end`` data) and stores nothing. No auth, no database. It stays the plain endpoint the
+targets are set against: Lanner's own webhook parses in one pass since issue 19 (``lanner.direct_route``).
 
 Served like ``lanner serve`` serves Lanner: one uvicorn process, log_level warning, no access log.
 
@@ -9,10 +10,9 @@ Served like ``lanner serve`` serves Lanner: one uvicorn process, log_level warni
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-import uvicorn
+from common import serve_main
 from fastapi import FastAPI
 
 from lanner.training.schemas import EpochEndData, MetricsEvent
@@ -35,11 +35,7 @@ async def training_metrics(body: MetricsEvent) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8766)
-    args = parser.parse_args()
-    uvicorn.run(app, host=args.host, port=args.port, workers=1, log_level="warning", access_log=False)
+    serve_main(app, __doc__.splitlines()[0], 8766)
 
 
 if __name__ == "__main__":

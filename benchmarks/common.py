@@ -101,6 +101,20 @@ class Server:
             return ""
 
 
+def serve_main(app: Any, description: str, default_port: int) -> None:
+    """``main`` of a baseline app (bare_app.py, stub_platform.py): served as ``lanner serve`` serves Lanner, one
+    uvicorn process, log level warning, no access log."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=default_port)
+    args = parser.parse_args()
+    uvicorn.run(app, host=args.host, port=args.port, workers=1, log_level="warning", access_log=False)
+
+
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 120) -> str:
     done = subprocess.run([venv_bin("lanner"), *args], env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)

@@ -21,13 +21,17 @@ What it does, all on 127.0.0.1 in a throw-away folder:
 5. Prints each pair's ratio (streamed / plain) and the median, and rewrites the "## Streaming overhead
    (issue 19)" section of docs/benchmarks.md (``--no-doc`` to skip).
 
-Before the pairs, one plain run warms the caches (not counted). ``--profile PATH`` adds one more streamed run,
-not counted either, with py-spy recording the server (a flame graph at PATH).
+Before the pairs, one run of each kind warms the caches (not counted). ``--stub`` adds a third run to each pair,
+streamed to benchmarks/stub_platform.py (answers at once, stores nothing: the trainer's own cost of streaming).
+``--profile PATH`` adds one more streamed run, not counted, with py-spy recording the server (``--gil``: only
+what holds the GIL, the server being idle most of the time; a flame graph at
+PATH); ``--probe`` one more, not counted, with the trainer's platform integration timed (benchmarks/trainer_probe).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -58,6 +62,7 @@ from common import (
 )
 
 SECTION = "## Streaming overhead (issue 19)"
+PROBE_DIR = Path(__file__).resolve().parent / "trainer_probe"
 OWNER, PROJECT = "bench", "stream"
 TARGET_RATIO = 1.02
 
@@ -109,12 +114,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 def train_once(args: argparse.Namespace, work: Path, data: Path, server: Server, api_key: str, *, mode: str,
-               pair: int, profile: Path | None = None) -> Run:
-    name = f"{mode}-{pair}"
-    streamed = mode == "streamed"
-    env = trainer_env(work, server.url if streamed else None, api_key if streamed else None)
+               pair: int, targets: dict[str, str], profile: Path | None = None, probe: Path | None = None) -> Run:
+    """One ``yolo train``: ``mode`` "plain" (no platform variables) or a key of ``targets`` (the URL it streams
+    to: "streamed" is Lanner, "stub" the platform that stores nothing)."""
+    name = f"{mode}-{pair}" if probe is None else f"{mode}-probe"
+    streamed = mode != "plain"
+    env = trainer_env(work, targets.get(mode), api_key if streamed else None)
+    if probe is not None:
+        env.update(PYTHONPATH=str(PROBE_DIR), LANNER_TRAINER_PROBE=str(probe))
     assert server.proc is not None
-    with FlameGraph(server.proc.pid, profile):
+    with FlameGraph(server.proc.pid, profile, gil=True):  # mostly idle: only what holds the GIL
         server_before = cpu_seconds(server.proc.pid)
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
@@ -159,11 +168,11 @@ def check_streamed(url: str, api_key: str, run: Run, epochs: int) -> dict[str, A
     return {"epochs": len(epochs_seen), "console_chunks": len(model["consoleChunks"])}
 
 
-def ratios(runs: list[Run]) -> list[tuple[int, float, float, float]]:
-    """(pair, streamed s, plain s, ratio) per pair."""
+def ratios(runs: list[Run], mode: str = "streamed") -> list[tuple[int, float, float, float]]:
+    """(pair, ``mode`` s, plain s, ratio) per pair."""
     out = []
     for pair in sorted({r.pair for r in runs}):
-        streamed = next(r for r in runs if r.pair == pair and r.mode == "streamed")
+        streamed = next(r for r in runs if r.pair == pair and r.mode == mode)
         plain = next(r for r in runs if r.pair == pair and r.mode == "plain")
         out.append((pair, streamed.wall_s, plain.wall_s, streamed.wall_s / plain.wall_s))
     return out
@@ -176,17 +185,22 @@ def git_revision() -> str:
     return (rev.stdout.strip() or "unknown") + (" + uncommitted changes under lanner/" if dirty else "")
 
 
-def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any]], facts: dict[str, str]) -> str:
+def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any]], facts: dict[str, str],
+           probed: dict[str, list[float]]) -> str:
     per_pair = ratios(runs)
+    stub = ratios(runs, "stub") if args.stub else []
     median = statistics.median(r for *_, r in per_pair)
-    server_cpu = {mode: statistics.median(r.server_cpu_s for r in runs if r.mode == mode)
-                  for mode in ("streamed", "plain")}
-    rows = ["| pair | order | streamed s | plain s | streamed / plain | server CPU s (streamed / plain) |",
-            "|---:|---|---:|---:|---:|---:|"]
-    for pair, streamed_s, plain_s, ratio in per_pair:
-        first = next(r.mode for r in runs if r.pair == pair)
+    modes = ("streamed", "stub", "plain") if args.stub else ("streamed", "plain")
+    server_cpu = {mode: statistics.median(r.server_cpu_s for r in runs if r.mode == mode) for mode in modes}
+    trainer_cpu = {mode: statistics.median(r.trainer_cpu_s for r in runs if r.mode == mode) for mode in modes}
+    stub_head = " stub s | stub / plain |" if stub else ""
+    rows = [f"| pair | order | streamed s | plain s | streamed / plain |{stub_head} server CPU s (streamed / plain) |",
+            "|---:|---|---:|---:|---:|" + ("---:|---:|" if stub else "") + "---:|"]
+    for i, (pair, streamed_s, plain_s, ratio) in enumerate(per_pair):
+        order = " → ".join(r.mode for r in runs if r.pair == pair)
         cpu = {r.mode: r.server_cpu_s for r in runs if r.pair == pair}
-        rows.append(f"| {pair} | {first} first | {streamed_s:.1f} | {plain_s:.1f} | {ratio:.3f} | "
+        stub_cells = f" {stub[i][1]:.1f} | {stub[i][3]:.3f} |" if stub else ""
+        rows.append(f"| {pair} | {order} | {streamed_s:.1f} | {plain_s:.1f} | {ratio:.3f} |{stub_cells} "
                     f"{cpu['streamed']:.2f} / {cpu['plain']:.2f} |")
     chunks = statistics.median(s["console_chunks"] for s in stored)
     lines = [
@@ -195,10 +209,13 @@ def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any
         f"The same `yolo train` (yolo11n.yaml, imgsz 160, {args.epochs} epochs, 64 synthetic images from "
         f"`lanner.synthetic`, CPU, plots=False, workers={args.workers}, batch={args.batch}) with "
         "`ULTRALYTICS_PLATFORM_URL` and `ULTRALYTICS_API_KEY` pointing at a real `lanner serve` (streamed) "
-        "against the same command without them (plain). The server runs on the same machine in both cases and "
-        "shares its cores with the trainer; pairs alternate which side runs first. Every streamed run was read "
-        f"back through the SDK: completed, {args.epochs} epochs, console (median {chunks:.0f} chunks) and weights "
-        "stored.",
+        "against the same command without them (plain), in a clean environment (no `PYTEST_*`). The server runs "
+        "on the same machine in both cases and shares its 2 cores with the trainer; the order within a pair "
+        "changes every pair. Not counted: one plain and one streamed run first (cold caches, the server's first "
+        "statements). Every streamed run was read back through the SDK: completed, "
+        f"{args.epochs} epochs, console (median {chunks:.0f} chunks) and weights stored."
+        + (" **stub**: the same run streamed to `benchmarks/stub_platform.py`, which answers every call at once "
+           "and stores nothing: what streaming costs the trainer with no server work at all." if stub else ""),
         "",
         f"- Machine: {facts['machine']}",
         f"- Date: {facts['date']}; commit {facts['revision']}; load average before / after: {facts['load_before']}"
@@ -209,10 +226,24 @@ def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any
         "",
         f"Median streamed / plain: **{median:.3f}** (range {min(r for *_, r in per_pair):.3f}–"
         f"{max(r for *_, r in per_pair):.3f}); target ≤ {TARGET_RATIO} — {verdict(median <= TARGET_RATIO)}.",
-        f"Server CPU per run (median): {server_cpu['streamed']:.2f} s streamed, {server_cpu['plain']:.2f} s "
-        "plain (idle passes).",
+    ]
+    if stub:
+        lines.append(f"Median stub / plain: **{statistics.median(r for *_, r in stub):.3f}** (range "
+                     f"{min(r for *_, r in stub):.3f}–{max(r for *_, r in stub):.3f}).")
+    lines += [
+        "",
+        "Per run, medians: " + "; ".join(f"{mode}: trainer CPU {trainer_cpu[mode]:.1f} s, lanner serve CPU "
+                                        f"{server_cpu[mode]:.2f} s" for mode in modes) + ".",
         "",
     ]
+    if probed:
+        lines += ["Where the trainer's time goes when it streams (`--probe`: one more streamed run, not counted, with "
+                  "`benchmarks/trainer_probe` timing the platform integration inside `yolo`; CPU is the calling "
+                  "thread's):", "",
+                  "| what | calls | wall s | CPU s |", "|---|---:|---:|---:|"]
+        lines += [f"| {key} | {int(calls)} | {wall:.3f} | {cpu:.3f} |"
+                  for key, (calls, wall, cpu) in sorted(probed.items(), key=lambda kv: -kv[1][1]) if wall >= 0.001]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -223,8 +254,12 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one training run may take")
+    parser.add_argument("--stub", action="store_true", help="a third run per pair, streamed to "
+                        "benchmarks/stub_platform.py (answers at once, stores nothing)")
     parser.add_argument("--profile", type=Path, help="py-spy flame graph of the server during one extra "
                         "streamed run (not counted)")
+    parser.add_argument("--probe", action="store_true", help="one more streamed run (not counted) with the "
+                        "trainer's platform callbacks timed (benchmarks/trainer_probe)")
     parser.add_argument("--no-doc", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
@@ -235,7 +270,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="lanner-stream-"))
     home, work = root / "home", root / "work"
     work.mkdir(parents=True)
-    server = None
+    servers: list[Server] = []
     try:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
@@ -244,45 +279,71 @@ def main() -> int:
         run_cli(["users", "create", OWNER], env)
         api_key = run_cli(["keys", "create", OWNER], env)
         home.mkdir(exist_ok=True)
-        server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env,
-                        port, root / "serve.log")
+        server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env, port,
+                        root / "serve.log")
+        servers.append(server)
         server.start()
+        targets = {"streamed": server.url}
+        modes = ["streamed", "plain"]
+        if args.stub:
+            stub_port = free_port()
+            stub = Server("stub platform", [sys.executable, str(Path(__file__).resolve().parent / "stub_platform.py"),
+                                            "--host", HOST, "--port", str(stub_port)], env, stub_port,
+                          root / "stub.log")
+            servers.append(stub)
+            stub.start()
+            targets["stub"] = stub.url
+            modes.insert(1, "stub")
         data = make_dataset(root)
         yolo_settings(work)
+
+        def once(mode: str, pair: int, **extra: Any) -> Run:
+            return train_once(args, work, data, server, api_key, mode=mode, pair=pair, targets=targets, **extra)
+
+        # Not counted: a plain and a streamed run first (cold caches, first imports, the server's first
+        # statements), and the profiled run (py-spy stops the server at every sample).
+        for mode in modes:
+            once(mode, 0)
+        if args.profile:
+            once("streamed", -1, profile=args.profile)
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
         runs: list[Run] = []
         stored: list[dict[str, Any]] = []
-        # Not counted: one plain run first (cold file caches, first imports), and the profiled run (py-spy
-        # stops the server at every sample).
-        train_once(args, work, data, server, api_key, mode="plain", pair=0)
-        if args.profile:
-            train_once(args, work, data, server, api_key, mode="streamed", pair=0, profile=args.profile)
         for pair in range(1, args.pairs + 1):
-            order = ("streamed", "plain") if pair % 2 else ("plain", "streamed")
-            for mode in order:
-                run = train_once(args, work, data, server, api_key, mode=mode, pair=pair)
+            shift = (pair - 1) % len(modes)
+            for mode in modes[shift:] + modes[:shift]:  # each mode takes each place in turn
+                run = once(mode, pair)
                 runs.append(run)
                 if mode == "streamed":
                     stored.append(check_streamed(server.url, api_key, run, args.epochs))
                 print(f"[pair {pair}] {mode:<8} {run.wall_s:6.1f} s  server CPU {run.server_cpu_s:5.2f} s  "
                       f"trainer CPU {run.trainer_cpu_s:6.1f} s", file=sys.stderr)
         load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        per_pair = ratios(runs)
-        for pair, streamed_s, plain_s, ratio in per_pair:
-            print(f"pair {pair}: streamed {streamed_s:.1f} s, plain {plain_s:.1f} s, ratio {ratio:.3f}")
-        median = statistics.median(r for *_, r in per_pair)
+        probed: dict[str, list[float]] = {}
+        if args.probe:  # after the pairs: not counted
+            probe_file = root / "trainer-probe.json"
+            once("streamed", 0, probe=probe_file)
+            probed = json.loads(probe_file.read_text())
+            for key, (calls, wall, cpu) in sorted(probed.items(), key=lambda kv: -kv[1][1]):
+                print(f"  {key:<48} {int(calls):4d} calls  {wall:7.3f} s wall  {cpu:7.3f} s CPU")
+        for mode in [m for m in modes if m != "plain"]:
+            per_pair = ratios(runs, mode)
+            for pair, streamed_s, plain_s, ratio in per_pair:
+                print(f"pair {pair}: {mode} {streamed_s:.1f} s, plain {plain_s:.1f} s, ratio {ratio:.3f}")
+            print(f"median {mode} / plain {statistics.median(r for *_, r in per_pair):.3f}")
+        median = statistics.median(r for *_, r in ratios(runs))
         print(f"median ratio {median:.3f} (target <= {TARGET_RATIO}: {verdict(median <= TARGET_RATIO)})")
         if not args.no_doc:
             date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
             facts = {"machine": f"{os.cpu_count()} CPUs ({cpu_model()}), {ram_bytes() / 2**30:.1f} GiB RAM",
                      "date": date, "revision": git_revision(), "load_before": load_before,
                      "load_after": load_after, "command": command.strip()}
-            write_section(SECTION, render(args, runs, stored, facts))
+            write_section(SECTION, render(args, runs, stored, facts, probed))
             print(f"Wrote {SECTION!r} in {DOC.relative_to(ROOT)}")
         return 0 if median <= TARGET_RATIO else 1
     finally:
-        if server is not None:
-            server.stop()
+        for running in servers:
+            running.stop()
         if args.keep:
             print(f"kept {root}", file=sys.stderr)
         else:
