@@ -5,9 +5,9 @@
 
 What it does, all on 127.0.0.1 with a throw-away LANNER_HOME (default SQLite database):
 
-1. Draws synthetic YOLO detection datasets with OpenCV (320x240 JPEGs, 1-3 random rectangles/circles each with
-   the matching label file, 80/20 train/val, data.yaml; every image distinct, so nothing dedups) and zips them
-   (JPEGs stored, labels deflated). Drawing and zipping are not measured.
+1. Draws synthetic YOLO detection datasets with OpenCV (640x480 JPEGs since issue 19, 320x240 before; 1-3 random
+   rectangles/circles each with the matching label file, 80/20 train/val, data.yaml; every image distinct, so
+   nothing dedups) and zips them (JPEGs stored, labels deflated). Drawing and zipping are not measured.
 2. Times ``lanner datasets import ZIP --owner bench --name big`` (the real CLI path, which calls
    ``lanner.datasets.ingest.ingest_path``) under ``/usr/bin/time -v`` for its peak RSS, also sampling the RSS
    with psutil while it runs; a smaller import (``--small-images``) shows whether peak memory follows the archive.

@@ -35,6 +35,7 @@ def die_with_parent(parent: int) -> None:
 
 def main() -> None:
     die_with_parent(int(sys.argv[1]))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the import's to handle: it stops its workers
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library printing to stdout must not break the replies
