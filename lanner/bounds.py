@@ -58,14 +58,9 @@ def _contains_non_finite(value: Any) -> bool:
     return False
 
 
-# A validation context key: True when the JSON text validated cannot hold NaN or an infinity (``direct_route``).
-FINITE = "finite"
-
-
-def finite_or_null(value: Any, context: Any = None) -> Any:
-    """``value`` with every NaN and infinity replaced by None (what the trainer does before it sends); with a
-    validation ``context`` saying the JSON text held none, ``value`` as it is, without the walk."""
-    if (isinstance(context, dict) and context.get(FINITE)) or not _contains_non_finite(value):
+def finite_or_null(value: Any) -> Any:
+    """``value`` with every NaN and infinity replaced by None (what the trainer does before it sends)."""
+    if not _contains_non_finite(value):
         return value  # the common case: nothing copied
     if isinstance(value, float):
         return None

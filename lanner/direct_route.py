@@ -12,7 +12,6 @@ stay an ordinary one. Ground floor: it knows no domain.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -21,8 +20,6 @@ from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
-
-from lanner.bounds import FINITE
 
 Handler = Callable[[Request], Awaitable[Response]]
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
@@ -46,19 +43,11 @@ class DirectRoute(APIRoute):
         return handler if handler is not None else super().get_route_handler()
 
 
-# What in JSON text can parse to a NaN or an infinity: the NaN / Infinity literals Python's json module writes,
-# and numbers too large for a float. Conservative on purpose: without a three-digit exponent or a run of 100
-# digits, a number stays below 1e198.
-_NON_FINITE = re.compile(rb"NaN|Infinity|[eE]\+?[0-9]{3}|[0-9]{100}")
-
-
 def parse_body(model: type[Model], raw: bytes) -> Model:
     """``raw`` validated as ``model`` in one pass (pydantic parses the JSON itself: no intermediate dict); a bad
-    body is the same ``RequestValidationError`` (422, the API's error shape) FastAPI would raise. Validators
-    find ``{"finite": True}`` in their context when the text cannot hold a non-finite number, so a walk looking
-    for one may be skipped (``lanner.bounds.finite_or_null``)."""
+    body is the same ``RequestValidationError`` (422, the API's error shape) FastAPI would raise."""
     try:
-        return model.model_validate_json(raw, context={FINITE: _NON_FINITE.search(raw) is None})
+        return model.model_validate_json(raw)
     except ValidationError as exc:
         raise RequestValidationError(exc.errors(include_url=False)) from None
 

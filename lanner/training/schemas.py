@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lanner.bounds import BigCount, Count, FiniteFloat, JsonObject, RowId, finite_or_null, storable_json
 
@@ -32,11 +32,11 @@ class MetricsEvent(BaseModel):
 
     @field_validator("data")
     @classmethod
-    def _storable(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    def _storable(cls, data: dict[str, Any]) -> dict[str, Any]:
         """Stored as sent (metrics, console, plots): NaN and infinities become null, as the trainer itself
         sends them (``_sanitize_json_value``); what the database cannot store is refused. Its size is bounded by
         the request body limit (a 1000-class model's ``training_complete`` is about 13 MB)."""
-        return finite_or_null(storable_json(data, max_bytes=None, finite=False), info.context)
+        return finite_or_null(storable_json(data, max_bytes=None, finite=False))
 
 
 class EpochEndData(BaseModel):
