@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from common import (
     DOC,
     HOST,
@@ -104,6 +105,12 @@ class Load:
     threads: list[dict[str, Any]]
     body_bytes: int
     wrk_stdout: str
+    server_cpu_s: float = 0.0  # CPU the server process used during the load (all its threads)
+
+    @property
+    def cpu_us_per_event(self) -> float:
+        """The server's CPU per acknowledged event: what the work costs, however busy the machine is."""
+        return self.server_cpu_s / self.ok * 1e6 if self.ok else 0.0
 
     @property
     def events_per_s(self) -> float:
@@ -170,18 +177,25 @@ def parse_wrk(label: str, stdout: str) -> Load:
     )
 
 
-def run_wrk(wrk: str, label: str, url: str, *, connections: int, threads: int, duration: int,
+def run_wrk(wrk: str, label: str, server: Server, *, connections: int, threads: int, duration: int,
             model_ids: list[str], api_key: str, epoch_start: int = 0, val_prefix: str = "val/") -> Load:
+    url = server.url
+    assert server.proc is not None
+    process = psutil.Process(server.proc.pid)
     env = {**os.environ, "BENCH_MODEL_IDS": ",".join(model_ids), "BENCH_API_KEY": api_key,
            "BENCH_EPOCH_START": str(epoch_start), "BENCH_PATH": WEBHOOK, "BENCH_VAL_PREFIX": val_prefix}
     # One thread per connection: each connection (and its model) is then served strictly in order.
     argv = [wrk, "-t", str(threads or connections), "-c", str(connections), "-d", f"{duration}s", "--timeout", "10s",
             "--latency", "-s", str(LUA_SCRIPT), f"{url}{WEBHOOK}"]
     print(f"[{label}] {' '.join(argv[:-1])} {url}{WEBHOOK}", file=sys.stderr)
+    cpu_before = sum(process.cpu_times()[:2])
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=duration + 60)
+    cpu = sum(process.cpu_times()[:2]) - cpu_before
     if done.returncode != 0:
         raise RuntimeError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return parse_wrk(label, done.stdout)
+    load = parse_wrk(label, done.stdout)
+    load.server_cpu_s = cpu
+    return load
 
 
 # --- Lanner setup and verification ---------------------------------------------------------------------------
@@ -357,13 +371,17 @@ def render(info: dict[str, str], command: str, rounds: list[tuple[Load, Load]], 
     ratios = [lanner.events_per_s / bare.events_per_s for lanner, bare in rounds]
     ratio = statistics.median(ratios)
     worst_p99 = max(lanner.p99_ms for lanner, _ in rounds)
+    median_cpu = (statistics.median(lanner.cpu_us_per_event for lanner, _ in rounds),
+                  statistics.median(bare.cpu_us_per_event for _, bare in rounds))
     rows = [
-        "| round | Lanner events/s | p50 ms | p99 ms | bare events/s | p50 ms | p99 ms | Lanner / bare |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| round | Lanner events/s | p50 ms | p99 ms | CPU µs/event | bare events/s | p50 ms | p99 ms | "
+        "CPU µs/event | Lanner / bare |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for i, (lanner, bare) in enumerate(rounds, 1):
         rows.append(f"| {i} | {lanner.events_per_s:,.0f} | {lanner.p50_ms:.1f} | {lanner.p99_ms:.1f} | "
-                    f"{bare.events_per_s:,.0f} | {bare.p50_ms:.1f} | {bare.p99_ms:.1f} | "
+                    f"{lanner.cpu_us_per_event:.0f} | {bare.events_per_s:,.0f} | {bare.p50_ms:.1f} | "
+                    f"{bare.p99_ms:.1f} | {bare.cpu_us_per_event:.0f} | "
                     f"{lanner.events_per_s / bare.events_per_s:.2f} |")
     extra = ""
     if check.unacked_stored:
@@ -395,7 +413,9 @@ def render(info: dict[str, str], command: str, rounds: list[tuple[Load, Load]], 
         "",
         *rows,
         "",
-        f"Lanner / bare, median of {len(rounds)} rounds: **{ratio:.2f}** (range {min(ratios):.2f}–{max(ratios):.2f}).",
+        f"Lanner / bare, median of {len(rounds)} rounds: **{ratio:.2f}** (range {min(ratios):.2f}–{max(ratios):.2f}). "
+        f"CPU per event (the server process, all threads): Lanner {median_cpu[0]:.0f} µs, bare {median_cpu[1]:.0f} µs "
+        f"(bare / Lanner {median_cpu[1] / median_cpu[0]:.2f}).",
         "",
         "Targets:",
         "",
@@ -416,8 +436,10 @@ def print_round(lanner: Load, bare: Load) -> None:
     ratio = lanner.events_per_s / bare.events_per_s if bare.events_per_s else 0.0
     for load in (lanner, bare):
         print(f"{load.label:<26}{load.events_per_s:>10,.0f} ev/s  p50 {load.p50_ms:6.1f}  p99 {load.p99_ms:6.1f}"
-              f"  max {load.max_ms:7.1f} ms  errors {load.errors} ({load.error_summary()})")
-    print(f"{'Lanner / bare':<26}{ratio:>10.2f}")
+              f"  max {load.max_ms:7.1f} ms  CPU {load.cpu_us_per_event:5.0f} us/event  errors {load.errors} "
+              f"({load.error_summary()})")
+    cpu_ratio = bare.cpu_us_per_event / lanner.cpu_us_per_event if lanner.cpu_us_per_event else 0.0
+    print(f"{'Lanner / bare':<26}{ratio:>10.2f}   (CPU per event, bare / Lanner: {cpu_ratio:.2f})")
     for thread in lanner.threads:
         if thread.get("first_error"):
             print(f"First error ({thread['model']}): {thread['first_error']}")
@@ -493,7 +515,7 @@ def main() -> int:
                 model_ids = [r["modelId"] for r in runs]
             assert lanner.proc is not None
             with FlameGraph(lanner.proc.pid, args.profile if i == 0 else None, gil=args.gil):
-                lanner_load = run_wrk(wrk, "Lanner (SQLite)", lanner.url, connections=args.connections,
+                lanner_load = run_wrk(wrk, "Lanner (SQLite)", lanner, connections=args.connections,
                                       threads=args.wrk_threads, duration=args.duration, model_ids=model_ids,
                                       api_key=api_key, epoch_start=epoch_start, val_prefix=val_prefix)
             settled_count(home / "lanner.db", model_ids)  # the requests left in flight are finished
@@ -501,7 +523,7 @@ def main() -> int:
                 print(f"[lanner] server log tail:\n{lanner.log_tail()}", file=sys.stderr)
             lanner.stop()
             bare.start()
-            bare_load = run_wrk(wrk, "Bare FastAPI (parse only)", bare.url, connections=args.connections,
+            bare_load = run_wrk(wrk, "Bare FastAPI (parse only)", bare, connections=args.connections,
                                 threads=args.wrk_threads, duration=args.duration, model_ids=model_ids,
                                 api_key=api_key, epoch_start=epoch_start, val_prefix=val_prefix)
             bare.stop()

@@ -3,7 +3,8 @@
 Why a middleware and not a check in each route: every JSON body is read whole into memory and parsed before a
 route sees it, so the limit must act while it is read. A declared ``Content-Length`` over the limit is refused
 before a byte is read; a chunked body (no length) is counted as it streams and refused once it passes the
-limit. Paths under an exempt prefix (the signed upload PUT, which streams files to disk under its own limit)
+limit; a body with a declared length is read to that length by the server, so only chunked bodies are counted.
+Paths under an exempt prefix (the signed upload PUT, which streams files to disk under its own limit)
 are passed through untouched, and paths matching an override get that override's limit instead (shared inference
 takes images under ``LANNER_INFERENCE_MAX_BYTES``). Ground floor: it knows no domain.
 """
@@ -65,12 +66,16 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         max_bytes, setting = self._limit(scope["path"])
-        declared = _content_length(scope)
+        declared, chunked = _framing(scope)
         if declared is not None and declared > max_bytes:
             error = RequestTooLarge(max_bytes, setting)
             response = JSONResponse({"error": error.detail, "code": error.code}, status_code=413,
                                     headers={"Connection": "close"})
             await response(scope, receive, send)
+            return
+        if declared is not None and not chunked:
+            # The server reads exactly the declared length (the rest would be the next request): nothing to count.
+            await self.app(scope, receive, send)
             return
         received = 0
 
@@ -86,11 +91,16 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
 
-def _content_length(scope: Scope) -> int | None:
+def _framing(scope: Scope) -> tuple[int | None, bool]:
+    """The declared Content-Length (None when absent or malformed: the server refuses a malformed one, and
+    counting still applies) and whether a Transfer-Encoding is sent too (then the length is not the framing)."""
+    declared, chunked = None, False
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
             try:
-                return int(value)
+                declared = int(value)
             except ValueError:
-                return None  # the server refuses a malformed length; counting still applies
-    return None
+                declared = None
+        elif name == b"transfer-encoding":
+            chunked = True
+    return declared, chunked

@@ -12,7 +12,6 @@ webhook hot path pays only a few header appends).
 
 from __future__ import annotations
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _NO_FRAMING = "frame-ancestors 'none'; base-uri 'self'; form-action 'self'; object-src 'none'"
@@ -24,6 +23,7 @@ API_EXPLORER_POLICY = (
     f"https://cdn.redoc.ly; worker-src 'self' blob:; {_NO_FRAMING}"
 )
 API_EXPLORER_PATHS = ("/docs", "/redoc")
+_ALWAYS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
 
 
 class SecurityHeaders:
@@ -38,12 +38,13 @@ class SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                headers.setdefault("X-Content-Type-Options", "nosniff")
-                headers.setdefault("Referrer-Policy", "same-origin")
-                if headers.get("content-type", "").startswith("text/html"):
-                    headers.setdefault("Content-Security-Policy", policy)
-                    headers.setdefault("X-Frame-Options", "DENY")
+                # On the raw list, names lower-case as ASGI has them: MutableHeaders scanned it once per call.
+                raw = message["headers"] = list(message.get("headers", ()))
+                present = {name.lower() for name, _ in raw}
+                added = _ALWAYS
+                if any(name == b"content-type" and value.startswith(b"text/html") for name, value in raw):
+                    added = added + ((b"content-security-policy", policy.encode()), (b"x-frame-options", b"DENY"))
+                raw.extend(header for header in added if header[0] not in present)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -147,15 +147,18 @@ class CsrfProtection(CSRFMiddleware):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        connection = HTTPConnection(scope)
-        cookie = connection.cookies.get(self.cookie_name)
-        if self._must_check(connection, scope):
-            submitted, receive = await self._submitted(scope, receive)
-            if not (cookie and submitted and self._csrf_tokens_match(cookie, submitted)):
-                refusal = JSONResponse({"error": "this form has expired or did not come from Lanner: reload the page "
-                                                 "and try again", "code": "csrf_failed"}, status_code=403)
-                await refusal(scope, receive, send)
-                return
+        if _bearer(scope) and not any(name == b"cookie" for name, _ in scope["headers"]):
+            cookie = None  # an API client (the trainer, the SDK): a key and no cookie, never checked (_must_check)
+        else:
+            connection = HTTPConnection(scope)
+            cookie = connection.cookies.get(self.cookie_name)
+            if self._must_check(connection, scope):
+                submitted, receive = await self._submitted(scope, receive)
+                if not (cookie and submitted and self._csrf_tokens_match(cookie, submitted)):
+                    refusal = JSONResponse({"error": "this form has expired or did not come from Lanner: reload the "
+                                                     "page and try again", "code": "csrf_failed"}, status_code=403)
+                    await refusal(scope, receive, send)
+                    return
         token = _Token(self, cookie)
         scope[_SCOPE_KEY] = token
 

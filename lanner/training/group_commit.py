@@ -81,7 +81,9 @@ class GroupCommitWriter:
             thread.join(timeout)
 
     async def submit(self, principal: Principal, body: MetricsEvent) -> dict[str, Any]:
-        self.start()
+        thread = self._thread  # started by the lifespan: look without the lock, take it only to (re)start
+        if thread is None or not thread.is_alive():
+            self.start()
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._queue.put(_Item(principal, body, future, loop))

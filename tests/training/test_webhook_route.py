@@ -47,6 +47,18 @@ def test_bad_bodies_get_the_apis_422(client, alice, body, error):
     assert response.json()["code"] == "invalid" and response.json()["error"].startswith(error), response.text
 
 
+@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e400", "9" * 120 + ".5e200", "1" + "0" * 400 + ".0"])
+def test_numbers_no_float_can_hold_are_kept_as_null(client, sdk, alice, number):
+    """The one-pass parse (pydantic's JSON parser, not Python's) still turns them into null, as the trainer does."""
+    model_id = start(sdk(alice), epochs=10)["modelId"]
+    metrics = '{"val/box_loss": 1.5, "train/box_loss": ' + number + "}"
+    body = f'{{"modelId": "{model_id}", "event": "epoch_end", "data": {{"epoch": 0, "metrics": {metrics}}}}}'.encode()
+    response = client.post(WEBHOOK, content=body, headers={**alice.headers, "Content-Type": "application/json"})
+    assert response.status_code == 200, response.text
+    stored = sdk(alice).models.retrieve("alice", "shapes", "train")["model"]["trainResults"][0]["metrics"]
+    assert stored["val/box_loss"] == 1.5 and stored.get("train/box_loss") is None
+
+
 def test_no_key_or_a_wrong_one_is_a_401(client):
     assert client.post(WEBHOOK, json={"event": "epoch_end"}).status_code == 401
     response = client.post(WEBHOOK, json={"event": "epoch_end"}, headers={"Authorization": "Bearer ul_" + "0" * 40})
