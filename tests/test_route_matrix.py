@@ -33,7 +33,7 @@ DOCUMENT = openapi_document()
 
 # Path parameter -> A's value. A new route with another parameter name must be added here.
 PATH_VALUES: dict[str, Callable[[Owned], Any]] = {
-    "owner": lambda a: a.user.username,
+    "owner": lambda a: a.workspace,
     "project": lambda a: PROJECT,
     "model": lambda a: MODEL,
     "dataset": lambda a: DATASET,
@@ -55,10 +55,10 @@ IDENTIFIERS: dict[str, Callable[[Owned], Any]] = {
     "imageIds": lambda a: [a.image_id],
     "assetId": lambda a: a.dataset_id,
     "id": lambda a: a.old_dataset_id,
-    "owner": lambda a: a.user.username,
+    "owner": lambda a: a.workspace,
     "project": lambda a: PROJECT,
-    "model": lambda a: f"ul://{a.user.username}/{PROJECT}/{MODEL}",
-    "dataset": lambda a: f"ul://{a.user.username}/datasets/{DATASET}",
+    "model": lambda a: f"ul://{a.workspace}/{PROJECT}/{MODEL}",
+    "dataset": lambda a: f"ul://{a.workspace}/datasets/{DATASET}",
     "username": lambda a: a.user.username,
 }
 
@@ -226,7 +226,7 @@ def two_users(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestCl
 
 def snapshot(client: TestClient, owned: Owned) -> dict[str, Any]:
     """What A sees of everything A owns (signed URLs, which carry an expiry, left out)."""
-    a, headers = owned.user.username, owned.user.headers
+    a, headers = owned.workspace, owned.user.headers
     reads = {"dataset": f"/api/datasets/{a}/{DATASET}", "images": f"/api/datasets/{a}/{DATASET}/images",
              "class stats": f"/api/datasets/{a}/{DATASET}/class-stats", "datasets": f"/api/datasets/{a}",
              "project": f"/api/projects/{a}/{PROJECT}", "model": f"/api/models/{a}/{PROJECT}/{MODEL}",
@@ -293,7 +293,7 @@ def test_stub_routes_answer_501_and_touch_nothing(two_users: Any) -> None:
     stubs = [(m, p) for m, p in operations(DOCUMENT) if _operation(m, p).get("summary") == NOT_SERVED]
     assert stubs
     for method, path in stubs:
-        url = path.replace("{owner}", owned.user.username).replace("{dataset}", DATASET)
+        url = path.replace("{owner}", owned.workspace).replace("{dataset}", DATASET)
         response = client.request(method, url, headers=bob.headers)
         assert response.status_code == 501 and response.json()["code"] == "not_implemented", (method, path)
 

@@ -74,6 +74,7 @@ class Owned:
     """What ``build`` made for one user: the identifiers others must not reach."""
 
     user: User
+    workspace: str = ""  # where the resources are: the user's own, or a team of theirs
     dataset_id: str = ""
     old_dataset_id: str = ""  # in the trash
     image_id: str = ""
@@ -94,25 +95,32 @@ class Owned:
                 self.export_id, self.deployment_id, self.team, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
 
 
-def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
+def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str | None = None) -> Owned:
     """A private dataset with images and a version, one in the trash, a project with a model that has a run
     (started through the trainer's webhook: no process runs) and weights uploaded for it, a queued export of it,
     a deployment of it (never launched),
-    a staged checkpoint, a completed upload session, a second API key, and a team with an open invitation."""
-    owned = Owned(user)
+    a staged checkpoint, a completed upload session, a second API key, and a team with an open invitation.
+
+    With ``team`` (one the user owns), the resources are made in the team's workspace by the user, and the team
+    is that one."""
+    ws = team or user.username
+    owned = Owned(user, workspace=ws)
     platform = Platform(api_key=user.key, base_url=TEST_URL, http_client=client, max_retries=0)
     archive = package(make_detection_dataset(work / "shapes", train=4, val=2, size=64).parent, work / "zip")
-    owned.dataset_id = upload_dataset(platform, client, user.username, DATASET, archive)["id"]
-    owned.version = _ok(client.post(f"/api/datasets/{user.username}/{DATASET}/export", json={},
+    if team:
+        _ok(client.post("/api/datasets", json={"name": DATASET, "owner": ws}, headers=user.headers))
+    owned.dataset_id = upload_dataset(platform, client, ws, DATASET, archive, create=not team)["id"]
+    owned.version = _ok(client.post(f"/api/datasets/{ws}/{DATASET}/export", json={},
                                     headers=user.headers))["version"]
-    owned.image_id = _ok(client.get(f"/api/datasets/{user.username}/{DATASET}/images?limit=1",
+    owned.image_id = _ok(client.get(f"/api/datasets/{ws}/{DATASET}/images?limit=1",
                                     headers=user.headers))["images"][0]["id"]
-    owned.old_dataset_id = _ok(client.post("/api/datasets", json={"name": OLD_DATASET, "visibility": "private"},
-                                           headers=user.headers))["id"]
-    _ok(client.delete(f"/api/datasets/{user.username}/{OLD_DATASET}", headers=user.headers))
-    _ok(client.post("/api/projects", json={"name": PROJECT, "visibility": "private"}, headers=user.headers))
-    owned.model_id = _ok(client.post("/api/models", json={"project": PROJECT, "model": MODEL, "name": MODEL},
-                                     headers=user.headers))["id"]
+    owned.old_dataset_id = _ok(client.post("/api/datasets", json={
+        "name": OLD_DATASET, "visibility": "private", "owner": ws}, headers=user.headers))["id"]
+    _ok(client.delete(f"/api/datasets/{ws}/{OLD_DATASET}", headers=user.headers))
+    _ok(client.post("/api/projects", json={"name": PROJECT, "visibility": "private", "owner": ws},
+                    headers=user.headers))
+    owned.model_id = _ok(client.post("/api/models", json={"project": PROJECT, "model": MODEL, "name": MODEL,
+                                                          "owner": ws}, headers=user.headers))["id"]
     started = _ok(client.post("/api/webhooks/training/metrics", headers=user.headers, json={
         "event": "training_started", "modelId": owned.model_id, "data": {"epochs": 3, "device": "cpu"}}))
     owned.run_id = started["runId"]
@@ -125,9 +133,9 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
         "assetType": "models", "assetId": owned.model_id, "filename": "weights.pt", "totalBytes": 7}))
     _ok(client.put(weights["uploadUrl"], content=b"weights"))
     _ok(client.post("/api/upload/complete", json={"sessionId": weights["sessionId"]}, headers=user.headers))
-    owned.export_id = _ok(client.post(f"/api/models/{user.username}/{PROJECT}/{MODEL}/exports", headers=user.headers,
+    owned.export_id = _ok(client.post(f"/api/models/{ws}/{PROJECT}/{MODEL}/exports", headers=user.headers,
                                       json={"format": "torchscript"}))["id"]
-    owned.deployment_id = _ok(client.post(f"/api/deployments/{user.username}", headers=user.headers, json={
+    owned.deployment_id = _ok(client.post(f"/api/deployments/{ws}", headers=user.headers, json={
         "project": PROJECT, "model": MODEL, "deployment": DEPLOYMENT, "name": DEPLOYMENT,
         "region": "us-central1"}))["id"]
     owned.key_id = _ok(client.post("/api/api-keys", json={"name": "spare"}, headers=user.headers))["keyId"]
@@ -136,8 +144,8 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path) -> Owned:
     _ok(client.put(signed["uploadUrl"], content=b"zip"))
     _ok(client.post("/api/upload/complete", json={"sessionId": signed["sessionId"]}, headers=user.headers))
     owned.session_id = signed["sessionId"]
-    owned.team = _ok(client.post("/api/teams", json={"name": f"{user.username}-crew"},
-                                 headers=user.headers))["team"]["username"]
+    owned.team = team or _ok(client.post("/api/teams", json={"name": f"{user.username}-crew"},
+                                         headers=user.headers))["team"]["username"]
     _ok(client.post(f"/api/teams/{owned.team}/invitations", json={"role": "editor"}, headers=user.headers))
     return owned
 

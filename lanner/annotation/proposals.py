@@ -28,6 +28,7 @@ from lanner.inference import service as inference_service
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Predictor, Weights
 from lanner.projects.models import ModelRecord, Project
+from lanner.teams import permissions
 from lanner.training import refs
 
 TOLERANCE = 1e-4
@@ -49,7 +50,8 @@ def _readable_models(session: Session, principal: Principal) -> Any:
     return (select(ModelRecord, Project.slug, User.username)
             .join(Project, Project.id == ModelRecord.project_id).join(User, User.id == Project.owner_id)
             .where(ModelRecord.weights_sha256.is_not(None),
-                   or_(Project.owner_id == principal.user_id, Project.visibility == "public")))
+                   or_(Project.owner_id == principal.user_id, Project.visibility == "public",
+                       Project.owner_id.in_(permissions.team_ids(principal.user_id)))))
 
 
 def model_view(record: ModelRecord, ref: str, dataset: Dataset, names: Sequence[str] | None = None

@@ -38,7 +38,7 @@ def annotate_image(owner: str, dataset: str, key: str, principal: CurrentPrincip
             "editId is applied once)")
 def save_image_labels(owner: str, dataset: str, key: str, body: SaveLabels, principal: CurrentPrincipal,
                       session: DbSession) -> dict[str, Any]:
-    record = service.editable_dataset(session, principal, owner=owner, slug=dataset)
+    record = service.editable_dataset(session, principal, owner=owner, slug=dataset, write=True)
     return service.save_labels(session, principal, record, key, body)
 
 
@@ -53,7 +53,7 @@ def propose_labels(owner: str, dataset: str, body: ProposalsRequest, principal: 
                    session: DbSession, ctx: Ctx, engine: Engine) -> dict[str, Any]:
     """Sync on purpose: FastAPI runs it on its threadpool, so loading the model and inference never block the
     event loop."""
-    record = service.editable_dataset(session, principal, owner=owner, slug=dataset)
+    record = service.editable_dataset(session, principal, owner=owner, slug=dataset, write=True)
     model, _ = proposals.resolve_model(session, principal, body.model)
     return service.propose(session, ctx, record, model, body.keys, body.conf, predictor=engine)
 

@@ -27,17 +27,22 @@ from lanner.datasets import items, service
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.errors import BadRequest, Conflict, NotFound
 from lanner.storage.signing import URLSigner
+from lanner.teams import permissions
 
 __all__ = ["acceptance", "annotate_view", "editable_dataset", "propose", "save_labels"]
 FILTERS = ("unlabelled",)
 
 
-def editable_dataset(session: Session, principal: Principal, *, owner: str, slug: str) -> Dataset:
-    """The caller's own dataset. Anyone else's, public or not, is answered exactly like a missing one: the
-    annotate routes are an editor's, and a public dataset is read through the ordinary image routes."""
+def editable_dataset(session: Session, principal: Principal, *, owner: str, slug: str,
+                     write: bool = False) -> Dataset:
+    """A dataset of the caller's own workspace or of a team of theirs (any member reads, ``write`` takes an
+    editor: a viewer gets the permission table's 403). Anyone else's, public or not, is answered exactly like a
+    missing one: the annotate routes are a workspace's, and a public dataset is read through the image routes."""
     dataset = service.get_dataset(session, principal, owner=owner, slug=slug)
-    if dataset.owner_id != principal.user_id:
+    if not permissions.readable_owner(session, user_id=principal.user_id, owner_id=dataset.owner_id):
         raise NotFound(f"dataset '{owner}/{slug}' not found")
+    if write:
+        service.get_dataset(session, principal, owner=owner, slug=slug, write=True)
     return dataset
 
 

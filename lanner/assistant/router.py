@@ -28,7 +28,7 @@ def retrieve(owner: str, dataset: str, principal: CurrentPrincipal, session: DbS
 @router.put(PATH, summary="Turn the assistant on or off and set when and how its rounds train")
 def update(owner: str, dataset: str, body: AssistantUpdate, principal: CurrentPrincipal, session: DbSession,
            catalogue: CurrentCatalogue, loop: Loop) -> dict[str, Any]:
-    record = editable_dataset(session, principal, owner=owner, slug=dataset)
+    record = editable_dataset(session, principal, owner=owner, slug=dataset, write=True)
     assistant = service.update(session, record, body, catalogue=catalogue, tier=principal.tier)
     after_commit(session, loop.wake)
     return service.view(session, record, assistant)

@@ -24,6 +24,7 @@ from lanner.errors import BadRequest, Conflict, NotFound, NotImplementedOnSelfHo
 from lanner.projects.schemas import REGION
 from lanner.storage import upload_sessions
 from lanner.storage.models import UploadSession
+from lanner.teams import permissions
 
 TRASH_DAYS = 30
 
@@ -78,10 +79,15 @@ def trashed(session: Session, principal: Principal) -> list[Dataset]:
                                 .order_by(Dataset.deleted_at.desc())))
 
 
-def trashed_dataset(session: Session, principal: Principal, dataset_id: str) -> Dataset:
+def trashed_dataset(session: Session, principal: Principal, dataset_id: str, *, action: str = "write") -> Dataset:
+    """A trashed dataset of the caller's own workspace or a team's where their role may ``action`` it (restore:
+    write, delete for good: delete). The trash listing stays the caller's own; a team's trashed dataset is
+    reached by its id, as the team's activity log names it."""
     dataset = session.get(Dataset, dataset_id)
-    if dataset is None or dataset.owner_id != principal.user_id or dataset.deleted_at is None:
+    if dataset is None or dataset.deleted_at is None:
         raise NotFound("no such item in the trash")
+    permissions.check(session, user_id=principal.user_id, owner_id=dataset.owner_id, visibility="private",
+                      action=action, missing="no such item in the trash", read_only="no such item in the trash")
     return dataset
 
 
@@ -125,7 +131,7 @@ def empty(session: Session, principal: Principal, body: dict[str, Any]) -> tuple
     if body.get("id"):
         if body.get("type", "dataset") != "dataset":
             raise NotImplementedOnSelfHosted("only datasets go to the trash in Lanner")
-        items = [trashed_dataset(session, principal, str(body["id"]))]
+        items = [trashed_dataset(session, principal, str(body["id"]), action="delete")]
     elif body.get("all") is True:
         items = trashed(session, principal)
     else:

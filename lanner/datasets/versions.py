@@ -19,36 +19,41 @@ from lanner.errors import Conflict, NotFound
 from lanner.projects.schemas import REGION
 from lanner.resources import VISIBILITIES
 from lanner.slugs import slugify, unique_slug
+from lanner.teams import permissions
 
 COMPARE_PAGE = 500
 
 
 def clone(session: Session, principal: Principal, source: Dataset, *, name: str | None, slug: str | None,
           description: str | None, visibility: str, owner: str | None, version: int | None) -> dict[str, Any]:
-    """``datasets.clone``: into the caller's own workspace, of the live content or of one version."""
-    if owner and owner.lower() != principal.username:
-        raise NotFound(f"workspace '{owner}' not found")
+    """``datasets.clone``: into the caller's own workspace or a team's where they may write, of the live content
+    or of one version."""
+    workspace = permissions.workspace_for(session, user_id=principal.user_id, username=principal.username,
+                                          owner=owner, action="write")
     copy = clone_dataset(session, principal, source, name=name, slug=slug, description=description,
-                         visibility=visibility)
+                         visibility=visibility, workspace=workspace)
     if version is not None:
         frozen = get_version(session, source, version)
         copy.manifest_id, copy.class_names, copy.task = frozen.manifest_id, list(frozen.class_names), frozen.task
     session.flush()
     stats = service.counts(session, copy.manifest_id)
-    return {"id": copy.id, "owner": principal.username, "dataset": copy.slug, "name": copy.name,
+    return {"id": copy.id, "owner": workspace[1], "dataset": copy.slug, "name": copy.name,
             "imageCount": stats["images"], "classCount": len(copy.class_names or []), "region": REGION}
 
 
 def clone_dataset(session: Session, principal: Principal, source: Dataset, *, name: str | None = None,
-                  slug: str | None = None, description: str | None = None, visibility: str = "private") -> Dataset:
-    """O(1): the clone shares the source's manifest until either side writes (copy-on-write)."""
+                  slug: str | None = None, description: str | None = None, visibility: str = "private",
+                  workspace: tuple[str, str] | None = None) -> Dataset:
+    """O(1): the clone shares the source's manifest until either side writes (copy-on-write). ``workspace``:
+    (id, name) of where it goes, checked by the caller; the caller's own by default."""
+    owner_id, owner_name = workspace or (principal.user_id, principal.username)
     base = slugify(slug or name or f"{source.slug}-clone")
-    taken = set(session.scalars(select(Dataset.slug).where(Dataset.owner_id == principal.user_id,
+    taken = set(session.scalars(select(Dataset.slug).where(Dataset.owner_id == owner_id,
                                                            Dataset.slug.like(f"{base}%"))))
     if slug and base in taken:
-        raise Conflict(f"dataset '{principal.username}/{base}' already exists")
+        raise Conflict(f"dataset '{owner_name}/{base}' already exists")
     base = unique_slug(base, taken)
-    copy = Dataset(owner_id=principal.user_id, slug=base, name=name or base,
+    copy = Dataset(owner_id=owner_id, slug=base, name=name or base,
                    description=source.description if description is None else description,
                    visibility=visibility if visibility in VISIBILITIES else "private", task=source.task,
                    class_names=list(source.class_names or []), kpt_shape=source.kpt_shape, format=source.format,

@@ -17,12 +17,13 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
-from lanner.errors import Conflict, Forbidden, Unprocessable
+from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects import service
 from lanner.projects.models import ModelRecord, Project
 from lanner.resources import check_visibility
 from lanner.slugs import slugify, unique_slug
 from lanner.status import record_created
+from lanner.teams import permissions
 
 # A model being trained has no finished weights to copy yet.
 TRAINING = ("pending", "starting", "running")
@@ -32,10 +33,15 @@ COPIED = ("description", "task", "status", "epochs", "best_epoch", "best_fitness
           "weights_size", "weights_name", "started_at", "completed_at")
 
 
-def check_workspace(principal: Principal, owner: str | None) -> None:
-    """Clones go into the caller's own workspace only."""
-    if owner and owner.lower() != principal.username:
-        raise Forbidden(f"you can only clone into your own workspace ('{principal.username}'), not '{owner}'")
+def target_workspace(session: Session, principal: Principal, owner: str | None) -> tuple[str, str]:
+    """(id, name) of the workspace a clone goes into: the caller's own, or a team of theirs where they may write
+    (a viewer gets the permission table's 403)."""
+    try:
+        return permissions.workspace_for(session, user_id=principal.user_id, username=principal.username,
+                                         owner=owner, action="write")
+    except NotFound:
+        raise Forbidden(f"you can only clone into your own workspace ('{principal.username}') or a team's, "
+                        f"not '{owner}'") from None
 
 
 def target_slug(value: str, what: str) -> str:
@@ -75,12 +81,13 @@ def copy_model(session: Session, source: ModelRecord, project: Project, *, slug:
     return record
 
 
-def _own_project(session: Session, principal: Principal, slug: str) -> Project:
-    """The caller's project ``slug``, created (private) when missing."""
-    project = session.scalar(select(Project).where(Project.owner_id == principal.user_id, Project.slug == slug))
+def _target_project(session: Session, workspace: tuple[str, str], slug: str) -> Project:
+    """The workspace's project ``slug``, created (private) when missing."""
+    owner_id, owner_name = workspace
+    project = session.scalar(select(Project).where(Project.owner_id == owner_id, Project.slug == slug))
     if project is None:
-        project = Project(owner_id=principal.user_id, slug=slug, name=slug, tags=[], metadata_={})
-        _flush(session, project, f"project '{principal.username}/{slug}'")
+        project = Project(owner_id=owner_id, slug=slug, name=slug, tags=[], metadata_={})
+        _flush(session, project, f"project '{owner_name}/{slug}'")
     return project
 
 
@@ -89,13 +96,13 @@ def clone_model(session: Session, principal: Principal, source: ModelRecord, *, 
                 description: str | None = None) -> tuple[ModelRecord, Project]:
     """Copy ``source`` (already checked readable) into the caller's project ``project``, created if missing.
     Its slug is ``model``, else the original's; a taken slug gets ``-2``, ``-3``... unless ``model`` named it."""
-    check_workspace(principal, owner)
+    workspace = target_workspace(session, principal, owner)
     check_clonable(source, where)
-    target = _own_project(session, principal, target_slug(project, "project"))
+    target = _target_project(session, workspace, target_slug(project, "project"))
     base = target_slug(model, "model") if model else source.slug
     taken = service.taken_model_slugs(session, target.id, base)
     if model and base in taken:
-        raise Conflict(f"model '{principal.username}/{target.slug}/{base}' already exists")
+        raise Conflict(f"model '{workspace[1]}/{target.slug}/{base}' already exists")
     slug = unique_slug(base, taken)
     return copy_model(session, source, target, slug=slug, name=name or source.name, description=description), target
 
@@ -106,7 +113,7 @@ def clone_project(session: Session, principal: Principal, source: Project, *, wh
                   models: list[str] | None = None) -> tuple[Project, int]:
     """Copy ``source`` (already checked readable) and its finished models with weights, or the models named
     in ``models``, into a new project of the caller's; returns it and how many models it got."""
-    check_workspace(principal, owner)
+    owner_id, owner_name = target_workspace(session, principal, owner)
     visibility = visibility or "private"
     check_visibility(visibility)
     records = service.list_models(session, source)
@@ -121,16 +128,16 @@ def clone_project(session: Session, principal: Principal, source: Project, *, wh
         for record in chosen:
             check_clonable(record, f"{where}/{record.slug}")
     base = target_slug(project or name or source.slug, "project")
-    taken = session.scalars(select(Project.slug).where(Project.owner_id == principal.user_id,
+    taken = session.scalars(select(Project.slug).where(Project.owner_id == owner_id,
                                                        Project.slug.like(f"{base}%")))
     taken_slugs = set(taken)
     if project and base in taken_slugs:
-        raise Conflict(f"project '{principal.username}/{base}' already exists")
-    copy_ = Project(owner_id=principal.user_id, slug=unique_slug(base, taken_slugs), name=name or source.name,
+        raise Conflict(f"project '{owner_name}/{base}' already exists")
+    copy_ = Project(owner_id=owner_id, slug=unique_slug(base, taken_slugs), name=name or source.name,
                     description=source.description if description is None else description, visibility=visibility,
                     tags=list(source.tags or []), license=license or source.license, icon_color=source.icon_color,
                     metadata_=copy.deepcopy(source.metadata_ or {}), cloned_from_id=source.id)
-    _flush(session, copy_, f"project '{principal.username}/{copy_.slug}'")
+    _flush(session, copy_, f"project '{owner_name}/{copy_.slug}'")
     for record in chosen:
         copy_model(session, record, copy_, slug=record.slug, name=record.name)
     return copy_, len(chosen)

@@ -111,7 +111,7 @@ def clone_project(owner: str, project: str, body: ProjectClone, principal: Curre
         session, principal, source, where=f"{owner.lower()}/{project}", owner=body.owner, project=body.project,
         name=body.name, description=body.description, visibility=body.visibility, license=body.license,
         models=body.models)
-    return {"id": copy.id, "owner": principal.username, "project": copy.slug, "name": copy.name,
+    return {"id": copy.id, "owner": service.owner_name(session, copy), "project": copy.slug, "name": copy.name,
             "modelCount": count, "region": REGION}
 
 
@@ -159,7 +159,7 @@ def clone_model(owner: str, project: str, model: str, body: ModelClone, principa
     copy, target = clones.clone_model(
         session, principal, source, where=f"{owner.lower()}/{project}/{model}", project=body.project,
         owner=body.owner, model=body.model, name=body.name, description=body.description)
-    return {"id": copy.id, "owner": principal.username, "project": target.slug, "model": copy.slug,
+    return {"id": copy.id, "owner": service.owner_name(session, target), "project": target.slug, "model": copy.slug,
             "name": copy.name, "region": REGION}
 
 

@@ -7,7 +7,7 @@ the caller checks before asking here). API keys act as their user, within that u
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
@@ -90,3 +90,8 @@ def workspace_for(session: Session, *, user_id: str, username: str, owner: str |
 def readable_owner(session: Session, *, user_id: str, owner_id: str) -> bool:
     """Whether the caller sees the private things of workspace ``owner_id`` (their own, or a team of theirs)."""
     return role_in(session, user_id=user_id, owner_id=owner_id) is not None
+
+
+def team_ids(user_id: str) -> Select[tuple[str]]:
+    """The teams ``user_id`` belongs to, for ``owner_id IN (...)`` filters of "everything the caller may read"."""
+    return select(TeamMember.team_id).where(TeamMember.user_id == user_id)

@@ -42,6 +42,7 @@ def add_member(team: str, body: MemberAdd, principal: CurrentPrincipal, session:
 @router.patch("/api/teams/{team}/members/{username}", summary="Change a member's role or monthly budget (admins)")
 def update_member(team: str, username: str, body: MemberUpdate, principal: CurrentPrincipal,
                   session: DbSession) -> dict[str, Any]:
+    service.team_for(session, principal, team, "manage_members")  # even a PATCH that changes nothing is an admin's
     if body.role is not None:
         service.set_role(session, principal, team, username, body.role)
     if body.monthlyBudgetCents is not None or body.clearBudget:

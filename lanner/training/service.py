@@ -50,11 +50,10 @@ def writable_model(session: Session, principal: Principal, model_id: str) -> Mod
     model = session.get(ModelRecord, model_id)
     if model is None:
         raise NotFound(f"model '{model_id}' not found")
-    if not permissions.can(session, user_id=principal.user_id, owner_id=model.owner_id, action="train"):
-        project = session.get(Project, model.project_id)
-        if project is not None and project.visibility == "public":
-            raise Forbidden("this API key may not write to this model")
-        raise NotFound(f"model '{model_id}' not found")
+    project = session.get(Project, model.project_id)
+    permissions.check(session, user_id=principal.user_id, owner_id=model.owner_id,
+                      visibility=project.visibility if project is not None else "private", action="train",
+                      missing=f"model '{model_id}' not found", read_only="this API key may not write to this model")
     return model
 
 

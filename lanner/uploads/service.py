@@ -48,16 +48,13 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, set
         raise BadRequest("model uploads must be .pt checkpoints")
     if total_bytes is not None and total_bytes > max_bytes:
         raise BadRequest(f"upload of {total_bytes} bytes exceeds the limit of {max_bytes}")
-    if asset_id and asset_type == "datasets":
-        target = session.get(Dataset, asset_id)
-        if target is None or not permissions.can(session, user_id=principal.user_id, owner_id=target.owner_id,
-                                                 action="write"):
-            raise NotFound("dataset not found")
-    if asset_id and asset_type == "models":
-        model = session.get(ModelRecord, asset_id)
-        if model is None or not permissions.can(session, user_id=principal.user_id, owner_id=model.owner_id,
-                                                action="write"):
-            raise NotFound("model not found")
+    if asset_id:  # only a member who may write there uploads into it (a viewer: the table's 403)
+        target = session.get(Dataset if asset_type == "datasets" else ModelRecord, asset_id)
+        missing = f"{asset_type[:-1]} not found"
+        if target is None:
+            raise NotFound(missing)
+        permissions.check(session, user_id=principal.user_id, owner_id=target.owner_id, visibility="private",
+                          action="write", missing=missing, read_only=missing)
     ttl = settings.upload_url_ttl_seconds
     expires = utcnow().replace(microsecond=0) + timedelta(seconds=ttl)
     upload = upload_sessions.create(session, UploadSession(

@@ -274,7 +274,7 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
     """The assistant's settings, saved as ``PUT .../assistant`` saves them (the owner's only: anyone else gets
     the 404 of a missing dataset). htmx gets the section again; a plain post goes back to the page, or gets the
     page with the refused form (422)."""
-    dataset = annotation_service.editable_dataset(session, user, owner=owner, slug=slug)
+    dataset = annotation_service.editable_dataset(session, user, owner=owner, slug=slug, write=True)
     owner = owner.lower()
     form = assistant_panel.AssistantForm.read(await request.form())
     current = assistant_service.find(session, dataset)
