@@ -15,6 +15,7 @@ from lanner.db import iso
 from lanner.deps import DbSession
 from lanner.errors import BadRequest
 from lanner.projects import service as projects_service
+from lanner.teams import permissions
 
 router = APIRouter(tags=["billing"])
 
@@ -43,13 +44,25 @@ def _model_refs(session: Any, rows: list[LedgerTransaction], user_id: str) -> di
             for model_id, ref in refs.items()}
 
 
+OWNER = Query(default=None, max_length=100, description="Lanner: a team's ledger instead of yours (transactions: "
+              "its admins; usage summary: any member)")
+
+
+def _account(session: Any, principal: Any, owner: str | None, action: str) -> str:
+    """The ledger account asked for: the caller's own, or a team's they may ``action`` in (404 otherwise)."""
+    return permissions.workspace_for(session, user_id=principal.user_id, username=principal.username, owner=owner,
+                                     action=action)[0]
+
+
 @router.get("/api/billing/transactions")
 def transactions(principal: CurrentPrincipal, session: DbSession,
-                 from_: str | None = Query(default=None, alias="from"), to: str | None = None) -> dict[str, Any]:
+                 from_: str | None = Query(default=None, alias="from"), to: str | None = None,
+                 owner: str | None = OWNER) -> dict[str, Any]:
     since, until = _parse_time(from_, "from"), _parse_time(to, "to")
-    rows = service.transactions(session, user_id=principal.user_id, limit=100_000)
-    running = service.balance_micros(session, user_id=principal.user_id)
-    models = _model_refs(session, [r for r, _, _ in rows], principal.user_id)
+    account = _account(session, principal, owner, "manage_billing")
+    rows = service.transactions(session, user_id=account, limit=100_000)
+    running = service.balance_micros(session, user_id=account)
+    models = _model_refs(session, [r for r, _, _ in rows], account)
     items = []
     for row, effect, available_effect in rows:  # newest first: the balance after a row is the one before the next
         after = running
@@ -77,8 +90,8 @@ def transactions(principal: CurrentPrincipal, session: DbSession,
 
 
 @router.get("/api/billing/usage-summary")
-def usage_summary(principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
-    user = session.get(User, principal.user_id)
+def usage_summary(principal: CurrentPrincipal, session: DbSession, owner: str | None = OWNER) -> dict[str, Any]:
+    user = session.get(User, _account(session, principal, owner, "read"))
     assert user is not None
     balance = service.balances(session, user_id=user.id)
     return {

@@ -8,12 +8,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from lanner.accounts import service as accounts_service
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.models import User
-from lanner.db import iso
+from lanner.billing import service as billing
+from lanner.db import iso, utcnow
 from lanner.deps import DbSession
 from lanner.teams import service
 from lanner.teams.schemas import InvitationAccept, InvitationCreate, MemberAdd, MemberUpdate, TeamCreate
+from lanner.training import budgets  # routers are the HTTP edge: per-member spend is the training domain's
 
 router = APIRouter(tags=["teams"])
 CENT = 10_000  # micros per cent
@@ -76,6 +79,24 @@ def accept_invitation(body: InvitationAccept, principal: CurrentPrincipal, sessi
 def activity(team: str, principal: CurrentPrincipal, session: DbSession,
              limit: Annotated[int, Query(ge=1, le=500)] = 100, before: datetime | None = None) -> dict[str, Any]:
     return {"events": service.activity(session, principal, team, limit=limit, before=before)}
+
+
+@router.get("/api/teams/{team}/spend", summary="What each member's runs took from the team's credit this month, "
+            "against their budget (admins)")
+def spend(team: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    account, _ = service.team_for(session, principal, team, "manage_billing")
+    rows = []
+    for row in service.members(session, principal, team):
+        user = accounts_service.require_user(session, username=row["username"])
+        spent = budgets.month_spend(session, owner_id=account.id, user_id=user.id)
+        budget = row["monthlyBudgetMicros"]
+        rows.append({"username": row["username"], "role": row["role"],
+                     "spentCents": billing.micros_to_fractional_cents(spent),
+                     "budgetCents": None if budget is None else billing.micros_to_fractional_cents(budget)})
+    balance = billing.balances(session, user_id=account.id)
+    return {"team": account.username, "month": utcnow().strftime("%Y-%m"), "members": rows,
+            "availableCents": billing.micros_to_fractional_cents(balance.available),
+            "heldCents": billing.micros_to_fractional_cents(balance.held)}
 
 
 def _member(row: dict[str, Any]) -> dict[str, Any]:
