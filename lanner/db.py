@@ -139,3 +139,13 @@ def after_commit(session: Session, callback: Callable[[], Any]) -> None:
 
     event.listen(session, "after_commit", committed, once=True)
     event.listen(session, "after_rollback", lambda _: pending.clear(), once=True)
+
+
+ACTOR_KEY = "actor_id"
+
+
+def set_actor(session: Session, user_id: str | None) -> None:
+    """Who the session's changes are made for: the request's caller, read by the activity log's flush hook
+    (``lanner.teams.activity``) so that every write in the request is attributed without passing it along."""
+    if user_id:
+        session.info[ACTOR_KEY] = user_id

@@ -98,3 +98,12 @@ def apply_changes(session: Session, row: OwnedResource, changes: Mapping[str, An
     for key, attr in {**PLAIN_FIELDS, **(fields or {})}.items():
         if changes.get(key) is not None:
             setattr(row, attr, changes[key])
+
+
+class TransferRequest(BaseModel):
+    """Move a dataset or project to another workspace (``lanner.teams.transfers``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: str = Field(min_length=1, max_length=100, description="The workspace it moves to: a team's name, or "
+                       "your username to bring it back")

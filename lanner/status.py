@@ -29,6 +29,14 @@ class StatusEvent(Base):
     reason: Mapped[str | None] = mapped_column(String(300))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
+    def changed_row(self, session: Session) -> Any:
+        """The row whose status this event records (None once it is gone): for the activity log."""
+        for mapper in Base.registry.mappers:
+            if mapper.class_.__tablename__ == self.entity:
+                key = mapper.primary_key[0].type.python_type(self.entity_id)
+                return session.get(mapper.class_, key)
+        return None
+
 
 class InvalidStatusChange(Exception):
     """The row was no longer in a state that allows the change (someone else moved it first)."""

@@ -19,6 +19,7 @@ from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
 from lanner.accounts.sessions import SESSION_COOKIE, principal_from_cookie
 from lanner.context import AppContext
+from lanner.db import set_actor
 from lanner.deps import Ctx, DbSession
 from lanner.errors import Forbidden, Unauthorized
 
@@ -83,6 +84,7 @@ def _resolve(request: Request, ctx: AppContext, session: Session) -> Principal |
 
 def get_principal(request: Request, ctx: Ctx, session: DbSession) -> Principal:
     principal = _resolve(request, ctx, session)
+    set_actor(session, principal.user_id if principal is not None else None)
     if principal is None:
         raise Unauthorized("missing API key: send 'Authorization: Bearer ul_...'")
     return principal
@@ -90,7 +92,9 @@ def get_principal(request: Request, ctx: Ctx, session: DbSession) -> Principal:
 
 def get_optional_principal(request: Request, ctx: Ctx, session: DbSession) -> Principal | None:
     """Nobody (None) instead of a 401: for pages that send the visitor to the login."""
-    return _resolve(request, ctx, session)
+    principal = _resolve(request, ctx, session)
+    set_actor(session, principal.user_id if principal is not None else None)
+    return principal
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]

@@ -64,7 +64,12 @@ class Balances:
 
 
 def lock_user(session: Session, user_id: str) -> None:
-    session.execute(select(User.id).where(User.id == user_id).with_for_update())
+    """Serialise everything that moves ``user_id``'s money. ``FOR NO KEY UPDATE`` (PostgreSQL; SQLite's one
+    writer serialises anyway) and not ``FOR UPDATE``: the row's key never changes, and the foreign-key checks of
+    rows the same transaction inserted first (a run's model, an activity line naming the team) hold ``KEY SHARE``
+    on it, which ``FOR UPDATE`` waits for: two starts against one team deadlocked that way. SQLAlchemy renders
+    ``key_share=True`` without ``read`` as ``FOR NO KEY UPDATE``."""
+    session.execute(select(User.id).where(User.id == user_id).with_for_update(key_share=True))
 
 
 def balances(session: Session, *, user_id: str) -> Balances:

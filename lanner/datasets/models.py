@@ -43,6 +43,7 @@ class Dataset(OwnedResource, Base):
     ``status`` changes only through ``datasets/state.py``."""
 
     __tablename__ = "datasets"
+    __activity__ = "dataset"  # created, trashed, restored and deleted things of a team: lanner/teams/activity.py
 
     task: Mapped[str] = mapped_column(String(20), default="detect")
     class_names: Mapped[list[Any]] = mapped_column(default=list)

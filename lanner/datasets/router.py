@@ -29,6 +29,7 @@ from lanner.db import after_commit
 from lanner.deps import DbSession
 from lanner.errors import NotImplementedOnSelfHosted
 from lanner.projects.schemas import REGION
+from lanner.resources import TransferRequest
 
 router = APIRouter(tags=["datasets"])
 
@@ -54,7 +55,7 @@ def list_datasets(owner: str, principal: CurrentPrincipal, session: DbSession,
 @router.get("/api/datasets/{owner}/{dataset}")
 def retrieve_dataset(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset)
-    view = service.dataset_view(session, record, owner=owner.lower(), versions=True)
+    view = service.dataset_view(session, record, owner=service.owner_name(session, record), versions=True)
     return {"dataset": {**view, "metadata": record.metadata_ or {}}}
 
 
@@ -69,6 +70,16 @@ def update_dataset(owner: str, dataset: str, body: DatasetUpdate, principal: Cur
 def delete_dataset(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
     trash.trash_dataset(service.get_dataset(session, principal, owner=owner, slug=dataset, write=True))
     return {"success": True}
+
+
+@router.post("/api/datasets/{owner}/{dataset}/transfer", tags=["lanner"],
+             summary="Move the dataset to another workspace (a team's, or back to yours)",
+             description="The same dataset (id, versions, images, labels) under a new owner; its old address keeps "
+             "answering for it. Needs admin in the workspace it leaves (yours: you) and editor where it goes.")
+def transfer_dataset(owner: str, dataset: str, body: TransferRequest, principal: CurrentPrincipal,
+                     session: DbSession) -> dict[str, Any]:
+    moved, new_owner = service.transfer_dataset(session, principal, owner=owner, slug=dataset, to_owner=body.owner)
+    return {"success": True, "owner": new_owner, "dataset": moved.slug, "id": moved.id}
 
 
 @router.post("/api/datasets/{owner}/{dataset}/ingest", status_code=202)

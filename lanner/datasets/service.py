@@ -29,7 +29,7 @@ from lanner.db import after_commit, iso, utcnow
 from lanner.errors import BadRequest, Conflict, NotFound
 from lanner.resources import apply_changes, check_visibility
 from lanner.slugs import slugify
-from lanner.teams import permissions
+from lanner.teams import permissions, transfers
 
 # An item as a manifest copy carries it (clones, versions, the assistant's training data).
 ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list",
@@ -47,6 +47,9 @@ def get_dataset(session: Session, principal: Principal, *, owner: str, slug: str
     """404 for anything the caller may not see; 403 for writing a public dataset of someone else."""
     dataset = session.scalar(select(Dataset).join(User, User.id == Dataset.owner_id).where(
         User.username == owner.lower(), Dataset.slug == slug))
+    if dataset is None:  # moved to another workspace: the old address still answers (lanner/teams/transfers.py)
+        moved = transfers.moved_to(session, "dataset", owner, slug)
+        dataset = session.get(Dataset, moved) if moved else None
     missing = f"dataset '{owner}/{slug}' not found"
     if dataset is None or (dataset.deleted_at is not None and not include_trashed):
         raise NotFound(missing)
@@ -54,6 +57,17 @@ def get_dataset(session: Session, principal: Principal, *, owner: str, slug: str
                       action="write" if write else "read", missing=missing,
                       read_only=f"dataset '{owner}/{slug}' is public but read-only for you")
     return dataset
+
+
+def transfer_dataset(session: Session, principal: Principal, *, owner: str, slug: str,
+                     to_owner: str) -> tuple[Dataset, str]:
+    """Move the dataset to workspace ``to_owner``: the same row (id, versions, images, labels, runs that used it),
+    a new owner; returns it and the new owner's name. Import history keeps the owner it ran for."""
+    dataset = get_dataset(session, principal, owner=owner, slug=slug)
+    _, new_owner = transfers.move(session, principal, dataset, kind="dataset", to_owner=to_owner, slug_taken=lambda
+                                  owner_id, name: session.scalar(select(Dataset.id).where(
+                                      Dataset.owner_id == owner_id, Dataset.slug == name)) is not None)
+    return dataset, new_owner
 
 
 def get_dataset_by_id(session: Session, principal: Principal, dataset_id: str, *, write: bool = False) -> Dataset:

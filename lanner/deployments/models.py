@@ -23,6 +23,7 @@ from lanner.db import Base, TimestampMixin, id_column, utcnow
 class Deployment(TimestampMixin, Base):
     __tablename__ = "deployments"
     __table_args__ = (UniqueConstraint("owner_id", "slug"),)
+    __activity__ = "endpoint"  # lanner/teams/activity.py
 
     id: Mapped[str] = id_column()
     owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)

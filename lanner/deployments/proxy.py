@@ -23,12 +23,14 @@ import orjson
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
+from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.db import Database
 from lanner.deployments import serving, state
 from lanner.deployments.models import Deployment
 from lanner.errors import Conflict, NotFound, ServiceUnavailable
 from lanner.inference.predictor import Options
+from lanner.teams import permissions
 
 CACHE_SECONDS = 1.0
 FORWARD_TIMEOUT_SECONDS = 120.0
@@ -54,22 +56,31 @@ class Routes:
         with self._lock:
             self._cache.clear()
 
-    def _read(self, owner_id: str, slug: str) -> Route | None:
+    def _read(self, user_id: str, owner: str, slug: str) -> tuple[Route | None, bool]:
+        """(the route, whether it may be cached): a team's endpoint is read afresh every time, so a member
+        removed a moment ago is refused at once; a person's own for a second."""
         with self.db.session() as session:
-            d = session.scalar(select(Deployment).where(Deployment.owner_id == owner_id, Deployment.slug == slug,
+            workspace = session.execute(select(User.id, User.account_type).where(
+                User.username == owner.lower())).first()
+            if workspace is None or permissions.role_in(session, user_id=user_id, owner_id=workspace.id) is None:
+                return None, True
+            d = session.scalar(select(Deployment).where(Deployment.owner_id == workspace.id, Deployment.slug == slug,
                                                         Deployment.deleted_at.is_(None)))
-            return None if d is None else Route(d.id, d.owner_id, d.slug, d.status, d.status_message, d.url)
+            route = None if d is None else Route(d.id, d.owner_id, d.slug, d.status, d.status_message, d.url)
+            return route, workspace.account_type != "team"
 
     async def get(self, principal: Principal, owner: str, slug: str, *, fresh: bool = False) -> Route:
-        """The caller's ready deployment ``owner/slug``: 404 for anyone else's, 409 while it is not ready."""
-        if not principal.user_id or owner.lower() != principal.username.lower():
+        """Ready deployment ``owner/slug`` of the caller's own workspace or a team of theirs (any role may
+        predict): 404 for anyone else's, 409 while it is not ready."""
+        if not principal.user_id:
             raise NotFound(f"deployment '{owner}/{slug}' not found")
-        key = (principal.user_id, slug)
+        key = (principal.user_id, owner.lower(), slug)
         cached = self._cache.get(key)
         if fresh or cached is None or time.monotonic() - cached[0] > CACHE_SECONDS:
-            route = await run_in_threadpool(self._read, principal.user_id, slug)
-            with self._lock:
-                self._cache[key] = (time.monotonic(), route)
+            route, cacheable = await run_in_threadpool(self._read, principal.user_id, owner, slug)
+            if cacheable:
+                with self._lock:
+                    self._cache[key] = (time.monotonic(), route)
         else:
             route = cached[1]
         if route is None:

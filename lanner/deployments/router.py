@@ -34,9 +34,11 @@ ONE = OWNER + "/{deployment}"
 HEALTH_TIMEOUT_SECONDS = 55.0  # the hosted health check's allowance for a cold start
 
 
-def _item(d: Any, principal: Any, ctx: Any, *, with_metadata: bool) -> dict[str, Any]:
-    item = deployment_item(d, owner=principal.username, with_metadata=with_metadata)
-    item["serviceUrl"] = public_service_url(ctx.settings.public_url, principal.username, d.slug)
+def _item(d: Any, owner: str, ctx: Any, *, with_metadata: bool) -> dict[str, Any]:
+    """``owner``: the workspace's name as the path gave it (a person's or a team's), which ``get_deployment``
+    resolved."""
+    item = deployment_item(d, owner=owner.lower(), with_metadata=with_metadata)
+    item["serviceUrl"] = public_service_url(ctx.settings.public_url, owner.lower(), d.slug)
     return item
 
 
@@ -56,7 +58,7 @@ def list_deployments(owner: str, principal: CurrentPrincipal, session: DbSession
                      status: StatusName | None = None, model: Annotated[str | None, Query(max_length=260)] = None,
                      limit: Annotated[PageSize | None, Query(le=1000)] = None) -> dict[str, Any]:
     rows, total = service.list_deployments(session, principal, owner=owner, status=status, model=model, limit=limit)
-    return {"deployments": [_item(d, principal, ctx, with_metadata=False) for d in rows], "total": float(total),
+    return {"deployments": [_item(d, owner, ctx, with_metadata=False) for d in rows], "total": float(total),
             "region": REGION}
 
 
@@ -64,13 +66,13 @@ def list_deployments(owner: str, principal: CurrentPrincipal, session: DbSession
 def retrieve(owner: str, deployment: str, principal: CurrentPrincipal, session: DbSession,
              ctx: Ctx) -> dict[str, Any]:
     d = service.get_deployment(session, principal, owner=owner, deployment=deployment)
-    return {"deployment": _item(d, principal, ctx, with_metadata=True), "region": REGION}
+    return {"deployment": _item(d, owner, ctx, with_metadata=True), "region": REGION}
 
 
 @router.patch(ONE, summary="deployments.update: metadata, name, or start/stop/resize/replace")
 def update(owner: str, deployment: str, body: DeploymentUpdate, principal: CurrentPrincipal, session: DbSession,
            ctx: Ctx, endpoints: Endpoints) -> dict[str, Any]:
-    d = service.get_deployment(session, principal, owner=owner, deployment=deployment)
+    d = service.get_deployment(session, principal, owner=owner, deployment=deployment, action="train")
     status, message = service.update_deployment(session, principal, d, body, settings=ctx.settings)
     after_commit(session, endpoints.changed)
     answer: dict[str, Any] = {"success": True, "status": status, "message": message}
@@ -82,7 +84,7 @@ def update(owner: str, deployment: str, body: DeploymentUpdate, principal: Curre
 @router.delete(ONE, summary="deployments.delete: the endpoint and its process go")
 def delete(owner: str, deployment: str, principal: CurrentPrincipal, session: DbSession,
            endpoints: Endpoints) -> dict[str, Any]:
-    d = service.get_deployment(session, principal, owner=owner, deployment=deployment)
+    d = service.get_deployment(session, principal, owner=owner, deployment=deployment, action="train")
     service.delete_deployment(session, d)
     after_commit(session, endpoints.changed)
     return {"success": True}

@@ -35,6 +35,7 @@ from lanner.exports.service import fingerprint
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord
 from lanner.slugs import renamed_slug, slugify, unique_slug
+from lanner.teams import permissions
 
 BACKENDS = ("local", "ray")
 DEFAULT_CPU, DEFAULT_MEMORY_GI = 1, 2
@@ -67,16 +68,26 @@ def price_micros_per_hour(settings: Settings, *, cpu: int, memory_gi: int) -> in
                              + memory_gi * settings.endpoint_price_per_gib_hour)
 
 
-def _own(principal: Principal, owner: str) -> bool:
-    return bool(principal.user_id) and owner.lower() == principal.username.lower()
+def _workspace_id(session: Session, principal: Principal, owner: str, action: str) -> str | None:
+    """The id of workspace ``owner`` (the caller's own, or a team of theirs) when the caller may ``action`` there
+    (a viewer reads a team's endpoints, an editor runs them); None for anyone else's; a member whose role is too
+    low gets the permission table's 403."""
+    if not principal.user_id:
+        return None
+    try:
+        return permissions.workspace_for(session, user_id=principal.user_id, username=principal.username,
+                                         owner=owner, action=action)[0]
+    except NotFound:
+        return None
 
 
-def get_deployment(session: Session, principal: Principal, *, owner: str, deployment: str) -> Deployment:
-    """The caller's deployment ``owner/deployment``; anything else (another user's, a deleted one) is a 404."""
-    found = None
-    if _own(principal, owner):
-        found = session.scalar(select(Deployment).where(
-            Deployment.owner_id == principal.user_id, Deployment.slug == deployment, Deployment.deleted_at.is_(None)))
+def get_deployment(session: Session, principal: Principal, *, owner: str, deployment: str,
+                   action: str = "read") -> Deployment:
+    """Deployment ``owner/deployment`` of a workspace the caller may ``action`` in; anything else (another
+    user's, a team the caller is not in, a deleted one) is a 404."""
+    owner_id = _workspace_id(session, principal, owner, action)
+    found = None if owner_id is None else session.scalar(select(Deployment).where(
+        Deployment.owner_id == owner_id, Deployment.slug == deployment, Deployment.deleted_at.is_(None)))
     if found is None:
         raise NotFound(f"deployment '{owner}/{deployment}' not found")
     return found
@@ -84,10 +95,11 @@ def get_deployment(session: Session, principal: Principal, *, owner: str, deploy
 
 def list_deployments(session: Session, principal: Principal, *, owner: str, status: str | None, model: str | None,
                      limit: int | None) -> tuple[list[Deployment], int]:
-    """The owner's deployments, newest first, and how many match; another user's list is empty."""
-    if not _own(principal, owner):
+    """The workspace's deployments, newest first, and how many match; someone else's list is empty."""
+    owner_id = _workspace_id(session, principal, owner, "read")
+    if owner_id is None:
         return [], 0
-    query = select(Deployment).where(Deployment.owner_id == principal.user_id, Deployment.deleted_at.is_(None))
+    query = select(Deployment).where(Deployment.owner_id == owner_id, Deployment.deleted_at.is_(None))
     if status:
         query = query.where(Deployment.status == status)
     if model:
@@ -99,9 +111,11 @@ def list_deployments(session: Session, principal: Principal, *, owner: str, stat
 
 
 def for_model(session: Session, principal: Principal, record: ModelRecord) -> list[Deployment]:
-    """The caller's deployments of one model (the model page), newest first."""
+    """The deployments of one model in its own workspace (the model page: the caller may read the model)."""
+    if not permissions.readable_owner(session, user_id=principal.user_id, owner_id=record.owner_id):
+        return []
     return list(session.scalars(select(Deployment).where(
-        Deployment.owner_id == principal.user_id, Deployment.model_id == record.id, Deployment.deleted_at.is_(None))
+        Deployment.owner_id == record.owner_id, Deployment.model_id == record.id, Deployment.deleted_at.is_(None))
         .order_by(Deployment.created_at.desc(), Deployment.id)))
 
 
@@ -137,8 +151,10 @@ def _serve(session: Session, record: ModelRecord, runtime: str | None) -> dict[s
 
 def create_deployment(session: Session, principal: Principal, *, owner: str, body: DeploymentCreate,
                       settings: Settings) -> Deployment:
-    if not _own(principal, owner):
-        raise Forbidden("deployments are created in your own workspace: use your username as owner")
+    owner_id = _workspace_id(session, principal, owner, "train")
+    if owner_id is None:
+        raise Forbidden("deployments are created in your own workspace (use your username as owner) or in a team "
+                        "where you are an editor")
     regions = offered_regions(settings)
     if body.region not in regions:
         offered = ", ".join(sorted(regions)) if len(regions) < len(REGIONS) else "one of the SDK's region ids"
@@ -150,12 +166,12 @@ def create_deployment(session: Session, principal: Principal, *, owner: str, bod
     base = slugify(body.deployment)[:100].strip("-")
     if not base:
         raise Unprocessable("deployment: the name needs a letter or a digit")
-    taken = session.scalars(select(Deployment.slug).where(Deployment.owner_id == principal.user_id,
+    taken = session.scalars(select(Deployment.slug).where(Deployment.owner_id == owner_id,
                                                           Deployment.slug.like(f"{base}%")))
     cpu, memory = body.cpu or DEFAULT_CPU, body.memoryGi or DEFAULT_MEMORY_GI
     backend = regions[body.region]
     deployment = Deployment(
-        owner_id=principal.user_id, slug=unique_slug(base, list(taken)), name=body.name.strip() or base,
+        owner_id=owner_id, slug=unique_slug(base, list(taken)), name=body.name.strip() or base,
         region=body.region, backend=backend, status=state.CREATING, cpu=cpu, memory_gi=memory,
         min_instances=1, max_instances=(body.maxInstances or 1) if backend == "ray" else 1, metadata_={},
         price_micros_per_hour=price_micros_per_hour(settings, cpu=cpu, memory_gi=memory), **serve)

@@ -9,6 +9,7 @@ from sqlalchemy import BigInteger, ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from lanner.db import Base, TimestampMixin, id_column
+from lanner.projects.models import ModelRecord
 
 
 class ModelExport(TimestampMixin, Base):
@@ -19,6 +20,8 @@ class ModelExport(TimestampMixin, Base):
     download them and is cleared when it ends; ``sha256`` is the artefact's, for as long as the row exists."""
 
     __tablename__ = "model_exports"
+    __activity__ = "export"  # lanner/teams/activity.py
+    __activity_statuses__ = {"cancelled": "cancelled"}
 
     id: Mapped[str] = id_column()
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
@@ -40,3 +43,8 @@ class ModelExport(TimestampMixin, Base):
     slot: Mapped[str | None] = mapped_column(String(32))  # the running attempt's upload token
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
+
+    def activity_subject(self, session: Any) -> tuple[str, str] | None:
+        """(workspace, name) for the activity log: the model and the format."""
+        model = session.get(ModelRecord, self.model_id)
+        return None if model is None else (self.owner_id, f"{model.activity_subject(session)[1]} {self.format}")

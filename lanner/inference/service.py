@@ -58,7 +58,8 @@ def resolve_model(session: Session, principal: Principal, *, owner: str, project
     it did not exist), with weights to run (409 without). The hot path is one indexed query of three columns;
     a miss asks ``projects.service``, whose 404 says what is missing."""
     row = session.execute(_MODEL_ACCESS, {"owner": owner.lower(), "project": project, "model": model}).first()
-    if row is None or not projects_service.can_read(principal, owner_id=row.owner_id, visibility=row.visibility):
+    if row is None or not projects_service.can_read(session, principal, owner_id=row.owner_id,
+                                                    visibility=row.visibility):
         projects_service.get_model(session, principal, owner=owner, project=project, model=model)  # raises
         raise NotFound(f"model '{owner}/{project}/{model}' not found")
     uri = f"{refs.SCHEME}{owner.lower()}/{project}/{model}"

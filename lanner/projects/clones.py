@@ -145,7 +145,7 @@ def model_lineage(session: Session, principal: Principal, record: ModelRecord) -
     out: dict[str, Any] = {"cloneCount": clone_count(session, ModelRecord.cloned_from_id, record.id)}
     source = session.get(ModelRecord, record.cloned_from_id) if record.cloned_from_id else None
     project = session.get(Project, source.project_id) if source is not None else None
-    if source is None or project is None or not service.can_read(principal, owner_id=project.owner_id,
+    if source is None or project is None or not service.can_read(session, principal, owner_id=project.owner_id,
                                                                  visibility=project.visibility):
         return out
     owner = session.scalar(select(User.username).where(User.id == project.owner_id))
@@ -157,6 +157,7 @@ def model_lineage(session: Session, principal: Principal, record: ModelRecord) -
 def project_lineage(session: Session, principal: Principal, project: Project) -> dict[str, Any]:
     out: dict[str, Any] = {"cloneCount": clone_count(session, Project.cloned_from_id, project.id)}
     source = session.get(Project, project.cloned_from_id) if project.cloned_from_id else None
-    if source is not None and service.can_read(principal, owner_id=source.owner_id, visibility=source.visibility):
+    if source is not None and service.can_read(session, principal, owner_id=source.owner_id,
+                                               visibility=source.visibility):
         out["clonedFrom"] = source.id
     return out

@@ -22,6 +22,7 @@ class Project(OwnedResource, Base):
     """Owner, slug, name, description, visibility, tags, licence and metadata come from ``OwnedResource``."""
 
     __tablename__ = "projects"
+    __activity__ = "project"  # lanner/teams/activity.py
 
     icon_color: Mapped[str | None] = mapped_column(String(20))
     archived: Mapped[bool] = mapped_column(default=False)
@@ -36,6 +37,7 @@ class ModelRecord(TimestampMixin, Base):
 
     __tablename__ = "models"
     __table_args__ = (UniqueConstraint("project_id", "slug"),)
+    __activity__ = "model"  # lanner/teams/activity.py
 
     id: Mapped[str] = id_column()
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
@@ -70,3 +72,8 @@ class ModelRecord(TimestampMixin, Base):
     cloned_from_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
     project: Mapped[Project] = relationship(back_populates="models")
+
+    def activity_subject(self, session: Any) -> tuple[str, str]:
+        """(workspace, name) for the activity log: ``project/model``."""
+        project = self.project if self.project is not None else session.get(Project, self.project_id)
+        return self.owner_id, f"{project.slug if project is not None else '?'}/{self.slug}"

@@ -24,6 +24,7 @@ from lanner.projects.schemas import (
     project_item,
 )
 from lanner.projects.service import ModelHooks
+from lanner.resources import TransferRequest
 
 router = APIRouter(tags=["projects"])
 
@@ -64,7 +65,8 @@ def retrieve_project(owner: str, project: str, principal: CurrentPrincipal, sess
         needle = search.lower()
         models = [m for m in models if needle in m.name.lower() or needle in m.slug]
     epoch_counts = hooks.epoch_counts(session, [m.id for m in models])
-    item = project_item(proj, owner=owner.lower(), model_count=len(models), model_names=[m.name for m in models])
+    item = project_item(proj, owner=service.owner_name(session, proj), model_count=len(models),
+                        model_names=[m.name for m in models])
     item.update(metadata=proj.metadata_ or {}, **clones.project_lineage(session, principal, proj))
     return {
         "project": item,
@@ -86,6 +88,18 @@ def delete_project(owner: str, project: str, principal: CurrentPrincipal, sessio
                    hooks: Hooks) -> dict[str, Any]:
     proj = service.get_project(session, principal, owner=owner, slug=project, write=True)
     return {"success": True, "cascadedModels": service.delete_project(session, proj, hooks=hooks)}
+
+
+@router.post("/api/projects/{owner}/{project}/transfer", tags=["lanner"],
+             summary="Move the project and its models to another workspace (a team's, or back to yours)",
+             description="The same project and models (ids, runs, metrics, weights, exports) under a new owner; its "
+             "old address keeps answering for it. Needs admin in the workspace it leaves (yours: you) and editor "
+             "where it goes; refused while a run still holds credit.")
+def transfer_project(owner: str, project: str, body: TransferRequest, principal: CurrentPrincipal,
+                     session: DbSession, hooks: Hooks) -> dict[str, Any]:
+    moved, new_owner = service.transfer_project(session, principal, owner=owner, slug=project, to_owner=body.owner,
+                                                hooks=hooks)
+    return {"success": True, "owner": new_owner, "project": moved.slug, "id": moved.id}
 
 
 @router.post("/api/projects/{owner}/{project}/clone", status_code=201)
@@ -120,7 +134,8 @@ def list_models(owner: str, project: str, principal: CurrentPrincipal, session: 
                 limit: PageSize | None = None) -> dict[str, Any]:
     proj = service.get_project(session, principal, owner=owner, slug=project)
     models = service.list_models(session, proj, limit=limit)
-    return {"models": [model_item(m, owner=owner.lower(), project=proj) for m in models], "region": REGION}
+    owner_name = service.owner_name(session, proj)  # the path may be an address it moved from
+    return {"models": [model_item(m, owner=owner_name, project=proj) for m in models], "region": REGION}
 
 
 @router.get("/api/models/{owner}/{project}/{model}")
@@ -131,7 +146,7 @@ def retrieve_model(owner: str, project: str, model: str, principal: CurrentPrinc
     assert proj is not None
     extra = {"metadata": record.metadata_ or {}, **hooks.details(session, record),
              **clones.model_lineage(session, principal, record)}
-    return {"model": model_item(record, owner=owner.lower(), project=proj, extra=extra),
+    return {"model": model_item(record, owner=service.owner_name(session, proj), project=proj, extra=extra),
             "isOwner": record.owner_id == principal.user_id}
 
 

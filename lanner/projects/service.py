@@ -20,7 +20,7 @@ from lanner.projects import official
 from lanner.projects.models import MODEL_STATUSES, TASKS, ModelRecord, Project
 from lanner.resources import VISIBILITIES, apply_changes
 from lanner.slugs import renamed_slug, slugify, unique_slug
-from lanner.teams import permissions
+from lanner.teams import permissions, transfers
 
 
 class DeleteGuard(Protocol):
@@ -38,8 +38,10 @@ class ModelHooks:
     check_delete: DeleteGuard
 
 
-def can_read(principal: Principal, *, owner_id: str, visibility: str) -> bool:
-    return principal.user_id == owner_id or visibility == "public"
+def can_read(session: Session, principal: Principal, *, owner_id: str, visibility: str) -> bool:
+    """The caller's own, a public thing, or a team of theirs (the one lookup only when it is neither)."""
+    return (principal.user_id == owner_id or visibility == "public"
+            or permissions.readable_owner(session, user_id=principal.user_id, owner_id=owner_id))
 
 
 def get_project(session: Session, principal: Principal, *, owner: str, slug: str, write: bool = False) -> Project:
@@ -49,6 +51,9 @@ def get_project(session: Session, principal: Principal, *, owner: str, slug: str
             User.username == owner.lower(), Project.slug == slug
         )
     )
+    if project is None:  # moved to another workspace: the old address still answers (lanner/teams/transfers.py)
+        moved = transfers.moved_to(session, "project", owner, slug)
+        project = session.get(Project, moved) if moved else None
     official_owner = official.is_official_owner(owner)
     missing = (official.missing(slug) if official_owner else None) or f"project '{owner}/{slug}' not found"
     if project is None:
@@ -58,6 +63,32 @@ def get_project(session: Session, principal: Principal, *, owner: str, slug: str
                       read_only=official.read_only_message(slug) if official_owner
                       else f"project '{owner}/{slug}' is public but read-only for you")
     return project
+
+
+def owner_name(session: Session, project: Project) -> str:
+    """The name of the workspace the project is in (a path may name an address it moved from)."""
+    owner = session.get(User, project.owner_id)
+    return owner.username if owner is not None else ""
+
+
+def transfer_project(session: Session, principal: Principal, *, owner: str, slug: str, to_owner: str,
+                     hooks: ModelHooks) -> tuple[Project, str]:
+    """Move the project and its models to workspace ``to_owner`` (same ids: runs, metrics, weights, exports and
+    endpoints stay attached). Refused while a run holds credit in the old workspace: its hold and charges must
+    settle where they were taken."""
+    project = get_project(session, principal, owner=owner, slug=slug)
+    try:
+        hooks.check_delete(session, project_id=project.id)
+    except Conflict:
+        raise Conflict(f"project '{owner}/{slug}' has a training run still active or being settled: let it "
+                       "finish or cancel it, then move the project") from None
+    _, new_owner = transfers.move(session, principal, project, kind="project", to_owner=to_owner, slug_taken=lambda
+                                  owner_id, name: session.scalar(select(Project.id).where(
+                                      Project.owner_id == owner_id, Project.slug == name)) is not None)
+    for record in session.scalars(select(ModelRecord).where(ModelRecord.project_id == project.id)):
+        record.owner_id = project.owner_id
+    session.flush()
+    return project, new_owner
 
 
 def list_projects(session: Session, principal: Principal, *, owner: str, limit: int | None) -> list[Project]:

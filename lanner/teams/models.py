@@ -60,3 +60,19 @@ class ActivityEvent(Base):
     target: Mapped[str] = mapped_column(String(300))
     detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ResourceMove(Base):
+    """Where a moved dataset or project used to live: ``ul://alice/datasets/x`` and ``alice/x`` keep answering
+    for it after it moved to team ``acme`` (until something new takes the old name), so links, scripts and
+    trainer commands written before the move still work."""
+
+    __tablename__ = "resource_moves"
+    __table_args__ = (Index("ix_resource_moves_from", "kind", "from_owner_id", "from_slug"),)
+
+    id: Mapped[str] = id_column()
+    kind: Mapped[str] = mapped_column(String(20))  # "dataset" or "project"
+    from_owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    from_slug: Mapped[str] = mapped_column(String(128))
+    resource_id: Mapped[str] = mapped_column(String(32))
+    moved_at: Mapped[datetime] = mapped_column(default=utcnow)

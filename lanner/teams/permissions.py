@@ -24,6 +24,7 @@ ACTIONS: dict[str, str] = {
     "delete": "editor",          # delete datasets, projects, models
     "manage_members": "admin",   # add, remove, change roles, invitations, per-member budgets
     "manage_billing": "admin",   # the team's keys, budget, top-ups, activity log
+    "transfer": "admin",         # move a dataset or project out of the workspace (lanner/teams/transfers.py)
     "delete_team": "owner",      # delete or transfer the team
 }
 

@@ -9,12 +9,15 @@ from sqlalchemy import BigInteger, ForeignKey, Integer, String, Text, UniqueCons
 from sqlalchemy.orm import Mapped, mapped_column
 
 from lanner.db import Base, utcnow
+from lanner.projects.models import ModelRecord
 
 
 class Run(Base):
     """One trainer process reporting into a model. Status changes only through ``training/state.py``."""
 
     __tablename__ = "runs"
+    __activity__ = "run"  # started and cancelled runs of a team: lanner/teams/activity.py
+    __activity_statuses__ = {"cancelled": "cancelled"}
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
@@ -55,6 +58,11 @@ class Run(Base):
     worker_exited_at: Mapped[datetime | None]  # the current attempt's process or job is known to be gone
     settled_at: Mapped[datetime | None]
 
+    def activity_subject(self, session: Any) -> tuple[str, str] | None:
+        """(workspace, name) for the activity log: the run's model (a new run has no number before the flush)."""
+        model = session.get(ModelRecord, self.model_id)
+        return None if model is None else model.activity_subject(session)
+
 
 class RunEvent(Base):
     """Audit trail of status transitions (who moved a run, from what, to what, why)."""
@@ -67,6 +75,10 @@ class RunEvent(Base):
     to_status: Mapped[str] = mapped_column(String(20))
     reason: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def changed_row(self, session: Any) -> Run | None:
+        """The run this event moved: for the activity log (``lanner.teams.activity``)."""
+        return session.get(Run, self.run_id)
 
 
 class _RunOutput:

@@ -61,7 +61,7 @@ def create(request: Request, owner: str, project: str, model: str, user: PageUse
 def _act(request: Request, session: Any, user: Any, owner: str, project: str, model: str, deployment: str,
          endpoints: Any, act: Any) -> Response:
     record = _model(session, user, owner, project, model)
-    found = service.get_deployment(session, user, owner=owner, deployment=deployment)
+    found = service.get_deployment(session, user, owner=owner, deployment=deployment, action="train")
     url = f"/{owner.lower()}/{project}/{record.slug}#deployments"
     try:
         message = act(found)

@@ -23,7 +23,7 @@ from lanner.teams.permissions import ACTIONS, ROLES, allows, can
 
 def test_the_permission_table_orders_the_roles_and_knows_every_action() -> None:
     expected = {"viewer": {"read"}, "editor": {"read", "write", "train", "delete"},
-                "admin": {"read", "write", "train", "delete", "manage_members", "manage_billing"},
+                "admin": {"read", "write", "train", "delete", "manage_members", "manage_billing", "transfer"},
                 "owner": set(ACTIONS)}
     for role in ROLES:
         assert {a for a in ACTIONS if allows(role, a)} == expected[role], role

@@ -149,3 +149,36 @@ def test_twenty_starts_by_five_members_against_team_credit_for_five(app, client,
     team = balances(app, "acme")["acme"]
     assert team.held == 5 * hold and team.available == hold // 2
     assert all(b.held == 0 and b.available == 10_000_000 for b in balances(app, *MEMBERS).values())
+
+
+def test_the_activity_log_names_who_did_what_to_the_teams_things(app, client, sdk, acme, fake_executor, supervisor):
+    """Every create, trash, restore, delete, start and cancel in the team's workspace is a line naming the member
+    (written by one flush hook, lanner/teams/activity.py); a person's own workspace gets none."""
+    with app.state.lanner.db.session() as session:
+        from lanner.accounts.service import require_user
+
+        billing.top_up(session, user_id=require_user(session, username="acme").id, micros=5_000_000)
+    ada, ed, olga = acme["ada"], acme["ed"], acme["olga"].headers
+    model_id = team_model(client, ada, "logged")
+    sdk(ada).training.start(model_id=model_id, gpu_type="cpu", train_args=ARGS)
+    assert client.delete("/api/models/acme/line/logged/training", headers=ed.headers).status_code == 200
+    supervisor.tick()  # the worker is gone: the run ends and the model may go
+    assert client.delete("/api/datasets/acme/parts", headers=ed.headers).status_code == 200
+    assert client.delete("/api/models/acme/line/logged", headers=ada.headers).status_code == 200
+    assert client.post("/api/projects", json={"name": "mine"}, headers=ada.headers).status_code == 201  # personal
+    events = client.get("/api/teams/acme/activity", params={"limit": 100}, headers=olga).json()["events"]
+    lines = [(e["actor"], e["action"], e["target"]) for e in reversed(events)
+             if not e["target"].startswith(("team ", "user "))]  # the team's making and its members
+    run_target = "run acme/line/logged"
+    assert lines == [
+        ("ed", "created", "dataset acme/parts"),
+        ("olga", "created", "project acme/line"),
+        ("ada", "created", "model acme/line/logged"),
+        ("ada", "started", run_target),
+        ("ed", "cancelled", run_target),
+        ("ed", "deleted", "dataset acme/parts"),
+        ("ada", "deleted", "model acme/line/logged"),
+    ]
+    assert not any("mine" in t for _, _, t in lines)
+    viewer = client.get("/api/teams/acme/activity", headers=ed.headers)  # an editor: admins only
+    assert viewer.status_code == 403 and viewer.json()["requiredRole"] == "admin"
