@@ -294,6 +294,11 @@ def test_a_team_workspace_lists_its_datasets_and_projects(app: Any, client: Any,
                                                                 "/projects?owner=acme"]
     made = _post(client, token, "/datasets", name="Bolts", owner="acme")  # the team's list creates in the team
     assert made.status_code == 303 and made.headers["location"] == "/datasets/acme/bolts"
+    as_user(client, "ada")  # the activity log names who made what, through the API or a page
+    created = {text(r.select_one("td:nth-of-type(4)")): text(r.select_one("td:nth-of-type(2)"))
+               for r in soup(client.get("/teams/acme/activity")).select('#activity-list tr[data-action="created"]')}
+    assert created == {"dataset acme/bolts": "ed", "dataset acme/parts": "ed", "project acme/detector": "ed",
+                       "team acme": "olga"}
     token = as_user(client, "vic")
     assert soup(client.get("/datasets?owner=acme")).select_one("#new-dataset") is None
     assert _post(client, token, "/datasets", name="Nope", owner="acme").status_code == 403  # a viewer
