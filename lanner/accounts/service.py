@@ -18,7 +18,7 @@ USERNAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 TIERS = ("free", "pro", "enterprise")
 # Names that are pages of the site: a user's workspace is /{username}, so no user may take one.
 RESERVED = {"api", "datasets", "settings", "login", "logout", "static", "admin", "explore", "new", "account",
-            "projects", "gpus", "docs", "redoc"}
+            "projects", "gpus", "docs", "redoc", "teams", "invitations"}
 # Owners that belong to the server, not to a person (``ultralytics`` holds the official models): nobody may
 # register one, sign in as one or hold a key of one, so what they own is readable by all and writable by none.
 SYSTEM_USERNAMES = frozenset({"ultralytics"})

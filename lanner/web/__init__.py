@@ -15,6 +15,10 @@ Modules
     ``assistant_panel`` the dataset page's labelling-assistant section: its settings form and what it shows (the
                        view ``GET .../assistant`` answers); ``static/dataset-assistant.js`` draws its chart
     ``deploy_pages``   the model page's endpoints: the deployments table (htmx-polled), deploy/stop/start/delete
+    ``team_pages``     teams: yours (and creating one), a team's members, roles, budgets, spend, invitation links
+                       and leaving, and its activity log (admins); ``invitation_pages`` an invitation link opened
+    ``workspaces``     which workspace ``/datasets`` and ``/projects`` list (``?owner=`` a team of yours) and the
+                       switcher between them
     ``paths``          the ``{owner:owner}`` path convertor the ``/{owner}/...`` pages share
     ``templates/``     ``base.html`` (layout, navigation, messages), pages, ``_name.html`` fragments, ``_macros.html``
     ``static/``        ``lanner.css`` (the design system), ``lanner.js`` (CSRF header, errors, copy buttons),

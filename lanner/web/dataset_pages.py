@@ -35,7 +35,7 @@ from lanner.errors import BadRequest, Conflict, LannerError, NotFound
 from lanner.gpus.catalogue import Catalogue
 from lanner.storage.signing import URLSigner
 from lanner.training.dependencies import CurrentCatalogue
-from lanner.web import assistant_panel
+from lanner.web import assistant_panel, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -92,39 +92,48 @@ def _dataset(session: Session, user: Principal, owner: str, slug: str, *, write:
 
 # --- the list, creating, the import report -------------------------------------------------------------------------
 
-def _list_page(request: Request, session: Session, user: Principal, signer: URLSigner, *, status_code: int = 200,
-               errors: dict[str, str] | None = None, form: dict[str, str] | None = None) -> HTMLResponse:
+def _list_page(request: Request, session: Session, user: Principal, signer: URLSigner, *, owner: str | None = None,
+               status_code: int = 200, errors: dict[str, str] | None = None,
+               form: dict[str, str] | None = None) -> HTMLResponse:
+    """The visitor's datasets, or (``owner``) a team's they are in: ``web.workspaces`` (404 for any other)."""
+    ws = workspaces.workspace(session, user, owner)
     rows = []
-    for dataset in service.list_datasets(session, user, owner=user.username):
-        view = service.dataset_view(session, dataset, owner=user.username)
+    for dataset in service.list_datasets(session, user, owner=ws["owner"]):
+        view = service.dataset_view(session, dataset, owner=ws["owner"])
         rows.append({**view, "cover": _cover(session, dataset, signer)})
     return render(request, "datasets.html", {
-        "datasets": rows, "tasks": TASKS, "errors": errors or {},
+        "datasets": rows, "tasks": TASKS, "errors": errors or {}, "ws": ws, "list_base": "/datasets",
         "form": form or {"name": "", "task": "detect", "visibility": "private"},
     }, status_code=status_code, user=user, active="datasets")
 
 
 @router.get("/datasets", response_class=HTMLResponse)
-def datasets_page(request: Request, user: PageUser, session: DbSession, ctx: Ctx) -> Response:
-    return _list_page(request, session, user, ctx.signer)
+def datasets_page(request: Request, user: PageUser, session: DbSession, ctx: Ctx,
+                  owner: str | None = Query(None, max_length=64)) -> Response:
+    return _list_page(request, session, user, ctx.signer, owner=owner)
 
 
 @router.post("/datasets", response_class=HTMLResponse)
 def create_dataset(request: Request, user: PageUser, session: DbSession, ctx: Ctx,
                    name: Annotated[str, Form()] = "", task: Annotated[str, Form()] = "detect",
-                   visibility: Annotated[str, Form()] = "private") -> Response:
+                   visibility: Annotated[str, Form()] = "private",
+                   owner: Annotated[str, Form(max_length=64)] = "") -> Response:
+    """In the visitor's workspace, or (``owner``) a team's where they are an editor."""
     name = name.strip()
     form = {"name": name, "task": task, "visibility": visibility}
     error = "Give the dataset a name." if not name else (
         f"Use at most {NAME_MAX} characters." if len(name) > NAME_MAX else None)
     if not error:
         try:
-            dataset = service.create_dataset(session, user, name=name, task=task, visibility=visibility)
+            dataset = service.create_dataset(session, user, name=name, task=task, visibility=visibility,
+                                             owner=owner or None)
         except (BadRequest, Conflict) as exc:
             error = exc.message
         else:
-            return redirect(request, _base(dataset, user.username), f"Dataset “{dataset.name}” created.")
-    return _list_page(request, session, user, ctx.signer, status_code=422, errors={"name": error}, form=form)
+            return redirect(request, _base(dataset, owner.lower() or user.username),
+                            f"Dataset “{dataset.name}” created.")
+    return _list_page(request, session, user, ctx.signer, owner=owner or None, status_code=422,
+                      errors={"name": error}, form=form)
 
 
 @router.get("/datasets/trash", response_class=HTMLResponse)

@@ -27,7 +27,7 @@ from lanner.training import checkpoints, dashboard
 from lanner.training import service as training_service
 from lanner.training.dependencies import CurrentCatalogue
 from lanner.training.state import ACTIVE
-from lanner.web import live, paths  # noqa: F401  (paths registers the {owner:owner} convertor)
+from lanner.web import live, paths, workspaces  # noqa: F401  (paths registers the {owner:owner} convertor)
 from lanner.web.templating import PageUser, money, redirect, render
 from lanner.web.train_form import hours
 
@@ -59,8 +59,11 @@ def _live_view(state: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/projects", response_class=HTMLResponse)
-def projects(request: Request, user: PageUser, session: DbSession) -> Response:
-    items = projects_service.list_projects(session, user, owner=user.username, limit=None)
+def projects(request: Request, user: PageUser, session: DbSession,
+             owner: str | None = Query(None, max_length=64)) -> Response:
+    """The visitor's projects, or (``owner``) a team's they are in: ``web.workspaces`` (404 for any other)."""
+    ws = workspaces.workspace(session, user, owner)
+    items = projects_service.list_projects(session, user, owner=ws["owner"], limit=None)
     counts = projects_service.model_counts(session, [p.id for p in items])
     rows = []
     for project in items:
@@ -68,7 +71,8 @@ def projects(request: Request, user: PageUser, session: DbSession) -> Response:
         last = max([project.updated_at, *(m.updated_at for m in models)])
         rows.append({"project": project, "models": counts.get(project.id, 0), "last_activity": last})
     rows.sort(key=lambda r: r["last_activity"], reverse=True)
-    return render(request, "projects.html", {"rows": rows}, user=user, active="projects")
+    return render(request, "projects.html", {"rows": rows, "ws": ws, "list_base": "/projects"}, user=user,
+                  active="projects")
 
 
 @router.get("/{owner:owner}/{project}", response_class=HTMLResponse)

@@ -1,4 +1,5 @@
-"""Pages every visitor sees: signing in and out, and the home dashboard (the user's datasets and projects)."""
+"""Pages every visitor sees: signing in and out, and the home dashboard (the user's datasets and projects, and
+the teams they are in)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from lanner.datasets import service as datasets_service
 from lanner.deps import Ctx, DbSession
 from lanner.errors import TooManyRequests, Unauthorized
 from lanner.projects import service as projects_service
+from lanner.teams import service as teams_service
 from lanner.web.templating import PageUser, redirect, render, safe_next
 
 router = APIRouter(include_in_schema=False)
@@ -68,8 +70,8 @@ def logout(request: Request, session: DbSession) -> Response:
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, user: PageUser, session: DbSession) -> Response:
-    """What the user has: the newest datasets (image counts, status) and projects (model counts), and credit.
-    One more than shown is read to know whether to offer "all"."""
+    """What the user has: the newest datasets (image counts, status) and projects (model counts), credit, and the
+    teams whose workspaces they share. One more than shown is read to know whether to offer "all"."""
     datasets = datasets_service.list_datasets(session, user, owner=user.username, limit=DASHBOARD_LIMIT + 1)
     projects = projects_service.list_projects(session, user, owner=user.username, limit=DASHBOARD_LIMIT + 1)
     model_counts = projects_service.model_counts(session, [p.id for p in projects])
@@ -80,4 +82,5 @@ def home(request: Request, user: PageUser, session: DbSession) -> Response:
         "projects": [{"project": p, "models": model_counts.get(p.id, 0)} for p in projects[:DASHBOARD_LIMIT]],
         "more_projects": len(projects) > DASHBOARD_LIMIT,
         "balance": billing_service.balances(session, user_id=user.user_id),
+        "teams": teams_service.teams_of(session, user.user_id),
     }, user=user, active="home")

@@ -1,13 +1,14 @@
 """Two users, every page: alice and bob each own a private dataset (with a version, class names and a dataset in
-the trash), a project whose model has a run with metrics and console output, API keys and credit transactions,
-all named ``<user>-secret-...``. Bob, signed in in the browser, opens every page of the web app, his own and
-alice's:
+the trash), a project whose model has a run with metrics and console output, API keys, credit transactions and a
+team with a pending invitation, all named ``<user>-secret-...``. Bob, signed in in the browser, opens every
+page of the web app, his own and alice's:
 
 - his own pages answer and show his things, and no page, htmx fragment, event stream or download he can reach
   holds anything of alice's (her names, class names, ids, key prefixes, amounts, descriptions, console lines);
 - alice's addresses (and his with one of her identifiers in them) answer 404, exactly as the same address with
   names that exist nowhere does: a page tells bob nothing about what alice has, not even that it exists;
-- his writes aimed at alice's things (clone, delete, version, restore, revoke, cancel) change nothing of hers.
+- his writes aimed at alice's things (clone, delete, version, restore, revoke, cancel, her team's members and
+  invitations) change nothing of hers.
 
 The addresses come from the app's routers (``lanner.app.ROUTERS``), so a new page is covered once it is
 classified below, and a route that is not classified fails ``test_every_web_route_is_classified`` with what to
@@ -25,9 +26,12 @@ import pytest
 from fastapi.routing import APIRoute
 from playwright.sync_api import expect
 
+from lanner.accounts import service as accounts_service
+from lanner.accounts.service import Principal
 from lanner.app import ROUTERS
 from lanner.billing import service as billing_service
 from lanner.synthetic import CLASSES, make_detection_dataset
+from lanner.teams import queries as team_queries
 from lanner.web.templating import money
 from tests.ledger import make_run, spend_on
 from tests.web.conftest import User, WebServer, a_run, screenshot, signed_in, webhook
@@ -45,6 +49,7 @@ OWN_PAGES: dict[str, str] = {
     "/projects": "{project}",
     "/account": "{topup_description}",
     "/account/keys": "{key_name}",
+    "/teams": "{team}",  # his teams
     "/train": "{dataset_name}",  # his datasets to train on
     "/gpus": "h100-sxm",  # the catalogue (the same for everyone) and the estimator's accuracy over all runs
     "/metrics": "lanner_endpoint_requests",  # his endpoints in Prometheus text (the metric names, with none)
@@ -62,6 +67,8 @@ RESOURCE_PAGES: dict[str, str] = {
     "/{owner:owner}/{project}/-/compare": "{project}",
     "/{owner:owner}/{project}/{model}": "{console}",
     "/{owner:owner}/{project}/{model}/deployments": "{model}",  # the table (it polls its own URL)
+    "/teams/{team}": "{team}",
+    "/teams/{team}/activity": "created",  # an admin's (his team's creation); alice's: 404 like a missing team
 }
 # Server-Sent Events -> the event bob's stream sends first and what it shows (checked like a page); alice's: 404.
 STREAMS: dict[str, tuple[str, str]] = {
@@ -83,6 +90,12 @@ WRITES: dict[str, int] = {
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/stop": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/start": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/delete": 404,
+    "/teams/{team}/members": 404,
+    "/teams/{team}/members/{username}": 404,  # his team, her name: not a member, 404 like a name nobody has
+    "/teams/{team}/members/{username}/remove": 404,
+    "/teams/{team}/leave": 404,
+    "/teams/{team}/invitations": 404,
+    "/teams/{team}/invitations/{invitation_id}/revoke": 404,
 }
 # Writes that name nothing but the caller's own account, each with the reason.
 OWN_WRITES: dict[str, str] = {
@@ -91,6 +104,14 @@ OWN_WRITES: dict[str, str] = {
     "/datasets": "creates a dataset in the caller's workspace",
     "/account/keys": "creates a key for the caller",
     "/train": "estimates or launches in the caller's workspace (a launch on alice's dataset: the writes test)",
+    "/teams": "creates a team the caller owns",
+    "/invitations/accept": "joins the team of the invitation token in the body: the token is the credential",
+}
+# Pages whose path holds a credential, each with the reason: whoever holds it is meant to see what it opens.
+TOKEN_PAGES: dict[str, str] = {
+    "/invitations/{token}": "an invitation link shows its team and role to whoever opens it, as an admin meant "
+                            "by sharing it; an unknown, used, revoked or expired one is one 404 page "
+                            "(tests/web/test_team_pages.py)",
 }
 # Identifiers in the query string: each -> the status bob gets with alice's (the train dialog shows the error
 # next to the field: "not found", as for a dataset that does not exist).
@@ -100,11 +121,16 @@ QUERY_PAGES: dict[str, int] = {
     "/{owner}/{project}/-/compare?models={model}": 404,
     "/datasets/{owner}/{slug}/compare?base=1&head=0": 404,
     "/datasets/{owner}/{slug}?class=0": 404,
+    "/datasets?owner={owner}": 404,  # a workspace's list: the caller's own or a team's they are in
+    "/projects?owner={owner}": 404,
+    "/datasets?owner={team}": 404,
+    "/projects?owner={team}": 404,
 }
 # Path and query parameters -> the ``Workspace`` field that holds their value.
 PARAMETERS = {"owner": "username", "slug": "dataset", "image_id": "image_id", "image_key": "image_key",
               "project": "project", "model": "model", "dataset_id": "trashed_id", "key_id": "key_id",
-              "deployment": "deployment"}
+              "deployment": "deployment", "team": "team", "username": "username",
+              "invitation_id": "invitation_id"}
 HTML = {"Accept": "text/html"}
 HTMX = {"HX-Request": "true"}
 
@@ -117,11 +143,11 @@ def web_routes() -> set[tuple[str, str]]:
 
 
 def test_every_web_route_is_classified() -> None:
-    known = {("GET", p) for p in [*OWN_PAGES, *RESOURCE_PAGES, *STREAMS, *DOWNLOADS]}
+    known = {("GET", p) for p in [*OWN_PAGES, *RESOURCE_PAGES, *STREAMS, *DOWNLOADS, *TOKEN_PAGES]}
     known |= {("POST", p) for p in [*WRITES, *OWN_WRITES]}
     missing = sorted(web_routes() - known)
-    assert not missing, (f"classify these routes in {__name__}: OWN_PAGES, RESOURCE_PAGES, STREAMS or DOWNLOADS "
-                         f"(GET), WRITES or OWN_WRITES (POST): {missing}")
+    assert not missing, (f"classify these routes in {__name__}: OWN_PAGES, RESOURCE_PAGES, STREAMS, DOWNLOADS or "
+                         f"TOKEN_PAGES (GET), WRITES or OWN_WRITES (POST): {missing}")
     gone = sorted(known - web_routes())
     assert not gone, f"these routes no longer exist: drop them from {__name__}: {gone}"
     named = {name for path in [*RESOURCE_PAGES, *STREAMS, *DOWNLOADS, *WRITES, *QUERY_PAGES]
@@ -154,13 +180,16 @@ class Workspace:
     key_id: str = ""
     key: str = ""
     topup_description: str = ""
+    team: str = ""  # a team the user owns, with a pending invitation
+    invitation_id: str = ""
     amounts: list[str] = field(default_factory=list)
 
     def secrets(self) -> set[str]:
         return {self.username, self.dataset, self.dataset_name, self.dataset_id, self.class_name, self.image_id,
                 self.version_description, self.trashed_name, self.trashed_id, self.project, self.model,
                 self.model_id, self.billed_model, self.console, self.key_name, self.key_id, self.key,
-                self.key[:7], self.user.key, self.user.key[:7], self.topup_description, *self.amounts}
+                self.key[:7], self.user.key, self.user.key[:7], self.topup_description, self.team,
+                self.invitation_id, *self.amounts}
 
     def url(self, template: str, **others: str) -> str:
         """``template`` with this workspace's values, except the parameters given in ``others``."""
@@ -182,8 +211,7 @@ def _workspace(web_server: WebServer, username: str, folder: Path, *, seed: int,
                       class_name=f"{secret}-{CLASSES[0]}", version_description=f"{secret}-version",
                       trashed_name=f"{secret}-trashed", project=f"{secret}-project", model=f"{secret}-model",
                       billed_model=f"{secret}-billed", console=f"{secret}-console", key_name=f"{secret}-key",
-                      deployment=f"{secret}-endpoint",
-                      topup_description=f"{secret}-topup")
+                      deployment=f"{secret}-endpoint", topup_description=f"{secret}-topup", team=f"{secret}-team")
     root = make_detection_dataset(folder / username, train=4, val=2, size=64, seed=seed).parent
     data_yaml = root / "data.yaml"
     names = "".join(f"  {i}: {secret}-{name}\n" for i, name in enumerate(CLASSES))
@@ -205,6 +233,11 @@ def _workspace(web_server: WebServer, username: str, folder: Path, *, seed: int,
     space.model_id = a_run(web_server, user, space.model, 5, project=space.project)
     webhook(web_server, user, "console_output", {"chunkId": 2, "content": f"{space.console}\n", "lineCount": 1},
             modelId=space.model_id)
+    ok("POST", "/api/teams", name=space.team)
+    ok("POST", f"/api/teams/{space.team}/invitations", role="editor")
+    with web_server.db.session() as session:
+        owner = Principal.of(accounts_service.require_user(session, username=username))
+        space.invitation_id = team_queries.pending_invitations(session, owner, space.team)[0]["id"]
     created = ok("POST", "/api/api-keys", name=space.key_name)
     space.key_id, space.key = created["keyId"], created["key"]
     with web_server.db.session() as session:
@@ -402,6 +435,10 @@ def test_bobs_writes_aimed_at_alices_things_change_nothing(page: Any, web_server
     assert web_server.api(User("alice", alice.key), "GET", "/api/account/summary").status_code == 200  # not revoked
     model = as_alice(f"/api/models/alice/{alice.project}/{alice.model}/training")
     assert model["job"] is not None and model["job"]["status"] == "running", model  # not cancelled
+    assert [m["username"] for m in as_alice(f"/api/teams/{alice.team}/members")["members"]] == ["alice"]
+    with web_server.db.session() as session:  # her invitation: still pending
+        owner = Principal.of(accounts_service.require_user(session, username="alice"))
+        assert [i["id"] for i in team_queries.pending_invitations(session, owner, alice.team)] == [alice.invitation_id]
     names = [d["name"] for d in web_server.api(bob.user, "GET", "/api/datasets/bob").json()["datasets"]]
     assert names == [bob.dataset_name]  # no clone of hers in his workspace
     assert web_server.api(bob.user, "GET", "/api/projects/bob/mine").status_code == 404  # no launch either

@@ -71,7 +71,7 @@
 
     // The list below, as the server renders it now (the new dataset among it).
     function refreshList() {
-      return fetch('/datasets', {credentials: 'same-origin'}).then(function (response) { return response.text(); })
+      return fetch(window.location.pathname + window.location.search, {credentials: 'same-origin'}).then(function (response) { return response.text(); })
         .then(function (html) {
           const fresh = new DOMParser().parseFromString(html, 'text/html').getElementById('dataset-section');
           const current = document.getElementById('dataset-section');
@@ -95,9 +95,12 @@
       const name = (field && field.value.trim()) || baseName(file.name);
       const task = form ? form.querySelector('[name="task"]').value : 'detect';
       const visibility = form ? form.querySelector('[name="visibility"]').value : 'private';
+      const workspace = form ? form.querySelector('[name="owner"]') : null;  // a team's list: create it there
+      const fields = {name: name, task: task, visibility: visibility};
+      if (workspace) { fields.owner = workspace.value; }
       let owner, slug;
       say('Creating “' + name + '”…', 0);
-      send('/api/datasets', {name: name, task: task, visibility: visibility}).then(function (made) {
+      send('/api/datasets', fields).then(function (made) {
         owner = made.owner; slug = made.dataset;
         return send('/api/upload/signed-url', {assetType: 'datasets', assetId: made.id, filename: file.name,
                                                contentType: 'application/octet-stream', totalBytes: file.size});
