@@ -43,6 +43,7 @@ PATH_VALUES: dict[str, Callable[[Owned], Any]] = {
     "export_id": lambda a: a.export_id,
     "deployment": lambda a: DEPLOYMENT,
     "team": lambda a: a.team,
+    "invitation_id": lambda a: a.invitation_id,
     "username": lambda a: a.user.username,  # a member of A's team (its owner)
 }
 

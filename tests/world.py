@@ -87,6 +87,7 @@ class Owned:
     export_id: str = ""  # a queued export of the model (never run: the export queue is off)
     deployment_id: str = ""  # a deployment of the model (never launched: the endpoint supervisor is off)
     team: str = ""  # a team the user owns (its only member)
+    invitation_id: str = ""  # the team's pending invitation
     values: dict[str, Any] = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
@@ -146,7 +147,8 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str
     owned.session_id = signed["sessionId"]
     owned.team = team or _ok(client.post("/api/teams", json={"name": f"{user.username}-crew"},
                                          headers=user.headers))["team"]["username"]
-    _ok(client.post(f"/api/teams/{owned.team}/invitations", json={"role": "editor"}, headers=user.headers))
+    owned.invitation_id = _ok(client.post(f"/api/teams/{owned.team}/invitations", json={"role": "editor"},
+                                          headers=user.headers))["id"]
     return owned
 
 

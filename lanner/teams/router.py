@@ -3,10 +3,9 @@ rules are ``service`` and ``permissions``."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.dependencies import CurrentPrincipal
@@ -14,7 +13,7 @@ from lanner.accounts.models import User
 from lanner.billing import service as billing
 from lanner.db import iso, utcnow
 from lanner.deps import DbSession
-from lanner.teams import service
+from lanner.teams import queries, service
 from lanner.teams.schemas import InvitationAccept, InvitationCreate, MemberAdd, MemberUpdate, TeamCreate
 from lanner.training import budgets  # routers are the HTTP edge: per-member spend is the training domain's
 
@@ -66,7 +65,7 @@ def remove_member(team: str, username: str, principal: CurrentPrincipal, session
 def create_invitation(team: str, body: InvitationCreate, principal: CurrentPrincipal,
                       session: DbSession) -> dict[str, Any]:
     invitation, token = service.invite(session, principal, team, body.role, body.days)
-    return {"token": token, "role": invitation.role, "expiresAt": iso(invitation.expires_at)}
+    return {"id": invitation.id, "token": token, "role": invitation.role, "expiresAt": iso(invitation.expires_at)}
 
 
 @router.post("/api/invitations/accept", summary="Join the team an invitation names, with its role")
@@ -75,10 +74,27 @@ def accept_invitation(body: InvitationAccept, principal: CurrentPrincipal, sessi
     return {"team": team.username, "role": member.role}
 
 
-@router.get("/api/teams/{team}/activity", summary="Who did what in the team, newest first (admins)")
+@router.get("/api/teams/{team}/activity", summary="Who did what in the team, newest first (admins)",
+            description="Pages of `limit` events; `nextCursor` asks for the older ones (null at the end). The cursor "
+            "is the last event's time and id, so events written in the same instant are never skipped or repeated.")
 def activity(team: str, principal: CurrentPrincipal, session: DbSession,
-             limit: Annotated[int, Query(ge=1, le=500)] = 100, before: datetime | None = None) -> dict[str, Any]:
-    return {"events": service.activity(session, principal, team, limit=limit, before=before)}
+             limit: Annotated[int, Query(ge=1, le=queries.ACTIVITY_PAGE_MAX)] = 100,
+             cursor: Annotated[str | None, Query(max_length=80)] = None) -> dict[str, Any]:
+    events, next_cursor = queries.activity_page(session, principal, team, limit=limit, cursor=cursor)
+    return {"events": [{**e, "at": iso(e["at"])} for e in events], "nextCursor": next_cursor}
+
+
+@router.get("/api/teams/{team}/invitations", summary="The team's pending invitations (admins); their links are "
+            "shown once, when made")
+def invitations(team: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    return {"invitations": queries.pending_invitations(session, principal, team)}
+
+
+@router.delete("/api/teams/{team}/invitations/{invitation_id}", summary="Revoke a pending invitation (admins)")
+def revoke_invitation(team: str, invitation_id: Annotated[str, Path(max_length=32)], principal: CurrentPrincipal,
+                      session: DbSession) -> dict[str, Any]:
+    queries.revoke_invitation(session, principal, team, invitation_id)
+    return {"success": True}
 
 
 @router.get("/api/teams/{team}/spend", summary="What each member's runs took from the team's credit this month, "

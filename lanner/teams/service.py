@@ -10,7 +10,7 @@ an API key.
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -213,16 +213,3 @@ def record(session: Session, *, owner_id: str, actor_id: str | None, action: str
     """One line of the workspace's activity log, in the caller's transaction."""
     session.add(ActivityEvent(owner_id=owner_id, actor_id=actor_id or None, action=action, target=target[:300],
                               detail=detail or {}))
-
-
-def activity(session: Session, actor: Principal, team_name: str, *, limit: int = 100,
-             before: datetime | None = None) -> list[dict[str, Any]]:
-    """The team's activity, newest first: admins only (it names every member's doings)."""
-    team, _ = team_for(session, actor, team_name, "manage_billing")
-    query = (select(ActivityEvent, User.username).outerjoin(User, User.id == ActivityEvent.actor_id)
-             .where(ActivityEvent.owner_id == team.id).order_by(ActivityEvent.created_at.desc(), ActivityEvent.id)
-             .limit(limit))
-    if before is not None:
-        query = query.where(ActivityEvent.created_at < before)
-    return [{"at": iso(e.created_at), "actor": name, "action": e.action, "target": e.target, "detail": e.detail}
-            for e, name in session.execute(query)]

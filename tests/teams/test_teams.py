@@ -16,7 +16,7 @@ from lanner.accounts import service as accounts
 from lanner.accounts.service import Principal
 from lanner.db import utcnow
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
-from lanner.teams import service
+from lanner.teams import queries, service
 from lanner.teams.models import TeamInvitation
 from lanner.teams.permissions import ACTIONS, ROLES, allows, can
 
@@ -88,7 +88,7 @@ def test_members_roles_and_what_each_may_do(db: Any, people: dict[str, Any]) -> 
     service.remove_member(db, me(db, "vic"), "acme", "vic")  # a viewer may leave
     assert [m["username"] for m in service.members(db, olga, "acme")] == ["olga", "ada"]
 
-    log = service.activity(db, me(db, "ada"), "acme")
+    log = queries.activity_page(db, me(db, "ada"), "acme", limit=100)[0]
     assert [(e["actor"], e["action"], e["target"]) for e in log] == [
         ("vic", "member_left", "user vic"), ("ada", "member_removed", "user ed"),
         ("olga", "role_changed", "user ed"), ("ada", "member_added", "user vic"),
@@ -96,7 +96,7 @@ def test_members_roles_and_what_each_may_do(db: Any, people: dict[str, Any]) -> 
     assert log[2]["detail"] == {"from": "editor", "to": "viewer"}
     service.add_member(db, olga, "acme", "vic", "viewer")
     with pytest.raises(Forbidden):  # the log names everyone's doings: admins only
-        service.activity(db, me(db, "vic"), "acme")
+        queries.activity_page(db, me(db, "vic"), "acme")
     assert [t["username"] for t in service.teams_of(db, me(db, "ada").user_id)] == ["acme"]
     assert service.teams_of(db, me(db, "ada").user_id)[0] | {"userId": ""} == {
         "userId": "", "username": "acme", "fullName": "acme", "iconLetter": "A", "plan": "pro", "region": "us",
