@@ -30,6 +30,15 @@ def create_team(body: TeamCreate, principal: CurrentPrincipal, session: DbSessio
                      "role": "owner"}}
 
 
+@router.delete("/api/teams/{team}", summary="Delete an empty team (owners): no datasets, projects, endpoints or "
+               "credit left; its members, invitations, activity and ledger history go with it")
+def delete_team(team: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    account, _ = service.team_for(session, principal, team, "delete_team")
+    balance = billing.balances(session, user_id=account.id)
+    service.delete_team(session, principal, team, balance_micros=balance.total)
+    return {"success": True}
+
+
 @router.get("/api/teams/{team}/members", summary="The team's members and their roles (any member)")
 def list_members(team: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
     return {"members": [_member(m) for m in service.members(session, principal, team)]}

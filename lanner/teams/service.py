@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from lanner.accounts.models import User
 from lanner.accounts.security import key_digest
 from lanner.accounts.service import Principal, create_user, get_user_by_username
-from lanner.db import iso, utcnow
+from lanner.db import Base, iso, utcnow
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
 from lanner.teams.models import ActivityEvent, TeamInvitation, TeamMember
 from lanner.teams.permissions import ACTIONS, ROLES, allows, rank, role_in
@@ -213,3 +213,32 @@ def record(session: Session, *, owner_id: str, actor_id: str | None, action: str
     """One line of the workspace's activity log, in the caller's transaction."""
     session.add(ActivityEvent(owner_id=owner_id, actor_id=actor_id or None, action=action, target=target[:300],
                               detail=detail or {}))
+
+
+# What a team must no longer hold before it may be deleted: the tables, and which of their rows still count.
+_HOLDINGS = (("datasets", "datasets (trashed ones included)", None), ("projects", "projects", None),
+             ("deployments", "endpoints", "deleted_at"))
+
+
+def delete_team(session: Session, actor: Principal, team_name: str, *, balance_micros: int) -> None:
+    """The owner deletes an empty team: no datasets (trash included), projects or endpoints, and no credit
+    (``balance_micros``, the caller's reading of the team's ledger: available plus held). Its members,
+    invitations, activity and ledger history go with it; nothing is deleted behind anyone's back, so a team that
+    still holds things is a 409 naming them (move them out, or delete them, first)."""
+    team, _ = team_for(session, actor, team_name, "delete_team")
+    held = []
+    for table_name, label, live_when_null in _HOLDINGS:
+        table = Base.metadata.tables[table_name]
+        query = select(func.count()).select_from(table).where(table.c.owner_id == team.id)
+        if live_when_null:
+            query = query.where(table.c[live_when_null].is_(None))
+        count = int(session.scalar(query) or 0)
+        if count:
+            held.append(f"{count} {label}")
+    if balance_micros:
+        held.append("credit (spend it, or ask the operator to move it)")
+    if held:
+        raise Conflict(f"team '{team.username}' still holds {', '.join(held)}: move or delete them first",
+                       code="team_not_empty")
+    session.delete(team)
+    session.flush()

@@ -63,3 +63,38 @@ def test_a_team_through_the_api(client: Any, make_account: Any) -> None:
     assert [(e["actor"], e["action"]) for e in events] == [("vic", "member_left"), ("olga", "budget_set"),
                                                            ("olga", "budget_set")]
     assert client.get("/api/teams/acme/activity", params={"limit": 0}, headers=ed.headers).status_code == 422
+
+
+def test_only_an_owner_deletes_a_team_and_only_an_empty_one(app: Any, client: Any, make_account: Any) -> None:
+    from lanner.accounts.service import require_user
+    from lanner.billing import service as billing
+
+    olga, ada = make_account("olga"), make_account("ada")
+    client.post("/api/teams", json={"name": "acme"}, headers=olga.headers).raise_for_status()
+    client.post("/api/teams/acme/members", json={"username": "ada", "role": "admin"},
+                headers=olga.headers).raise_for_status()
+    refused = client.delete("/api/teams/acme", headers=ada.headers)
+    assert refused.status_code == 403 and refused.json()["requiredRole"] == "owner"
+    client.post("/api/datasets", json={"name": "parts", "owner": "acme"}, headers=ada.headers).raise_for_status()
+    client.delete("/api/datasets/acme/parts", headers=ada.headers).raise_for_status()  # in the trash: still held
+    with app.state.lanner.db.session() as session:
+        billing.top_up(session, user_id=require_user(session, username="acme").id, micros=1_000_000)
+    full = client.delete("/api/teams/acme", headers=olga.headers)
+    assert full.status_code == 409 and full.json()["code"] == "team_not_empty"
+    assert "1 datasets" in full.json()["error"] and "credit" in full.json()["error"]
+    assert client.get("/api/teams/acme/members", headers=ada.headers).status_code == 200  # nothing changed
+
+    dataset_id = client.get("/api/trash", headers=ada.headers).json()["items"]
+    assert dataset_id == []  # a team's trash is not ada's own
+    with app.state.lanner.db.session() as session:
+        from lanner.datasets.models import Dataset
+
+        trashed = session.query(Dataset).filter_by(slug="parts").one().id
+        team_id = require_user(session, username="acme").id
+        billing.charge_usage_to(session, user_id=team_id, reference="test:spend", charged_micros=0,
+                                target_micros=1_000_000, kind="endpoint", description="spent")
+    assert client.request("DELETE", "/api/trash", json={"id": trashed, "type": "dataset"},
+                          headers=ada.headers).status_code == 200  # an admin deletes the team's trashed dataset
+    assert client.delete("/api/teams/acme", headers=olga.headers).json() == {"success": True}
+    assert client.get("/api/teams/acme/members", headers=olga.headers).status_code == 404
+    assert client.get("/api/account/summary", headers=ada.headers).json()["teams"] == []

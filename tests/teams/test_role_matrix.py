@@ -69,6 +69,8 @@ def needed(method: str, path: str) -> str | None:
         return None
     if (method, path) == ("GET", "/api/teams/{team}/members"):
         return "viewer"
+    if (method, path) == ("DELETE", "/api/teams/{team}"):
+        return "owner"
     if path.startswith(ADMIN_PATHS):
         return "admin"
     if method == "GET" or (method, path) in READS:
