@@ -21,6 +21,7 @@ from lanner.db import iso
 from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
 from lanner.projects.models import ModelRecord, Project
+from lanner.teams import permissions
 from lanner.teams import service as teams_service
 
 router = APIRouter(tags=["account"])
@@ -68,16 +69,17 @@ def revoke_api_key(key_id: str, principal: CurrentPrincipal, session: DbSession,
 
 
 def _visible_user(session: Session, principal: Principal, username: str) -> User | None:
-    """Yourself, or a user with something public (a project or a dataset, which ``explore`` shows anyway). A
-    user without public content is answered exactly like a username nobody has, in one query either way, so
-    this route cannot be used to learn which usernames exist. (Answering 200 for everyone instead would mean
-    inventing profiles for names nobody has.)"""
+    """Yourself, a team you are in, or a user with something public (a project or a dataset, which ``explore``
+    shows anyway). A user without public content is answered exactly like a username nobody has, in one query
+    either way, so this route cannot be used to learn which usernames exist. (Answering 200 for everyone instead
+    would mean inventing profiles for names nobody has.)"""
     if username.lower() == principal.username:
         return session.get(User, principal.user_id)
     public = or_(exists().where(Project.owner_id == User.id, Project.visibility == "public"),
                  exists().where(Dataset.owner_id == User.id, Dataset.visibility == "public",
                                 Dataset.deleted_at.is_(None)))
-    return session.scalar(select(User).where(User.username == username.lower(), public))
+    mine = User.id.in_(permissions.team_ids(principal.user_id))  # a team of the caller's, public things or not
+    return session.scalar(select(User).where(User.username == username.lower(), or_(public, mine)))
 
 
 @router.get("/api/users")
