@@ -34,6 +34,7 @@ from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, LannerError, NotFound
 from lanner.gpus.catalogue import Catalogue
 from lanner.storage.signing import URLSigner
+from lanner.teams import permissions
 from lanner.training.dependencies import CurrentCatalogue
 from lanner.web import assistant_panel, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
@@ -193,7 +194,8 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
     health = health_report(session, dataset) if dataset.status != "processing" else None  # the issue filter's codes
     view = service.dataset_view(session, dataset, owner=owner, versions=True)
     balance = (health or {}).get("class_balance", {}).get("classes", [])
-    is_owner = dataset.owner_id == user.user_id
+    # "owner" in the templates: whoever may change it (its owner, a team's editors: the permission table)
+    is_owner = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
     if is_owner and assistant is None:
         assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier)
     return render(request, "dataset.html", {
@@ -234,7 +236,8 @@ def image_page(owner: str, slug: str, image_id: str, request: Request, user: Pag
         "dataset": dataset, "base": _base(dataset, owner.lower()), "image": props, "url": url,
         "labels": detail["labels"], "class_names": detail["classNames"],
         "shapes": _shapes(detail["labels"], props["width"], props["height"]),
-        "can_edit": dataset.owner_id == user.user_id, "image_key": image_id.removeprefix(dataset.id + "-"),
+        "can_edit": permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write"),
+        "image_key": image_id.removeprefix(dataset.id + "-"),
     }, user=user, active="datasets")
 
 

@@ -23,6 +23,7 @@ from lanner.deps import Ctx, DbSession
 from lanner.errors import Conflict, NotFound
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord
+from lanner.teams import permissions
 from lanner.training import checkpoints, dashboard
 from lanner.training import service as training_service
 from lanner.training.dependencies import CurrentCatalogue
@@ -86,7 +87,8 @@ def project_page(request: Request, owner: str, project: str, user: PageUser, ses
     rows.sort(key=SORTS[sort], reverse=order == "desc")
     return render(request, "project.html", {
         "project": proj, "owner": owner.lower(), "rows": rows, "sort": sort, "order": order,
-        "is_owner": proj.owner_id == user.user_id, "duration": duration,
+        "is_owner": permissions.can(session, user_id=user.user_id, owner_id=proj.owner_id, action="write"),
+        "duration": duration,
     }, user=user, active="projects")
 
 
@@ -145,7 +147,7 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
               "current": c.sha256 == record.weights_sha256 and c.filename == record.weights_name,
               "url": ctx.signer.download_url(c.sha256, c.filename)}
              for c in checkpoints.saved_checkpoints(session, record.id) if c.sha256]
-    is_owner = record.owner_id == user.user_id
+    is_owner = permissions.can(session, user_id=user.user_id, owner_id=record.owner_id, action="train")
     offer = full_run_offer(record, training_service.latest_run(session, record.id), project) if is_owner else None
     deploy = deployment_views.section(session, user, record, settings=ctx.settings) if is_owner else None
     return render(request, "model.html", {

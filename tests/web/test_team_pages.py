@@ -352,3 +352,20 @@ def test_team_pages_hold_nothing_the_csp_would_block(client: Any, acme: str, pat
             if i.get("id") not in labelled] == []
     ids = [tag["id"] for tag in page.select("[id]")]
     assert len(ids) == len(set(ids))
+
+
+def test_a_teams_dataset_page_offers_editing_to_its_editors_only(client: Any, people: dict[str, Any],
+                                                               acme: str) -> None:
+    """The permission table decides the dataset page's controls: an editor annotates and runs the assistant on
+    the team's dataset, a viewer reads it without them, an outsider gets the 404 page."""
+    client.post("/api/datasets", json={"name": "parts", "owner": acme},
+                headers=people["ed"].headers).raise_for_status()
+    as_user(client, "ed")
+    page = soup(client.get(f"/datasets/{acme}/parts", headers=HTML))
+    assert page.select_one("#annotate-link") is not None
+    assert client.get(f"/datasets/{acme}/parts/annotate", headers=HTML).status_code == 200
+    as_user(client, "vic")
+    seen = client.get(f"/datasets/{acme}/parts", headers=HTML)
+    assert seen.status_code == 200 and soup(seen).select_one("#annotate-link") is None
+    as_user(client, "eve")
+    assert client.get(f"/datasets/{acme}/parts", headers=HTML).status_code == 404
