@@ -16,7 +16,9 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
 from lanner.billing.models import AVAILABLE, FUNDING, HELD, REVENUE, LedgerPosting, LedgerTransaction
+from lanner.db import ACTOR_KEY
 from lanner.errors import BadRequest, PaymentRequired
+from lanner.teams import service as teams_service
 
 MICROS_PER_DOLLAR = 1_000_000
 MICROS_PER_CENT = 10_000
@@ -146,8 +148,13 @@ def top_up(session: Session, *, user_id: str, micros: int, description: str = "T
            idempotency_key: str | None = None) -> LedgerTransaction | None:
     if micros <= 0:
         raise BadRequest("a top-up must be a positive amount")
-    return post(session, user_id=user_id, kind="topup", postings=[(FUNDING, -micros), (AVAILABLE, micros)],
-                description=description, idempotency_key=idempotency_key)
+    entry = post(session, user_id=user_id, kind="topup", postings=[(FUNDING, -micros), (AVAILABLE, micros)],
+                 description=description, idempotency_key=idempotency_key)
+    account = session.get(User, user_id)
+    if entry is not None and account is not None and account.account_type == "team":  # a team's activity log
+        teams_service.record(session, owner_id=user_id, actor_id=session.info.get(ACTOR_KEY), action="topped_up",
+                             target=f"credit {format_cents(micros)}", detail={"description": description})
+    return entry
 
 
 def place_hold(session: Session, *, user_id: str, run_id: int, micros: int, estimate_micros: int,

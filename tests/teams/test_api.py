@@ -79,6 +79,8 @@ def test_only_an_owner_deletes_a_team_and_only_an_empty_one(app: Any, client: An
     client.delete("/api/datasets/acme/parts", headers=ada.headers).raise_for_status()  # in the trash: still held
     with app.state.lanner.db.session() as session:
         billing.top_up(session, user_id=require_user(session, username="acme").id, micros=1_000_000)
+    topped = client.get("/api/teams/acme/activity", headers=ada.headers).json()["events"][0]
+    assert (topped["actor"], topped["action"], topped["target"]) == (None, "topped_up", "credit $1.00")  # operator
     full = client.delete("/api/teams/acme", headers=olga.headers)
     assert full.status_code == 409 and full.json()["code"] == "team_not_empty"
     assert "1 datasets" in full.json()["error"] and "credit" in full.json()["error"]
