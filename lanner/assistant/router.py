@@ -29,7 +29,7 @@ def retrieve(owner: str, dataset: str, principal: CurrentPrincipal, session: DbS
 def update(owner: str, dataset: str, body: AssistantUpdate, principal: CurrentPrincipal, session: DbSession,
            catalogue: CurrentCatalogue, loop: Loop) -> dict[str, Any]:
     record = editable_dataset(session, principal, owner=owner, slug=dataset, write=True)
-    assistant = service.update(session, record, body, catalogue=catalogue, tier=principal.tier)
+    assistant = service.update(session, record, body, catalogue=catalogue, tier=service.payer_tier(session, record))
     after_commit(session, loop.wake)
     return service.view(session, record, assistant)
 

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.models import User
 from lanner.annotation import proposals
 from lanner.assistant import rounds, training_data
 from lanner.assistant.models import (
@@ -36,6 +37,13 @@ FIELDS = {"enabled": "enabled", "minLabels": "min_labels", "every": "every", "gp
 
 def find(session: Session, dataset: Dataset) -> Assistant | None:
     return session.scalar(select(Assistant).where(Assistant.dataset_id == dataset.id))
+
+
+def payer_tier(session: Session, dataset: Dataset) -> str:
+    """The plan the assistant's rounds run under: the dataset's workspace's (a team's rounds are the team's),
+    whoever changes the settings."""
+    owner = session.get(User, dataset.owner_id)
+    return owner.tier if owner is not None else "free"
 
 
 def update(session: Session, dataset: Dataset, body: AssistantUpdate, *, catalogue: Catalogue,

@@ -22,6 +22,7 @@ from lanner.accounts.service import Principal
 from lanner.annotation import service as annotation_service
 from lanner.assistant import service as assistant_service
 from lanner.assistant.dependencies import Loop
+from lanner.assistant.service import payer_tier
 from lanner.bounds import BigCount
 from lanner.datasets import exports, listing, service, stats, versions
 from lanner.datasets import trash as trash_service
@@ -197,7 +198,7 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
     # "owner" in the templates: whoever may change it (its owner, a team's editors: the permission table)
     is_owner = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
     if is_owner and assistant is None:
-        assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier)
+        assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset))
     return render(request, "dataset.html", {
         **grid, "dataset": view, "base": base, "health": health, "is_owner": is_owner,
         "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
@@ -291,20 +292,19 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
     form = assistant_panel.AssistantForm.read(await request.form())
     current = assistant_service.find(session, dataset)
     errors: dict[str, str] = {}
-    body = form.update(assistant_panel.offered(catalogue, user.tier, current.gpu_type if current else "cpu"),
-                       errors)
+    tier = payer_tier(session, dataset)  # the workspace's plan: a team's rounds are the team's
+    body = form.update(assistant_panel.offered(catalogue, tier, current.gpu_type if current else "cpu"), errors)
     if body is not None:
-        assistant_service.update(session, dataset, body, catalogue=catalogue, tier=user.tier)
+        assistant_service.update(session, dataset, body, catalogue=catalogue, tier=tier)
         after_commit(session, loop.wake)
         notice = {"kind": "success", "message": "Assistant on: settings saved." if form.enabled
                   else "Assistant off: settings saved."}
         if not is_fragment_request(request):
             return redirect(request, _base(dataset, owner) + "#assistant", notice["message"])
-        section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier, notice=notice)
+        section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=tier, notice=notice)
         return render(request, "dataset.html", {"assistant": section, "base": _base(dataset, owner)},
                       fragment="_dataset_assistant.html", user=user)
-    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier, form=form,
-                                    errors=errors)
+    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=tier, form=form, errors=errors)
     if is_fragment_request(request):
         return render(request, "dataset.html", {"assistant": section, "base": _base(dataset, owner)},
                       fragment="_dataset_assistant.html", status_code=422, user=user)
@@ -323,7 +323,7 @@ def assistant_live(owner: str, slug: str, request: Request, user: PageUser, sess
     base = _base(dataset, owner.lower())
     if not is_fragment_request(request):
         return RedirectResponse(base + "#assistant", status_code=303)
-    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=user.tier)
+    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset))
     return render(request, "dataset.html", {"assistant": section, "base": base,
                                             "changed": section["signature"] != seen},
                   fragment="_assistant_live.html", user=user)
