@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import struct
 from pathlib import Path
 from typing import Literal, overload
@@ -259,12 +260,36 @@ def _encode_thumbnail(im: Image.Image, max_side: int) -> bytes:
         im = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)
     if im.mode not in ("RGB", "L"):
         im = im.convert("RGB")
-    else:
-        im = im.copy()  # thumbnail() works in place; never touch the caller's image
-    im.thumbnail((max_side, max_side), Image.Resampling.BILINEAR, reducing_gap=2.0)
     out = io.BytesIO()
-    im.save(out, "JPEG", quality=THUMBNAIL_QUALITY)
+    _shrunk(im, max_side).save(out, "JPEG", quality=THUMBNAIL_QUALITY)
     return out.getvalue()
+
+
+def _shrunk(im: Image.Image, max_side: int) -> Image.Image:
+    """A new image no larger than ``max_side`` on either side, aspect kept (Pillow's ``thumbnail`` sizes), never
+    upscaled. Resized by OpenCV: Pillow's bilinear filter cost 1-1.5 ms for the 320x240 -> 256x192 step every
+    imported 640x480 JPEG takes after its draft decode (a third of the import's CPU per image), OpenCV's 0.2 ms.
+    Bilinear while shrinking by less than 2 (what a draft decode leaves: it stops at the first scale that still
+    covers the thumbnail); area averaging beyond, where bilinear would alias (a PNG or a large TIFF)."""
+    width, height = im.size
+    size = _thumbnail_size(width, height, max_side)
+    if size == (width, height):
+        return im.copy()
+    interpolation = cv2.INTER_LINEAR if size[0] * 2 > width else cv2.INTER_AREA
+    return Image.fromarray(cv2.resize(np.asarray(im), size, interpolation=interpolation), mode=im.mode)
+
+
+def _thumbnail_size(width: int, height: int, max_side: int) -> tuple[int, int]:
+    """What ``Image.thumbnail((max_side, max_side))`` would make of ``width`` x ``height``."""
+    if width <= max_side and height <= max_side:
+        return width, height
+    aspect = width / height
+    if aspect >= 1:  # Pillow's preserve_aspect_ratio: the nearer of floor and ceil to the aspect, at least 1
+        y = min(math.floor(max_side / aspect), math.ceil(max_side / aspect),
+                key=lambda n: 0 if n == 0 else abs(aspect - max_side / n))
+        return max_side, max(y, 1)
+    x = min(math.floor(max_side * aspect), math.ceil(max_side * aspect), key=lambda n: abs(aspect - n / max_side))
+    return max(x, 1), max_side
 
 
 def _unidentified_reason(head: bytes) -> str:

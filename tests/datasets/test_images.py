@@ -279,3 +279,29 @@ def test_hamming() -> None:
     assert hamming(0, 2**64 - 1) == 64
     signed = (2**64 - 1) - 2**64                    # the same 64 bits stored as a signed BIGINT
     assert hamming(signed, 2**64 - 1) == 0
+
+
+def test_thumbnails_have_the_sizes_pillows_thumbnail_gives() -> None:
+    """The import resizes thumbnails with OpenCV (lanner/datasets/images.py ``_shrunk``), sized as Pillow's
+    ``thumbnail`` sizes them: checked against Pillow over a spread of shapes, both filters, both modes."""
+    import random
+
+    from PIL import Image
+
+    from lanner.datasets.images import _shrunk, _thumbnail_size
+
+    rng = random.Random(7)
+    shapes = [(640, 480), (480, 640), (256, 256), (257, 3), (3, 257), (1, 5000), (5000, 1), (4000, 3000)]
+    shapes += [(rng.randint(1, 6000), rng.randint(1, 6000)) for _ in range(2000)]
+    for width, height in shapes:
+        for side in (64, 256, 1024):
+            pillow = Image.new("1", (width, height))
+            pillow.thumbnail((side, side))
+            assert _thumbnail_size(width, height, side) == pillow.size, (width, height, side)
+    for mode, (width, height) in (("RGB", (320, 240)), ("L", (4000, 3000)), ("RGB", (200, 100))):
+        color = 128 if mode == "L" else (128, 128, 128)
+        small = _shrunk(Image.new(mode, (width, height), color), 256)
+        pillow = Image.new(mode, (width, height))
+        pillow.thumbnail((256, 256))
+        assert small.mode == mode and small.size == pillow.size
+        assert small.getpixel((0, 0)) == color  # a flat image stays flat through either filter
