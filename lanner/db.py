@@ -90,8 +90,9 @@ def make_engine(url: str) -> Engine:
                                json_serializer=_json_dumps, json_deserializer=orjson.loads)
         event.listen(engine, "connect", _sqlite_pragmas)
         # SQLite's own BEGIN is deferred; take the write lock up front so concurrent writers queue
-        # instead of failing with "database is locked" on lock upgrade.
-        event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        # instead of failing with "database is locked" on lock upgrade. On the driver's connection: SQLAlchemy's
+        # statement machinery cost a fifth of an empty transaction (~30 µs, every transaction of every request).
+        event.listen(engine, "begin", lambda conn: conn.connection.driver_connection.execute("BEGIN IMMEDIATE"))
 
         @event.listens_for(engine, "connect")
         def _no_pysqlite_begin(dbapi_connection: Any, _record: Any) -> None:
