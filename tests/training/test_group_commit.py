@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -204,3 +205,25 @@ def test_a_run_heard_from_has_its_last_event_time_written_once_per_resolution(ap
     assert all(not isinstance(o, Exception) for o in outcomes)
     assert last_event_at() == heard  # within it: left as it was
     assert stored(app, model_id) == [0, 1, 2]
+
+
+def test_on_sqlite_the_writer_commits_without_checkpointing_and_has_its_log_checkpointed(app, client, sdk, alice,
+                                                                                         monkeypatch):
+    """Its commits never stop for a checkpoint (``lanner.wal``): its own connections turn SQLite's automatic one
+    off, and each batch nudges the checkpointer thread instead."""
+    writer = app.state.training.writer
+    if app.state.lanner.db.sqlite_path() is None:
+        assert writer.checkpointer is None  # PostgreSQL: nothing to checkpoint
+        return
+    with writer._db.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+    with app.state.lanner.db.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 1000  # every other writer's
+    model_id = start(sdk(alice), epochs=100)["modelId"]
+    before = writer.checkpointer.checkpoints
+    submit_all(app, monkeypatch, [(principal_of(app, alice.key), epoch_event(model_id, 0))])
+    deadline = time.monotonic() + 30
+    while writer.checkpointer.checkpoints == before:
+        assert time.monotonic() < deadline, "the batch's commit did not lead to a checkpoint"
+        time.sleep(0.01)
+    assert stored(app, model_id) == [0]
