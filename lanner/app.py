@@ -28,6 +28,7 @@ from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
 from lanner.deployments.router import router as deployments_router
 from lanner.deployments.runtime import DeploymentRuntime
+from lanner.direct_route import FastAPIWithFastLane
 from lanner.exports.queue import ExportQueue
 from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
@@ -108,7 +109,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         inference.close()
         ctx.db.dispose()
 
-    app = FastAPI(
+    app = FastAPIWithFastLane(
         title="Lanner",
         version=__version__,
         description="Self-hosted computer-vision platform, wire-compatible with the Ultralytics Platform API.",
@@ -133,6 +134,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         settings.endpoint_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES")))
     for router in ROUTERS:
         app.include_router(router)
+        app.fast_lane.add(router.routes)  # API clients reach the metrics webhook without the middlewares
 
     @app.get("/api/health", tags=["meta"])
     def health() -> dict[str, str]:

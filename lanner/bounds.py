@@ -58,32 +58,34 @@ def _contains_non_finite(value: Any) -> bool:
     return False
 
 
-def finite_or_null(value: Any) -> Any:
-    """``value`` with every NaN and infinity replaced by None (what the trainer does before it sends)."""
-    if not _contains_non_finite(value):
-        return value  # the common case: nothing copied
-    if isinstance(value, float):
-        return None
-    if isinstance(value, dict):
-        return {k: finite_or_null(v) for k, v in value.items()}
-    return [finite_or_null(v) for v in value]
-
-
 def storable_json(value: Any, *, max_bytes: int | None = JSON_FIELD_MAX_BYTES, finite: bool = True) -> Any:
     """``value`` if the database's JSON serializer (orjson, ``lanner.db``) can write it, it fits in
     ``max_bytes`` and (``finite``) holds no NaN or infinity; raises ValueError saying why not. orjson refuses
     integers past 64 bits and nesting deeper than 255 levels, both of which the standard JSON parser lets into
     a request; it is asked first, so the walks here never recurse deeper than that."""
-    try:
-        size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
-    except (TypeError, orjson.JSONEncodeError):
-        raise ValueError("cannot be stored: integers must fit in 64 bits, nesting in 255 levels, and text must "
-                         "be valid Unicode") from None
+    size = len(_dumped(value))
     if finite and _contains_non_finite(value):
         raise ValueError("must not contain NaN or Infinity")
     if max_bytes is not None and size > max_bytes:
         raise ValueError(f"is {size} bytes as JSON; at most {max_bytes} are kept")
     return value
+
+
+def stored_json_copy(value: Any) -> Any:
+    """``value`` as the database's JSON serializer (orjson, ``lanner.db``) stores it, every NaN and infinity
+    null (what the trainer does before it sends); raises ValueError as ``storable_json`` does when it cannot be
+    stored. One round trip through orjson, which writes non-finite floats as null: for a value parsed from JSON
+    it changes nothing else. Why not a walk that copies only where a number is not finite: on a trainer's
+    epoch (~40 values) the Python walk cost twice the round trip (docs/benchmarks.md, issue 19)."""
+    return orjson.loads(_dumped(value))
+
+
+def _dumped(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        raise ValueError("cannot be stored: integers must fit in 64 bits, nesting in 255 levels, and text must "
+                         "be valid Unicode") from None
 
 
 # Marks a value stored as JSON and served back: storable, and at most ``JSON_FIELD_MAX_BYTES`` serialized

@@ -46,8 +46,9 @@ class Settings(BaseSettings):
         default="100/minute", description="Requests per API key (per user for a web session), the hosted "
         "platform's default.")
     worker_rate_limit: str = Field(
-        default="1200/minute", description="Requests per key for training workers: run-scoped keys and the "
-        "trainer's webhooks (/api/webhooks/...), instead of LANNER_API_RATE_LIMIT.")
+        default="6000/minute", description="Requests per key for training workers: run-scoped keys and the "
+        "trainer's webhooks (/api/webhooks/...), instead of LANNER_API_RATE_LIMIT. The trainer sends an epoch "
+        "once: a refused report is a lost one, so a sweep of runs reporting on one key must never meet it.")
     inference_rate_limit: str = Field(
         default="20/minute", description="Requests per key to shared inference (paths under "
         "LANNER_INFERENCE_PATHS), instead of LANNER_API_RATE_LIMIT.")

@@ -38,13 +38,19 @@ class SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                # On the raw list, names lower-case as ASGI has them: MutableHeaders scanned it once per call.
+                # On the raw list, names lower-case as ASGI has them, in one pass: MutableHeaders scanned it once
+                # per call, and a scan per question (present? HTML?) was most of this middleware's cost.
                 raw = message["headers"] = list(message.get("headers", ()))
-                present = {name.lower() for name, _ in raw}
+                present, html = set(), False
+                for name, value in raw:
+                    present.add(name.lower())
+                    html = html or (name == b"content-type" and value.startswith(b"text/html"))
                 added = _ALWAYS
-                if any(name == b"content-type" and value.startswith(b"text/html") for name, value in raw):
+                if html:
                     added = added + ((b"content-security-policy", policy.encode()), (b"x-frame-options", b"DENY"))
-                raw.extend(header for header in added if header[0] not in present)
+                for header in added:
+                    if header[0] not in present:
+                        raw.append(header)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -106,6 +106,10 @@ class CsrfProtection(CSRFMiddleware):
     """``starlette-csrf``'s middleware with what it lacks here: the token from a form field, an exemption for
     API keys, the cookie only where a page asked for it (and as long-lived as the session), a JSON refusal."""
 
+    # A request with a bearer key and no cookie passes untouched (``__call__``): the app's fast lane
+    # (``lanner.direct_route.FastLane``) leaves this middleware out for such requests.
+    passes_api_clients = True
+
     def __init__(self, app: ASGIApp, *, secret: str | bytes, secure: bool) -> None:
         super().__init__(app, secret=secret, sensitive_cookies={SESSION_COOKIE}, cookie_name=CSRF_COOKIE,
                          cookie_secure=secure, cookie_httponly=True, cookie_samesite="lax", header_name=CSRF_HEADER,

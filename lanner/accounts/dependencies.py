@@ -28,8 +28,11 @@ WORKER_WRITE_PATHS = ("/api/webhooks/",)
 
 def _bearer(request: Request) -> str | None:
     # The raw headers, not request.headers: building that mapping cost more than the rest of a cached key's check.
-    header = next((value.decode("latin-1") for name, value in request.scope["headers"] if name == b"authorization"),
-                  "")
+    header = ""
+    for name, value in request.scope["headers"]:
+        if name == b"authorization":
+            header = value.decode("latin-1")
+            break
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()

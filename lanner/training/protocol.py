@@ -110,7 +110,7 @@ def handle_event(ctx: EventContext, body: MetricsEvent) -> dict[str, Any]:
         model_id = service.model_by_name(ctx.session, ctx.principal, body.project, body.name).id
     run = _run_ref(ctx, model_id, body.data.get("runId"))
     HANDLERS[body.event](ctx, model_id, run, body.data)
-    ctx.batch.writes.seen_runs.add(run.id)
+    ctx.batch.writes.heard(run)
     response: dict[str, Any] = {"received": True, "event": body.event, "modelId": model_id, "runId": run.id}
     if run.status == RunStatus.CANCELLED and run.termination_reason in STOP_REASONS:
         response["cancelled"] = True

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from lanner.bounds import BigCount, Count, FiniteFloat, JsonObject, RowId, finite_or_null, storable_json
+from lanner.bounds import BigCount, Count, FiniteFloat, JsonObject, RowId, stored_json_copy
 
 EventName = Literal[
     "training_started",
@@ -36,7 +36,7 @@ class MetricsEvent(BaseModel):
         """Stored as sent (metrics, console, plots): NaN and infinities become null, as the trainer itself
         sends them (``_sanitize_json_value``); what the database cannot store is refused. Its size is bounded by
         the request body limit (a 1000-class model's ``training_complete`` is about 13 MB)."""
-        return finite_or_null(storable_json(data, max_bytes=None, finite=False))
+        return stored_json_copy(data)
 
 
 class EpochEndData(BaseModel):

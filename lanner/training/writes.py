@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -26,13 +26,18 @@ from lanner.projects.models import ModelRecord
 from lanner.training.models import ConsoleChunk, EpochMetric, Run, SystemMetric
 
 HOT_EVENTS = frozenset({"epoch_end", "console_output", "system_metrics", "training_progress"})
+# How stale a run's ``last_event_at`` may be: it tells a silent run (lost after LANNER_RUN_LOST_AFTER_SECONDS,
+# minutes) from a live one and shows as its job's ``updatedAt``. Written at most this often per run, not in every
+# batch: under webhook load the run rows rewritten per commit were a sixth of the pages each commit wrote.
+HEARD_RESOLUTION = timedelta(seconds=1)
 
 _MODELS = ModelRecord.__table__
 _RUNS = Run.__table__
 _EPOCHS = EpochMetric.__table__
 _CONSOLE = ConsoleChunk.__table__
 _SYSTEMS = SystemMetric.__table__
-_RUN_COLUMNS = (_RUNS.c.id, _RUNS.c.model_id, _RUNS.c.status, _RUNS.c.termination_reason, _RUNS.c.epochs)
+_RUN_COLUMNS = (_RUNS.c.id, _RUNS.c.model_id, _RUNS.c.status, _RUNS.c.termination_reason, _RUNS.c.epochs,
+                _RUNS.c.last_event_at)
 _RUN_BY_ID = select(*_RUN_COLUMNS).where(_RUNS.c.id == bindparam("run_id"))
 _LATEST_RUN = select(*_RUN_COLUMNS).where(_RUNS.c.model_id == bindparam("model_id")).order_by(
     _RUNS.c.id.desc()).limit(1)
@@ -122,6 +127,17 @@ class RunRef:
     status: str
     termination_reason: str | None
     epochs: int | None
+    last_event_at: datetime | str | None = None  # as its query returned it (SQLite's driver gives text)
+
+    def heard_within(self, period: timedelta, now: datetime) -> bool:
+        heard = self.last_event_at
+        if heard is None:
+            return False
+        if isinstance(heard, str):
+            heard = datetime.fromisoformat(heard)
+        if heard.tzinfo is None:
+            heard = heard.replace(tzinfo=UTC)
+        return now - heard < period
 
 
 class PendingWrites:
@@ -143,6 +159,11 @@ class PendingWrites:
         # The epoch's system reading stays in its epoch row only: copying it into system_metrics as well cost
         # a third of the writer's time per event (a row and an index entry per run). Readers of the system
         # timeline read both tables (``dashboard.system_latest``, ``learn.peak_gpu_memory_gb``).
+
+    def heard(self, run: RunRef) -> None:
+        """``run`` reported: its ``last_event_at`` becomes the commit's time, unless it is recent enough."""
+        if run.id not in self.seen_runs and not run.heard_within(HEARD_RESOLUTION, utcnow()):
+            self.seen_runs.add(run.id)
 
     def set_model_metrics(self, model_id: str, metrics: dict[str, Any], best_fitness: float | None) -> None:
         """The model shows its latest metrics: within a batch only the last event per model needs writing."""

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
+from lanner.db import utcnow
 from lanner.errors import NotFound, Unprocessable
-from lanner.training import dashboard
+from lanner.training import dashboard, writes
 from lanner.training.models import EpochMetric, Run, SystemMetric
 from lanner.training.schemas import MetricsEvent
 from lanner.training.writes import BatchState
@@ -179,3 +182,48 @@ def test_runs_without_validation_losses_keep_every_epoch_and_an_early_stop_final
     assert stored(app, no_val) == [0, 1, 2]  # val=False: every epoch is an epoch
     assert stored(app, early) == [0, 1]  # the early stop's final evaluation is the model's result, not an epoch
     assert platform.models.retrieve("alice", "shapes", "early-stop")["model"]["metrics"]["metrics/mAP50(B)"] == 0.9
+
+
+def test_a_run_heard_from_has_its_last_event_time_written_once_per_resolution(app, client, sdk, alice, monkeypatch):
+    """``last_event_at`` tells a silent run from a live one: every event keeps it within ``HEARD_RESOLUTION`` of
+    the event's time, but a run reporting faster does not have its row rewritten in every batch."""
+    model_id = start(sdk(alice), epochs=100)["modelId"]
+    monkeypatch.setattr(writes, "HEARD_RESOLUTION", timedelta(hours=1))
+
+    def last_event_at() -> datetime:
+        with app.state.lanner.db.session() as session:
+            return session.scalar(select(Run.last_event_at).where(Run.model_id == model_id))
+
+    long_ago = utcnow() - timedelta(hours=2)
+    with app.state.lanner.db.session() as session:
+        session.execute(update(Run).where(Run.model_id == model_id).values(last_event_at=long_ago))
+    principal = principal_of(app, alice.key)
+    submit_all(app, monkeypatch, [(principal, epoch_event(model_id, 0))])
+    heard = last_event_at()
+    assert heard - long_ago > timedelta(hours=1)  # older than the resolution: written
+    outcomes, _ = submit_all(app, monkeypatch, [(principal, epoch_event(model_id, epoch)) for epoch in (1, 2)])
+    assert all(not isinstance(o, Exception) for o in outcomes)
+    assert last_event_at() == heard  # within it: left as it was
+    assert stored(app, model_id) == [0, 1, 2]
+
+
+def test_on_sqlite_the_writer_commits_without_checkpointing_and_has_its_log_checkpointed(app, client, sdk, alice,
+                                                                                         monkeypatch):
+    """Its commits never stop for a checkpoint (``lanner.wal``): its own connections turn SQLite's automatic one
+    off, and each batch nudges the checkpointer thread instead."""
+    writer = app.state.training.writer
+    if app.state.lanner.db.sqlite_path() is None:
+        assert writer.checkpointer is None  # PostgreSQL: nothing to checkpoint
+        return
+    with writer._db.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+    with app.state.lanner.db.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 1000  # every other writer's
+    model_id = start(sdk(alice), epochs=100)["modelId"]
+    before = writer.checkpointer.checkpoints
+    submit_all(app, monkeypatch, [(principal_of(app, alice.key), epoch_event(model_id, 0))])
+    deadline = time.monotonic() + 30
+    while writer.checkpointer.checkpoints == before:
+        assert time.monotonic() < deadline, "the batch's commit did not lead to a checkpoint"
+        time.sleep(0.01)
+    assert stored(app, model_id) == [0]

@@ -76,3 +76,13 @@ def test_only_pages_set_the_token_cookie_and_keep_it(client, alice):
     assert cookie.startswith(f"{CSRF_COOKIE}=") and "HttpOnly" in cookie and "SameSite=Lax" in cookie
     again = client.get("/login")
     assert "set-cookie" not in again.headers and token_of(again.text) == token_of(first.text)
+
+
+def test_the_trainers_webhook_checks_a_cookie_session_too(client, alice):
+    """The webhook's fast lane (``lanner.direct_route.FastLane``) takes key holders without cookies only: a
+    browser's session write to it still needs the page's token."""
+    token = sign_in(client)
+    event = {"event": "training_started", "project": "alice/p", "name": "forged", "data": {}}
+    _refused(client.post("/api/webhooks/training/metrics", json=event))
+    response = client.post("/api/webhooks/training/metrics", json=event, headers={"X-CSRFToken": token})
+    assert response.status_code == 200, response.text
