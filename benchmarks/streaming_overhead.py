@@ -23,9 +23,11 @@ What it does, all on 127.0.0.1 in a throw-away folder:
 
 Before the pairs, one run of each kind warms the caches (not counted). ``--stub`` adds a third run to each pair,
 streamed to benchmarks/stub_platform.py (answers at once, stores nothing: the trainer's own cost of streaming).
-``--profile PATH`` adds one more streamed run, not counted, with py-spy recording the server (``--gil``: only
-what holds the GIL, the server being idle most of the time; a flame graph at
-PATH); ``--probe`` one more, not counted, with the trainer's platform integration timed (benchmarks/trainer_probe).
+``--profile PATH`` adds one more streamed run, not counted, with py-spy recording the server (only what holds
+the GIL, the server being idle most of the time; a flame graph at PATH); ``--profile-plain PATH`` the same during a
+plain run (what the idle server costs in both arms: its background loops); ``--probe`` one more, not counted, with
+the trainer's platform integration timed (benchmarks/trainer_probe), and with ``--stub`` the same run streamed to
+the stub, side by side: what waiting on Lanner costs the trainer beyond what streaming costs it anyway.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -75,6 +78,35 @@ class Run:
     server_cpu_s: float
     trainer_cpu_s: float
     name: str
+
+
+def start_lanner(root: Path, servers: list[Server], settings: dict[str, str] | None = None,
+                 ) -> tuple[Server, dict[str, str], str]:
+    """A fresh LANNER_HOME under ``root`` with the user ``bench`` and an API key, and ``lanner serve`` on it with
+    its default settings but ``settings`` (``LANNER_*`` variables; appended to ``servers``, which the caller
+    stops). Returns the server, its environment and the key."""
+    home = root / "home"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
+    env.update(LANNER_HOME=str(home), LANNER_PUBLIC_URL=f"http://{HOST}:{port}",
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **(settings or {}))
+    run_cli(["users", "create", OWNER], env)
+    api_key = run_cli(["keys", "create", OWNER], env)
+    home.mkdir(exist_ok=True)
+    server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env, port,
+                    root / "serve.log")
+    servers.append(server)
+    server.start()
+    return server, env, api_key
+
+
+def start_stub(root: Path, env: dict[str, str], servers: list[Server]) -> Server:
+    port = free_port()
+    stub = Server("stub platform", [sys.executable, str(Path(__file__).resolve().parent / "stub_platform.py"),
+                                    "--host", HOST, "--port", str(port)], env, port, root / "stub.log")
+    servers.append(stub)
+    stub.start()
+    return stub
 
 
 def make_dataset(root: Path) -> Path:
@@ -178,6 +210,36 @@ def ratios(runs: list[Run], mode: str = "streamed") -> list[tuple[int, float, fl
     return out
 
 
+def _section_text() -> str:
+    """This section of docs/benchmarks.md as it stands ("" when missing)."""
+    text = DOC.read_text() if DOC.exists() else ""
+    start = text.find(SECTION)
+    if start == -1:
+        return ""
+    following = re.search(r"^## ", text[start + len(SECTION):], re.M)
+    return text[start:start + len(SECTION) + following.start()] if following else text[start:]
+
+
+def section_parts() -> dict[str, str]:
+    """The ``### `` parts of this section by heading: written by hand ("What moved the numbers") or by
+    benchmarks/stream_replay.py. A rerun of this benchmark rewrites the text above them and keeps them."""
+    parts = re.split(r"^(?=### )", _section_text(), flags=re.M)[1:]
+    return {part.splitlines()[0]: part.rstrip("\n") + "\n" for part in parts}
+
+
+def write_section_keeping_parts(generated: str, parts: dict[str, str]) -> None:
+    write_section(SECTION, "\n".join([generated.rstrip("\n") + "\n", *parts.values()]))
+
+
+def write_part(heading: str, text: str) -> None:
+    """Replace (or add) the part headed ``heading`` (``### ...``) of this section, keeping the rest as it is."""
+    parts = section_parts()
+    parts[heading] = text.rstrip("\n") + "\n"
+    head = re.split(r"^(?=### )", _section_text(), flags=re.M)[0]
+    write_section_keeping_parts(head or f"{SECTION}\n\nNot measured yet: run benchmarks/streaming_overhead.py.\n",
+                                parts)
+
+
 def git_revision() -> str:
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "lanner"], cwd=ROOT, capture_output=True,
@@ -185,8 +247,25 @@ def git_revision() -> str:
     return (rev.stdout.strip() or "unknown") + (" + uncommitted changes under lanner/" if dirty else "")
 
 
+def probe_table(probed: dict[str, dict[str, list[float]]]) -> list[str]:
+    """One row per timed thing, ``calls / wall s / CPU s`` per streamed kind (Lanner, the stub)."""
+    kinds = list(probed)
+    keys = sorted({k for timings in probed.values() for k in timings},
+                  key=lambda k: -max(t.get(k, [0, 0.0, 0.0])[1] for t in probed.values()))
+    rows = ["| what | " + " | ".join(f"{kind}: calls, wall s, CPU s" for kind in kinds) + " |",
+            "|---|" + "---:|" * len(kinds)]
+    for key in keys:
+        cells = []
+        for kind in kinds:
+            calls, wall, cpu = probed[kind].get(key, [0, 0.0, 0.0])
+            cells.append(f"{int(calls)}, {wall:.3f}, {cpu:.3f}")
+        if max(probed[kind].get(key, [0, 0.0, 0.0])[1] for kind in kinds) >= 0.001:
+            rows.append(f"| {key} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any]], facts: dict[str, str],
-           probed: dict[str, list[float]]) -> str:
+           probed: dict[str, dict[str, list[float]]]) -> str:
     per_pair = ratios(runs)
     stub = ratios(runs, "stub") if args.stub else []
     median = statistics.median(r for *_, r in per_pair)
@@ -237,12 +316,11 @@ def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any
         "",
     ]
     if probed:
-        lines += ["Where the trainer's time goes when it streams (`--probe`: one more streamed run, not counted, with "
-                  "`benchmarks/trainer_probe` timing the platform integration inside `yolo`; CPU is the calling "
-                  "thread's):", "",
-                  "| what | calls | wall s | CPU s |", "|---|---:|---:|---:|"]
-        lines += [f"| {key} | {int(calls)} | {wall:.3f} | {cpu:.3f} |"
-                  for key, (calls, wall, cpu) in sorted(probed.items(), key=lambda kv: -kv[1][1]) if wall >= 0.001]
+        lines += ["Where the trainer's time goes when it streams (`--probe`: one more run per streamed kind, not "
+                  "counted, with `benchmarks/trainer_probe` timing the platform integration inside `yolo`; wall s "
+                  "and CPU s of the calling thread, summed over calls; the training thread waits for the callbacks, "
+                  "`training_started`, `checkpoint_saved`, `training_complete` and the upload):", "",
+                  *probe_table(probed)]
         lines.append("")
     return "\n".join(lines)
 
@@ -258,6 +336,8 @@ def main() -> int:
                         "benchmarks/stub_platform.py (answers at once, stores nothing)")
     parser.add_argument("--profile", type=Path, help="py-spy flame graph of the server during one extra "
                         "streamed run (not counted)")
+    parser.add_argument("--profile-plain", type=Path, help="py-spy flame graph of the server during one extra "
+                        "plain run (not counted): its idle background work")
     parser.add_argument("--probe", action="store_true", help="one more streamed run (not counted) with the "
                         "trainer's platform callbacks timed (benchmarks/trainer_probe)")
     parser.add_argument("--no-doc", action="store_true")
@@ -268,31 +348,15 @@ def main() -> int:
     sys.stdout.reconfigure(line_buffering=True)
     command = ".venv/bin/python benchmarks/streaming_overhead.py " + " ".join(sys.argv[1:])
     root = Path(tempfile.mkdtemp(prefix="lanner-stream-"))
-    home, work = root / "home", root / "work"
+    work = root / "work"
     work.mkdir(parents=True)
     servers: list[Server] = []
     try:
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
-        env.update(LANNER_HOME=str(home), LANNER_PUBLIC_URL=f"http://{HOST}:{port}",
-                   NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-        run_cli(["users", "create", OWNER], env)
-        api_key = run_cli(["keys", "create", OWNER], env)
-        home.mkdir(exist_ok=True)
-        server = Server("lanner serve", [venv_bin("lanner"), "serve", "--host", HOST, "--port", str(port)], env, port,
-                        root / "serve.log")
-        servers.append(server)
-        server.start()
+        server, env, api_key = start_lanner(root, servers)
         targets = {"streamed": server.url}
         modes = ["streamed", "plain"]
         if args.stub:
-            stub_port = free_port()
-            stub = Server("stub platform", [sys.executable, str(Path(__file__).resolve().parent / "stub_platform.py"),
-                                            "--host", HOST, "--port", str(stub_port)], env, stub_port,
-                          root / "stub.log")
-            servers.append(stub)
-            stub.start()
-            targets["stub"] = stub.url
+            targets["stub"] = start_stub(root, env, servers).url
             modes.insert(1, "stub")
         data = make_dataset(root)
         yolo_settings(work)
@@ -306,6 +370,8 @@ def main() -> int:
             once(mode, 0)
         if args.profile:
             once("streamed", -1, profile=args.profile)
+        if args.profile_plain:
+            once("plain", -1, profile=args.profile_plain)
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
         runs: list[Run] = []
         stored: list[dict[str, Any]] = []
@@ -319,13 +385,14 @@ def main() -> int:
                 print(f"[pair {pair}] {mode:<8} {run.wall_s:6.1f} s  server CPU {run.server_cpu_s:5.2f} s  "
                       f"trainer CPU {run.trainer_cpu_s:6.1f} s", file=sys.stderr)
         load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        probed: dict[str, list[float]] = {}
+        probed: dict[str, dict[str, list[float]]] = {}
         if args.probe:  # after the pairs: not counted
-            probe_file = root / "trainer-probe.json"
-            once("streamed", 0, probe=probe_file)
-            probed = json.loads(probe_file.read_text())
-            for key, (calls, wall, cpu) in sorted(probed.items(), key=lambda kv: -kv[1][1]):
-                print(f"  {key:<48} {int(calls):4d} calls  {wall:7.3f} s wall  {cpu:7.3f} s CPU")
+            for mode in [m for m in modes if m != "plain"]:
+                probe_file = root / f"trainer-probe-{mode}.json"
+                once(mode, 0, probe=probe_file)
+                probed[mode] = json.loads(probe_file.read_text())
+            for row in probe_table(probed):
+                print(row)
         for mode in [m for m in modes if m != "plain"]:
             per_pair = ratios(runs, mode)
             for pair, streamed_s, plain_s, ratio in per_pair:
@@ -338,7 +405,7 @@ def main() -> int:
             facts = {"machine": f"{os.cpu_count()} CPUs ({cpu_model()}), {ram_bytes() / 2**30:.1f} GiB RAM",
                      "date": date, "revision": git_revision(), "load_before": load_before,
                      "load_after": load_after, "command": command.strip()}
-            write_section(SECTION, render(args, runs, stored, facts, probed))
+            write_section_keeping_parts(render(args, runs, stored, facts, probed), section_parts())
             print(f"Wrote {SECTION!r} in {DOC.relative_to(ROOT)}")
         return 0 if median <= TARGET_RATIO else 1
     finally:
