@@ -188,6 +188,8 @@ def replay(args: argparse.Namespace) -> int:
                 per_run.append(dict(kinds))
         text = report(args, per_run, idle_rate)
         print(text)
+        if args.json:
+            args.json.write_text(json.dumps({"idle_cpu_s_per_s": idle_rate, "runs": per_run}))
         if not (args.no_doc or args.stub):
             write_part(PART, text)
             print(f"Wrote {PART!r} in {DOC.relative_to(ROOT)}")
@@ -254,6 +256,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument("--json", type=Path, help="also write every run's numbers to this file")
     parser.add_argument("--no-doc", action="store_true")
     args = parser.parse_args()
     if args.runs < 1:

@@ -90,6 +90,9 @@ def start_lanner(root: Path, servers: list[Server], settings: dict[str, str] | N
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
     env.update(LANNER_HOME=str(home), LANNER_PUBLIC_URL=f"http://{HOST}:{port}",
                NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **(settings or {}))
+    # This checkout's lanner (the doc names its commit), not whichever checkout the venv's editable install points
+    # at; a PYTHONPATH set by the caller still comes first (comparing revisions: a `git archive` of lanner/).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(ROOT)) if p)
     run_cli(["users", "create", OWNER], env)
     api_key = run_cli(["keys", "create", OWNER], env)
     home.mkdir(exist_ok=True)
