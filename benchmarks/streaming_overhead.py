@@ -13,7 +13,7 @@ What it does, all on 127.0.0.1 in a throw-away folder:
 3. Runs ``yolo train model=yolo11n.yaml imgsz=160 epochs=3 device=cpu plots=False project=bench/stream`` in a
    clean environment (no ``PYTEST_*``, which disables the platform callbacks), alternately with
    ``ULTRALYTICS_PLATFORM_URL`` + ``ULTRALYTICS_API_KEY`` ("streamed") and without ("plain"), ``--pairs`` pairs,
-   the order inside a pair swapped every pair so drift in the machine's speed falls on both sides.
+   the order inside a pair changing every pair (``pair_order``) so drift in the machine's speed falls on both sides.
 4. Per run: the trainer's wall time (process start to exit), and the CPU seconds ``lanner serve`` spent during it
    (``/proc``), so the server's share is measured rather than guessed. Every streamed run is read back through
    the official SDK (completed, its epochs, console and weights stored), so a run that silently stopped
@@ -78,6 +78,7 @@ class Run:
     server_cpu_s: float
     trainer_cpu_s: float
     name: str
+    stub_cpu_s: float = 0.0  # the stub platform's CPU seconds during the run (with --stub)
 
 
 def start_lanner(root: Path, servers: list[Server], settings: dict[str, str] | None = None,
@@ -149,7 +150,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def train_once(args: argparse.Namespace, work: Path, data: Path, server: Server, api_key: str, *, mode: str,
-               pair: int, targets: dict[str, str], profile: Path | None = None, probe: Path | None = None) -> Run:
+               pair: int, targets: dict[str, str], profile: Path | None = None, probe: Path | None = None,
+               stub_pid: int | None = None) -> Run:
     """One ``yolo train``: ``mode`` "plain" (no platform variables) or a key of ``targets`` (the URL it streams
     to: "streamed" is Lanner, "stub" the platform that stores nothing)."""
     name = f"{mode}-{pair}" if probe is None else f"{mode}-probe"
@@ -160,6 +162,7 @@ def train_once(args: argparse.Namespace, work: Path, data: Path, server: Server,
     assert server.proc is not None
     with FlameGraph(server.proc.pid, profile, gil=True):  # mostly idle: only what holds the GIL
         server_before = cpu_seconds(server.proc.pid)
+        stub_before = cpu_seconds(stub_pid) if stub_pid else 0.0
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         proc = subprocess.Popen(train_argv(args, data, name), cwd=work, env=env, stdout=subprocess.PIPE,
@@ -167,6 +170,7 @@ def train_once(args: argparse.Namespace, work: Path, data: Path, server: Server,
         output, _ = proc.communicate(timeout=args.timeout)
         wall = time.perf_counter() - t0
         server_cpu = cpu_seconds(server.proc.pid) - server_before
+        stub_cpu = cpu_seconds(stub_pid) - stub_before if stub_pid else 0.0
         children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the trainer, reaped by communicate()
         trainer_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
     if proc.returncode != 0:
@@ -176,7 +180,8 @@ def train_once(args: argparse.Namespace, work: Path, data: Path, server: Server,
         raise RuntimeError(f"the streamed run did not stream everything: {failures[:5]}")
     if not streamed and "Streaming training metrics" in output:
         raise RuntimeError("the plain run streamed: the platform variables leaked into its environment")
-    return Run(mode=mode, pair=pair, wall_s=wall, server_cpu_s=server_cpu, trainer_cpu_s=trainer_cpu, name=name)
+    return Run(mode=mode, pair=pair, wall_s=wall, server_cpu_s=server_cpu, trainer_cpu_s=trainer_cpu, name=name,
+               stub_cpu_s=stub_cpu)
 
 
 def check_streamed(url: str, api_key: str, run: Run, epochs: int) -> dict[str, Any]:
@@ -201,6 +206,16 @@ def check_streamed(url: str, api_key: str, run: Run, epochs: int) -> dict[str, A
     if problems:
         raise RuntimeError(f"streamed run {run.name} is not stored as trained: {', '.join(problems)}")
     return {"epochs": len(epochs_seen), "console_chunks": len(model["consoleChunks"])}
+
+
+def pair_order(modes: list[str], pair: int) -> list[str]:
+    """The order of the runs of pair ``pair`` (from 1): rotations of ``modes``, forward in odd pairs and reversed
+    in even ones, so that every mode takes every place and follows every other mode equally often (with three
+    modes, six pairs make all six orders): whatever a run leaves behind (the server's work after a streamed run,
+    the page cache) falls on each kind alike."""
+    base = modes if pair % 2 else modes[::-1]
+    shift = ((pair - 1) // 2) % len(modes)
+    return base[shift:] + base[:shift]
 
 
 def ratios(runs: list[Run], mode: str = "streamed") -> list[tuple[int, float, float, float]]:
@@ -267,6 +282,24 @@ def probe_table(probed: dict[str, dict[str, list[float]]]) -> list[str]:
     return rows
 
 
+def cpu_line(runs: list[Run], modes: tuple[str, ...]) -> str:
+    """CPU seconds, which the machine's other work does not change the way it changes wall time: each streamed
+    kind's extra over the plain run of its pair (median over the pairs), the trainer's and the servers'."""
+
+    def extra(mode: str, of: str) -> float:
+        by_pair = {(r.pair, r.mode): getattr(r, of) for r in runs}
+        return statistics.median(by_pair[(p, mode)] - by_pair[(p, "plain")] for p in {r.pair for r in runs})
+
+    plain = statistics.median(r.trainer_cpu_s for r in runs if r.mode == "plain")
+    parts = [f"{mode}: trainer {extra(mode, 'trainer_cpu_s'):+.2f} s ({extra(mode, 'trainer_cpu_s') / plain:+.1%}), "
+             f"lanner serve {extra(mode, 'server_cpu_s'):+.2f} s" for mode in modes if mode != "plain"]
+    if "stub" in modes:
+        parts.append("the stub platform itself "
+                     f"{statistics.median(r.stub_cpu_s for r in runs if r.mode == 'stub'):.2f} s per stub run")
+    return ("CPU seconds over the plain run of the same pair (medians over the pairs; plain trainer CPU "
+            f"{plain:.1f} s): " + "; ".join(parts) + ".")
+
+
 def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any]], facts: dict[str, str],
            probed: dict[str, dict[str, list[float]]]) -> str:
     per_pair = ratios(runs)
@@ -293,7 +326,8 @@ def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any
         "`ULTRALYTICS_PLATFORM_URL` and `ULTRALYTICS_API_KEY` pointing at a real `lanner serve` (streamed) "
         "against the same command without them (plain), in a clean environment (no `PYTEST_*`). The server runs "
         "on the same machine in both cases and shares its 2 cores with the trainer; the order within a pair "
-        "changes every pair. Not counted: one plain and one streamed run first (cold caches, the server's first "
+        "changes every pair (forward and reversed rotations: each kind takes each place and follows each other "
+        "kind alike). Not counted: one plain and one streamed run first (cold caches, the server's first "
         "statements). Every streamed run was read back through the SDK: completed, "
         f"{args.epochs} epochs, console (median {chunks:.0f} chunks) and weights stored."
         + (" **stub**: the same run streamed to `benchmarks/stub_platform.py`, which answers every call at once "
@@ -310,8 +344,13 @@ def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any
         f"{max(r for *_, r in per_pair):.3f}); target ≤ {TARGET_RATIO} — {verdict(median <= TARGET_RATIO)}.",
     ]
     if stub:
-        lines.append(f"Median stub / plain: **{statistics.median(r for *_, r in stub):.3f}** (range "
-                     f"{min(r for *_, r in stub):.3f}–{max(r for *_, r in stub):.3f}).")
+        over_stub = [s / t for (_, s, _, _), (_, t, _, _) in zip(per_pair, stub, strict=True)]
+        lines += [f"Median stub / plain: **{statistics.median(r for *_, r in stub):.3f}** (range "
+                  f"{min(r for *_, r in stub):.3f}–{max(r for *_, r in stub):.3f}): what streaming costs the "
+                  "trainer itself.",
+                  f"Median streamed / stub: **{statistics.median(over_stub):.3f}** (range {min(over_stub):.3f}–"
+                  f"{max(over_stub):.3f}): what Lanner adds on top."]
+    lines += ["", cpu_line(runs, modes)]
     lines += [
         "",
         "Per run, medians: " + "; ".join(f"{mode}: trainer CPU {trainer_cpu[mode]:.1f} s, lanner serve CPU "
@@ -356,16 +395,20 @@ def main() -> int:
     servers: list[Server] = []
     try:
         server, env, api_key = start_lanner(root, servers)
+        stub_pid: int | None = None
         targets = {"streamed": server.url}
         modes = ["streamed", "plain"]
         if args.stub:
-            targets["stub"] = start_stub(root, env, servers).url
+            stub = start_stub(root, env, servers)
+            assert stub.proc is not None
+            targets["stub"], stub_pid = stub.url, stub.proc.pid
             modes.insert(1, "stub")
         data = make_dataset(root)
         yolo_settings(work)
 
         def once(mode: str, pair: int, **extra: Any) -> Run:
-            return train_once(args, work, data, server, api_key, mode=mode, pair=pair, targets=targets, **extra)
+            return train_once(args, work, data, server, api_key, mode=mode, pair=pair, targets=targets,
+                              stub_pid=stub_pid, **extra)
 
         # Not counted: a plain and a streamed run first (cold caches, first imports, the server's first
         # statements), and the profiled run (py-spy stops the server at every sample).
@@ -379,8 +422,7 @@ def main() -> int:
         runs: list[Run] = []
         stored: list[dict[str, Any]] = []
         for pair in range(1, args.pairs + 1):
-            shift = (pair - 1) % len(modes)
-            for mode in modes[shift:] + modes[:shift]:  # each mode takes each place in turn
+            for mode in pair_order(modes, pair):
                 run = once(mode, pair)
                 runs.append(run)
                 if mode == "streamed":
