@@ -1,6 +1,6 @@
 """Streaming replay (issue 19): what one streamed training run costs ``lanner serve``, without the training.
 
-    .venv/bin/python benchmarks/stream_replay.py [--runs 30] [--profile docs/profiles/x.svg] [--no-doc]
+    .venv/bin/python benchmarks/stream_replay.py [--runs 30] [--baseline REV --rounds 4] [--profile x.svg] [--no-doc]
     .venv/bin/python benchmarks/stream_replay.py --capture   # re-record benchmarks/stream_session.jsonl
 
 benchmarks/streaming_overhead.py measures the end-to-end ratio, but a run there takes ~13 s and the server's
@@ -12,11 +12,13 @@ by the trainer's own code (``ultralytics.utils.callbacks.platform._send`` and ``
 and connection per request, the same bodies, the same upload of a file of the recorded size), one at a time, so
 each request's wall time and the server's CPU seconds during it (``/proc``, every thread) can be told apart.
 
-Reported per run (medians over the runs): the server's CPU seconds by request kind and in all, and the wall time
-the training thread waits on the server (``training_started``, and the final upload and ``training_complete`` in
-``on_train_end``; ``console_output`` and ``epoch_end`` go out from the trainer's thread pool); and the idle
-server's CPU per second (its background loops, which cost the same with and without streaming). Written as the
-"### Server cost per streamed run (stream_replay.py)" part of the "## Streaming overhead (issue 19)" section.
+With ``--baseline REV``, rounds alternate between a server running ``lanner/`` as it was at REV (``git archive``)
+and one running this checkout, each round a fresh server. Reported per run: the server's CPU seconds by request
+kind and in all, and the wall time the training thread waits on the server (``training_started``, and the final
+upload and ``training_complete`` in ``on_train_end``; ``console_output`` and ``epoch_end`` go out from the
+trainer's thread pool); and the idle server's CPU per second (its background loops, which cost the same with and
+without streaming). Written as the "### Server cost per streamed run (stream_replay.py)" part of the
+"## Streaming overhead (issue 19)" section.
 """
 
 from __future__ import annotations
@@ -88,17 +90,19 @@ class Meter:
     """Wraps the trainer's HTTP calls in this process: each request's wall time and the server's CPU seconds
     while it ran, under the request's kind (the event of a metrics webhook, the upload slot, the PUT)."""
 
-    def __init__(self, pid: int) -> None:
-        self.server = psutil.Process(pid)
+    def __init__(self) -> None:
+        self.server: psutil.Process | None = None  # the server being measured (a fresh one per measurement)
         self.samples: list[tuple[str, float, float]] = []  # (kind, wall s, server CPU s)
-        self.kind = ""
 
     def cpu(self) -> float:
+        assert self.server is not None
         times = self.server.cpu_times()
         return times.user + times.system
 
     def timed(self, kind_of: Any, function: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if self.server is None:  # not measuring (a server's start-up health checks)
+                return function(*args, **kwargs)
             kind = kind_of(*args, **kwargs)
             cpu, wall = self.cpu(), time.perf_counter()
             try:
@@ -143,92 +147,157 @@ def replay_once(platform: Any, session: list[dict[str, Any]], name: str, weights
             model_id, run_id = response["modelId"], response["runId"]
 
 
-def replay(args: argparse.Namespace) -> int:
-    session = [json.loads(line) for line in SESSION.read_text().splitlines()]
-    root = Path(tempfile.mkdtemp(prefix="lanner-replay-"))
-    servers: list[Server] = []
-    try:
-        server, env, api_key = start_lanner(root, servers)
-        if args.stub:  # the same calls answered at once with nothing stored: the floor of every request
-            server = start_stub(root, env, servers)
-        assert server.proc is not None
+Measured = dict[str, Any]  # {"runs": [{kind: [calls, wall s, server CPU s]}], "idle": server CPU s per idle s}
+
+
+class Replayer:
+    """The trainer's platform code in this process, pointed at one fresh server per ``measure``."""
+
+    def __init__(self, args: argparse.Namespace, root: Path) -> None:
+        self.args, self.root = args, root
+        self.session = [json.loads(line) for line in SESSION.read_text().splitlines()]
         os.environ.update(YOLO_CONFIG_DIR=str(root / "config"), NO_PROXY="127.0.0.1,localhost",
                           no_proxy="127.0.0.1,localhost")
         import httpx
         from ultralytics.utils import uploads
         from ultralytics.utils.callbacks import platform
 
-        platform.PLATFORM_URL = server.url
-        platform._api_key = api_key
-        weights = {}
-        for call in session:
+        self.platform = platform
+        self.weights = {}
+        for call in self.session:
             if call["kind"] == "upload":  # a file of the recorded size, its bytes random (as weights are to a hash)
-                weights[call["filename"]] = path = root / call["filename"]
+                self.weights[call["filename"]] = path = root / call["filename"]
                 path.write_bytes(os.urandom(call["size"]))
-        meter = Meter(server.proc.pid)
-        httpx.Client.send = meter.timed(request_kind, httpx.Client.send)
-        uploads.safe_upload = meter.timed(lambda *a, **k: "upload PUT", uploads.safe_upload)
+        self.meter = Meter()
+        httpx.Client.send = self.meter.timed(request_kind, httpx.Client.send)
+        uploads.safe_upload = self.meter.timed(lambda *a, **k: "upload PUT", uploads.safe_upload)
 
-        for warm in range(2):  # not counted: first statements, first imports on both sides
-            replay_once(platform, session, f"warm-{warm}", weights)
-        idle_s = args.idle
-        before = meter.cpu()
-        time.sleep(idle_s)
-        idle_rate = (meter.cpu() - before) / idle_s
-        per_run: list[dict[str, list[float]]] = []
-        with FlameGraph(server.proc.pid, args.profile, gil=args.gil):
-            for run in range(args.runs):
-                meter.samples.clear()
-                replay_once(platform, session, f"replay-{run}", weights)
-                kinds: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-                for kind, wall, cpu in meter.samples:
-                    kinds[kind][0] += 1
-                    kinds[kind][1] += wall
-                    kinds[kind][2] += cpu
-                per_run.append(dict(kinds))
-        text = report(args, per_run, idle_rate)
+    def measure(self, label: str, pythonpath: str | None = None, profile: Path | None = None) -> Measured:
+        """A fresh ``lanner serve`` (its code from ``pythonpath`` when given; the stub with ``--stub``), two runs
+        not counted, the idle server's CPU, then ``--runs`` runs."""
+        home = self.root / label
+        home.mkdir()
+        servers: list[Server] = []
+        try:
+            server, env, api_key = start_lanner(home, servers, pythonpath=pythonpath)
+            if self.args.stub:  # the same calls answered at once with nothing stored: the floor of every request
+                server = start_stub(home, env, servers)
+            assert server.proc is not None
+            self.platform.PLATFORM_URL = server.url
+            self.platform._api_key = api_key
+            self.meter.server = psutil.Process(server.proc.pid)
+            for warm in range(2):  # not counted: first statements, first imports on both sides
+                replay_once(self.platform, self.session, f"warm-{warm}", self.weights)
+            before = self.meter.cpu()
+            time.sleep(self.args.idle)
+            idle_rate = (self.meter.cpu() - before) / self.args.idle
+            runs: list[dict[str, list[float]]] = []
+            with FlameGraph(server.proc.pid, profile, gil=self.args.gil):
+                for run in range(self.args.runs):
+                    self.meter.samples.clear()
+                    replay_once(self.platform, self.session, f"replay-{run}", self.weights)
+                    kinds: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+                    for kind, wall, cpu in self.meter.samples:
+                        kinds[kind][0] += 1
+                        kinds[kind][1] += wall
+                        kinds[kind][2] += cpu
+                    runs.append(dict(kinds))
+            return {"runs": runs, "idle": idle_rate}
+        finally:
+            self.meter.server = None
+            for running in servers:
+                running.stop()
+
+
+def baseline_tree(root: Path, revision: str) -> Path:
+    """``lanner/`` as it was at ``revision`` (``git archive``), for the baseline server's PYTHONPATH."""
+    tree = root / f"lanner-{revision}"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", revision, "lanner"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def replay(args: argparse.Namespace) -> int:
+    root = Path(tempfile.mkdtemp(prefix="lanner-replay-"))
+    try:
+        replayer = Replayer(args, root)
+        measured: dict[str, list[Measured]] = defaultdict(list)
+        labels = ["after"]
+        trees = {"after": None}
+        if args.baseline:
+            labels = ["before", "after"]
+            trees["before"] = str(baseline_tree(root, args.baseline))
+        for round_ in range(args.rounds):
+            for label in labels if round_ % 2 == 0 else labels[::-1]:  # alternated: drift falls on both
+                profile = args.profile if label == "after" and round_ == 0 else None
+                if label == "before" and args.profile and round_ == 0 and args.profile_before:
+                    profile = args.profile_before
+                measured[label].append(replayer.measure(f"{label}-{round_}", trees[label], profile))
+                print(f"round {round_ + 1} {label}: {summary(measured[label][-1])}", file=sys.stderr)
+        text = report(args, measured)
         print(text)
         if args.json:
-            args.json.write_text(json.dumps({"idle_cpu_s_per_s": idle_rate, "runs": per_run}))
+            args.json.write_text(json.dumps(measured))
         if not (args.no_doc or args.stub):
             write_part(PART, text)
             print(f"Wrote {PART!r} in {DOC.relative_to(ROOT)}")
         return 0
     finally:
-        for running in servers:
-            running.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
-def report(args: argparse.Namespace, per_run: list[dict[str, list[float]]], idle_rate: float) -> str:
-    kinds = sorted({k for run in per_run for k in run}, key=lambda k: -statistics.fmean(
-        run.get(k, [0, 0.0, 0.0])[2] for run in per_run))
+def totals(measured: list[Measured]) -> dict[str, Any]:
+    """Per run over every round: calls and wall (the median run's), server CPU (the mean over the runs: ``/proc``
+    counts in 10 ms ticks, which only a sum over many requests evens out), per kind and in all."""
+    runs = [run for m in measured for run in m["runs"]]
 
-    def median(kind: str | None, index: int) -> float:
-        """Calls and wall: the median run's; CPU: the mean over the runs (``/proc`` counts in 10 ms ticks, which
-        only a sum over many requests evens out)."""
-        values = [sum(v[index] for k, v in run.items() if kind is None or k == kind) for run in per_run]
+    def per_run(kind: str | None, index: int) -> float:
+        values = [sum(v[index] for k, v in run.items() if kind is None or k == kind) for run in runs]
         return statistics.fmean(values) if index == 2 else statistics.median(values)
 
-    def sync_wall(run: dict[str, list[float]]) -> float:
-        return sum(v[1] for k, v in run.items() if k in SYNC)
+    kinds = {k for run in runs for k in run}
+    return {"runs": len(runs), "idle": statistics.fmean(m["idle"] for m in measured),
+            "kinds": {k: (per_run(k, 0), per_run(k, 2), per_run(k, 1)) for k in kinds},
+            "cpu": per_run(None, 2), "wall": per_run(None, 1),
+            "waited": statistics.median(sum(v[1] for k, v in run.items() if k in SYNC) for run in runs)}
 
-    rows = ["| request | per run | server CPU ms per run | wall ms per run |", "|---|---:|---:|---:|"]
+
+def summary(one: Measured) -> str:
+    total = totals([one])
+    return (f"server CPU {total['cpu'] * 1000:.0f} ms per run, the trainer waits {total['waited'] * 1000:.0f} ms, "
+            f"idle {total['idle'] * 1000:.1f} ms/s")
+
+
+def report(args: argparse.Namespace, measured: dict[str, list[Measured]]) -> str:
+    labels = list(measured)
+    total = {label: totals(measured[label]) for label in labels}
+    kinds = sorted(total["after"]["kinds"], key=lambda k: -total["after"]["kinds"][k][1])
+    head = " | ".join(f"{label}: CPU ms, wall ms" for label in labels)
+    rows = [f"| request | per run | {head} |", "|---|---:|" + "---:|" * len(labels)]
     for kind in kinds:
-        rows.append(f"| {kind}{' (the trainer waits)' if kind in SYNC else ''} | {median(kind, 0):.0f} | "
-                    f"{median(kind, 2) * 1000:.1f} | {median(kind, 1) * 1000:.1f} |")
-    total_cpu, total_wall = median(None, 2), median(None, 1)
-    waited = statistics.median(sync_wall(run) for run in per_run)
+        cells = " | ".join("{:.1f}, {:.1f}".format(total[label]["kinds"].get(kind, (0, 0.0, 0.0))[1] * 1000,
+                                                   total[label]["kinds"].get(kind, (0, 0.0, 0.0))[2] * 1000)
+                           for label in labels)
+        rows.append(f"| {kind}{' (the trainer waits)' if kind in SYNC else ''} | "
+                    f"{total['after']['kinds'][kind][0]:.0f} | {cells} |")
+    rows.append("| **all** | | " + " | ".join(f"**{total[label]['cpu'] * 1000:.0f}**, {total[label]['wall'] * 1000:.0f}"
+                                              for label in labels) + " |")
     date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return "\n".join([
+    against = (f"`lanner/` at {args.baseline} (before) and at this commit (after), alternated over {args.rounds} "
+               "rounds" if args.baseline else f"{args.rounds} round(s)")
+    lines = [
         PART,
         "",
         f"The {sum(1 for _ in SESSION.read_text().splitlines())} calls of one recorded streamed run "
-        "(`benchmarks/stream_session.jsonl`) made by the trainer's own platform code against a fresh "
-        f"`lanner serve`, one at a time, {args.runs} runs back to back (2 more first, not counted); the server's "
-        "CPU is measured around each request (`/proc`, all its threads, so its background loops are in it too). "
-        "Medians over the runs (CPU: means, as `/proc` counts 10 ms ticks).",
+        "(`benchmarks/stream_session.jsonl`) made by the trainer's own platform code (a new client and "
+        "connection per call, as the trainer makes them) against a fresh `lanner serve`, one at a time, "
+        f"{args.runs} runs back to back per round (2 more first, not counted), {against}. The server's CPU is "
+        "measured around each request (`/proc`, all its threads, so its background loops are in it too). "
+        "Per run: wall, the median run's; CPU, the mean over the runs (`/proc` counts 10 ms ticks). On a shared "
+        "machine the absolute numbers move by ±20 % with the load from other work (CPU seconds too: caches and "
+        "frequency); compare columns of one table.",
         "",
         f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), {ram_bytes() / 2**30:.1f} GiB RAM",
         f"- Date: {date}; commit {git_revision()}; load average after: {load}",
@@ -236,18 +305,25 @@ def report(args: argparse.Namespace, per_run: list[dict[str, list[float]]], idle
         "",
         *rows,
         "",
-        f"Per streamed run: **{total_cpu * 1000:.0f} ms** of server CPU, {total_wall * 1000:.0f} ms of request "
-        f"wall time, of which the training thread waits **{waited * 1000:.0f} ms** (the requests marked). The idle "
-        f"server: {idle_rate * 1000:.1f} ms of CPU per second (in both arms of the ratio).",
-        "",
-    ])
+    ]
+    for label in labels:
+        t = total[label]
+        lines.append(f"{label.capitalize()}: **{t['cpu'] * 1000:.0f} ms** of server CPU per streamed run; the "
+                     f"training thread waits **{t['waited'] * 1000:.0f} ms** on the server (the requests marked); "
+                     f"the idle server spends {t['idle'] * 1000:.1f} ms of CPU per second (in both arms of the "
+                     "end-to-end ratio).")
+    lines.append("")
+    return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Server cost of one streamed training run, replayed.")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds the idle server's CPU is measured")
-    parser.add_argument("--profile", type=Path, help="py-spy flame graph of the server during the replay")
+    parser.add_argument("--baseline", help="a git revision: its lanner/ serves alternate rounds (before)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds (each: a fresh server per revision)")
+    parser.add_argument("--profile", type=Path, help="py-spy flame graph of the server (this commit's, first round)")
+    parser.add_argument("--profile-before", type=Path, help="the same of the baseline's server")
     parser.add_argument("--gil", action="store_true", help="only samples holding the GIL in the flame graph")
     parser.add_argument("--stub", action="store_true", help="replay against benchmarks/stub_platform.py instead "
                         "(what the same calls cost with no server work: the floor), no doc")
@@ -259,8 +335,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write every run's numbers to this file")
     parser.add_argument("--no-doc", action="store_true")
     args = parser.parse_args()
-    if args.runs < 1:
-        parser.error("--runs must be positive")
+    if args.runs < 1 or args.rounds < 1:
+        parser.error("--runs and --rounds must be positive")
     sys.stdout.reconfigure(line_buffering=True)
     return capture(args) if args.capture else replay(args)
 

@@ -82,10 +82,11 @@ class Run:
 
 
 def start_lanner(root: Path, servers: list[Server], settings: dict[str, str] | None = None,
-                 ) -> tuple[Server, dict[str, str], str]:
+                 pythonpath: str | None = None) -> tuple[Server, dict[str, str], str]:
     """A fresh LANNER_HOME under ``root`` with the user ``bench`` and an API key, and ``lanner serve`` on it with
     its default settings but ``settings`` (``LANNER_*`` variables; appended to ``servers``, which the caller
-    stops). Returns the server, its environment and the key."""
+    stops; ``pythonpath``: where its ``lanner`` comes from, this checkout by default). Returns the server, its
+    environment and the key."""
     home = root / "home"
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
@@ -93,7 +94,7 @@ def start_lanner(root: Path, servers: list[Server], settings: dict[str, str] | N
                NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **(settings or {}))
     # This checkout's lanner (the doc names its commit), not whichever checkout the venv's editable install points
     # at; a PYTHONPATH set by the caller still comes first (comparing revisions: a `git archive` of lanner/).
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(ROOT)) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath or env.get("PYTHONPATH", ""), str(ROOT)) if p)
     run_cli(["users", "create", OWNER], env)
     api_key = run_cli(["keys", "create", OWNER], env)
     home.mkdir(exist_ok=True)
