@@ -168,6 +168,32 @@ def test_inference_paths_spend_their_own_budget(settings):
         RateLimits(settings.model_copy(update={"inference_paths": "(unclosed"}))
 
 
+def test_memory_rate_limits_start_no_thread_per_hit_and_still_expire(settings, monkeypatch):
+    """``memory://`` counts without the library's timer thread per hit; expired entries never count, and the
+    first hit a second after the last sweep drops them."""
+    import limits.storage.memory as memory
+
+    from lanner.ratelimit import InlineExpiryMemoryStorage, RateLimits
+
+    assert isinstance(RateLimits(settings)._limiter.storage, InlineExpiryMemoryStorage)
+    storage = InlineExpiryMemoryStorage()
+
+    def no_timer(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a rate-limit hit started a timer thread")
+
+    monkeypatch.setattr(memory.threading, "Timer", no_timer)
+    assert storage.acquire_entry("k", 2, 60) and storage.acquire_entry("k", 2, 60)
+    assert not storage.acquire_entry("k", 2, 60)  # the window is full
+    for entry in storage.events["k"]:  # a minute passes
+        entry.atime -= 61
+        entry.expiry -= 61
+    assert storage.acquire_entry("k", 2, 60)  # expired entries no longer count, swept or not
+    assert len(storage.events["k"]) == 3
+    storage._next_sweep = 0.0  # the last sweep is a second old
+    assert storage.acquire_entry("other", 2, 60)
+    assert len(storage.events["k"]) == 1  # swept by that hit, on its own thread
+
+
 # --- password hashing -----------------------------------------------------------------------------------------
 
 def test_every_sign_in_hashes_once_in_the_hashing_pool_known_user_or_not(client, app, monkeypatch):
