@@ -328,7 +328,7 @@ def render(args: argparse.Namespace, runs: list[Run], stored: list[dict[str, Any
         "against the same command without them (plain), in a clean environment (no `PYTEST_*`). The server runs "
         "on the same machine in both cases and shares its 2 cores with the trainer; the order within a pair "
         "changes every pair (forward and reversed rotations: each kind takes each place and follows each other "
-        "kind alike). Not counted: one plain and one streamed run first (cold caches, the server's first "
+        "kind alike). Not counted: one run of each kind first (cold caches, the server's first "
         "statements). Every streamed run was read back through the SDK: completed, "
         f"{args.epochs} epochs, console (median {chunks:.0f} chunks) and weights stored."
         + (" **stub**: the same run streamed to `benchmarks/stub_platform.py`, which answers every call at once "
@@ -411,7 +411,7 @@ def main() -> int:
             return train_once(args, work, data, server, api_key, mode=mode, pair=pair, targets=targets,
                               stub_pid=stub_pid, **extra)
 
-        # Not counted: a plain and a streamed run first (cold caches, first imports, the server's first
+        # Not counted: a run of each kind first (cold caches, first imports, the server's first
         # statements), and the profiled run (py-spy stops the server at every sample).
         for mode in modes:
             once(mode, 0)
