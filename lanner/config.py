@@ -77,7 +77,7 @@ class Settings(BaseSettings):
                                      "(0: unlimited); an upload that needs more fails with that reason.")
     import_timeout_seconds: float = Field(default=6 * 3600.0, description="An import running longer is stopped "
                                           "and failed (0: never).")
-    import_poll_seconds: float = Field(default=1.0, description="How often the import queue looks for work (a "
+    import_poll_seconds: float = Field(default=1.0, gt=0, description="How often the import queue looks for work (a "
                                        "new upload wakes it at once); it looks for imports whose server died "
                                        "when it starts and every 30 s of these passes.")
     blob_grace_seconds: float = Field(default=3600.0, description="A blob, half-written upload or scratch folder "

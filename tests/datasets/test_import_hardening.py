@@ -306,3 +306,14 @@ def test_a_refused_import_leaves_no_new_dataset_with_the_cli(app, tmp_path, monk
     assert result.exit_code == 1 and "alias" in result.output and "Traceback" not in result.output
     with app.state.lanner.db.session() as session:
         assert session.scalar(select(Dataset).where(Dataset.slug == "bomb")) is None
+
+
+def test_an_import_poll_of_zero_is_refused_at_start() -> None:
+    """0 would make the import queue's loop spin (it has no 'off': uploads must be imported); the setting says so
+    when the server starts instead."""
+    import pydantic  # reason: only this test needs the error class
+
+    from lanner.config import Settings
+
+    with pytest.raises(pydantic.ValidationError, match="import_poll_seconds"):
+        Settings(import_poll_seconds=0)
