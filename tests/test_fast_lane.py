@@ -75,7 +75,7 @@ def test_answers_are_the_stacks(both_ways: TestClient, sdk: Any, alice: Any, bob
         "wrong key": ({"Authorization": "Bearer ul_" + "0" * 40}, {"json": {"event": "epoch_end"}}),
         "another user's model": (bob.headers, {"json": {"modelId": model_id, "event": "epoch_end",
                                                         "data": {"epoch": 5}}}),
-        "no run": (alice.headers, {"json": {"modelId": "nope", "event": "epoch_end", "data": {"epoch": 5}}}),
+        "unknown model": (alice.headers, {"json": {"modelId": "nope", "event": "epoch_end", "data": {"epoch": 5}}}),
         "declared length over the limit": (as_json, {"content": json.dumps({
             "modelId": model_id, "event": "console_output", "data": {"chunkId": 1, "content": "x" * LIMIT}})}),
         "chunked body over the limit": (as_json, {"content": iter([b'{"event": "console_output", "data": {"c": "',
