@@ -173,6 +173,7 @@ def test_the_activity_log_names_who_did_what_to_the_teams_things(app, client, sd
     assert lines == [
         ("ed", "created", "dataset acme/parts"),
         ("olga", "created", "project acme/line"),
+        (None, "topped_up", "credit $5.00"),  # by the operator: no member
         ("ada", "created", "model acme/line/logged"),
         ("ada", "started", run_target),
         ("ed", "cancelled", run_target),
