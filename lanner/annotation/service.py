@@ -41,8 +41,10 @@ def editable_dataset(session: Session, principal: Principal, *, owner: str, slug
     dataset = service.get_dataset(session, principal, owner=owner, slug=slug)
     if not permissions.readable_owner(session, user_id=principal.user_id, owner_id=dataset.owner_id):
         raise NotFound(f"dataset '{owner}/{slug}' not found")
-    if write:
-        service.get_dataset(session, principal, owner=owner, slug=slug, write=True)
+    if write:  # a member: only the role is left to check (no second lookup of the dataset)
+        permissions.check(session, user_id=principal.user_id, owner_id=dataset.owner_id, visibility="private",
+                          action="write", missing=f"dataset '{owner}/{slug}' not found",
+                          read_only=f"dataset '{owner}/{slug}' is read-only for you")
     return dataset
 
 

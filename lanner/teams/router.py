@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from lanner.accounts import service as accounts_service
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.models import User
 from lanner.billing import service as billing
@@ -110,10 +109,10 @@ def revoke_invitation(team: str, invitation_id: Annotated[str, Path(max_length=3
             "against their budget (admins)")
 def spend(team: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
     account, _ = service.team_for(session, principal, team, "manage_billing")
+    ids = queries.member_ids(session, principal, team)  # one query, as the team page reads them
     rows = []
     for row in service.members(session, principal, team):
-        user = accounts_service.require_user(session, username=row["username"])
-        spent = budgets.month_spend(session, owner_id=account.id, user_id=user.id)
+        spent = budgets.month_spend(session, owner_id=account.id, user_id=ids[row["username"]])
         budget = row["monthlyBudgetMicros"]
         rows.append({"username": row["username"], "role": row["role"],
                      "spentCents": billing.micros_to_fractional_cents(spent),
