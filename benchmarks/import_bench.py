@@ -106,14 +106,17 @@ class TreeSampler:
 
 
 def result_digest(home: Path, slug: str) -> tuple[str, float]:
-    """One digest of everything the import stored (order-independent within the dataset) and its own time."""
+    """One digest of everything the import stored (order-independent within the dataset) and its own time. Of a
+    thumbnail only whether the image has one: its bytes depend on the resize (Pillow's before 7fcb9a2, OpenCV's
+    since; same sizes, checked in tests/datasets/test_images.py), so older code would never match."""
     db = sqlite3.connect(f"file:{home / 'lanner.db'}?mode=ro", uri=True, timeout=30)
     try:
         dataset, manifest, health, last = db.execute(
             "SELECT id, manifest_id, health, last_ingest FROM datasets WHERE slug = ?", (slug,)).fetchone()
         rows = db.execute(
             "SELECT i.key, i.split, i.name, i.sha256, i.labels, i.class_id, i.issues, b.size, b.width, b.height, "
-            "b.format, b.phash, b.thumb_sha256 FROM dataset_items i JOIN image_blobs b ON b.sha256 = i.sha256 "
+            "b.format, b.phash, b.thumb_sha256 IS NOT NULL "
+            "FROM dataset_items i JOIN image_blobs b ON b.sha256 = i.sha256 "
             "WHERE i.manifest_id = ? ORDER BY i.split, i.name", (manifest,)).fetchall()
     finally:
         db.close()
