@@ -31,18 +31,31 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from lanner import scratch
 from lanner.deployments import serving
 from lanner.inference.predictor import Options, Predictor, Weights
 
 CACHE_BYTES = 1 << 40  # one model per replica: never evicted
 DEFAULT_MAX_BATCH = 16
+REPLICA_HOME = "lanner-endpoints"  # in the node's temporary folder, shared by the replicas on it
+ABANDONED_SECONDS = 60.0  # a scratch folder whose replica died this long ago is removed by the next one
+
+
+def replica_home() -> Path:
+    """The predictor's home on this node: each load writes the weights into its own locked scratch folder there,
+    removed once loaded. Shared, not one temporary folder per replica: Serve starts a replica for every restart
+    and scale-up, and stops them without running any clean-up, so per-replica folders piled up for good; a load
+    killed half-way leaves its folder, which the next replica to start here removes (``scratch.collect``)."""
+    home = Path(tempfile.gettempdir()) / REPLICA_HOME
+    scratch.collect(home, ABANDONED_SECONDS)
+    return home
 
 
 @serve.deployment(health_check_period_s=5, max_constructor_retry_count=3)
 class Endpoint:
     def __init__(self, artefact: bytes, spec: dict[str, Any]) -> None:
         self.spec = spec
-        self.predictor = Predictor(home=Path(tempfile.mkdtemp(prefix="lanner-endpoint-")), cache_bytes=CACHE_BYTES,
+        self.predictor = Predictor(home=replica_home(), cache_bytes=CACHE_BYTES,
                                    max_batch=spec["maxBatch"], window_s=0.0, threads=int(spec["cpu"]), workers=1,
                                    cpu_batch_pixels=int(spec["cpuBatchPixels"]))
         self.weights = Weights(spec["digest"], lambda path: path.write_bytes(artefact), suffix=spec["suffix"])

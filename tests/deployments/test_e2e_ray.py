@@ -6,6 +6,7 @@ and its autoscaling bounds; predicts (several at once, batched by ``@serve.batch
 
 from __future__ import annotations
 
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +24,7 @@ from tests.trained import attach_weights
 
 pytestmark = pytest.mark.e2e
 pytest.importorskip("ray.serve")
+from lanner.deployments.ray_app import REPLICA_HOME  # noqa: E402  (needs ray.serve)
 
 
 def applications(dashboard: str) -> dict[str, Any]:
@@ -40,6 +42,8 @@ def test_a_deployment_runs_as_a_ray_serve_application(tmp_path: Path, shapes_det
                           LANNER_RAY_SERVE_URL=serve_url,
                           LANNER_DEPLOY_REGIONS='{"us-central1": "ray", "europe-west4": "local"}')
     app = server_context(home, server.url)
+    temporary = Path(tempfile.gettempdir())
+    per_replica_before = set(temporary.glob("lanner-endpoint-*"))
     try:
         attach_weights(app, SimpleNamespace(username="alice"), shapes_detector)
         platform = Platform(base_url=server.url, api_key=key, timeout=60)
@@ -57,6 +61,9 @@ def test_a_deployment_runs_as_a_ray_serve_application(tmp_path: Path, shapes_det
         assert config["ray_actor_options"]["memory"] == 2 * 1024**3
         assert config["autoscaling_config"]["min_replicas"] == 1 and config["autoscaling_config"]["max_replicas"] == 1
         assert [r["state"] for r in details["replicas"]] == ["RUNNING"]
+        # The replica loaded its weights in the node's shared folder and left nothing there or anywhere else.
+        assert set(temporary.glob("lanner-endpoint-*")) == per_replica_before
+        assert not [p for p in (temporary / REPLICA_HOME / "tmp").iterdir() if p.name.startswith("inference-")]
 
         image = image_file(tmp_path)
         options = {"conf": 0.01, "iou": 0.6, "imgsz": IMGSZ}
