@@ -93,7 +93,7 @@ OWN_OR_PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/api/billing/transactions"): "the caller's own ledger",
     ("GET", "/api/billing/usage-summary"): "the caller's own balance",
     ("GET", "/api/users"): "the caller's own profile, or another user's only when it has public content",
-    ("GET", "/api/trash"): "the caller's own trash: an id filter only narrows it",
+    ("GET", "/api/trash"): "the caller's own trash (a team's with ?owner=: tests/teams/test_trash.py)",
     ("GET", "/api/explore/search"): "public datasets only",
     ("GET", "/api/projects/{owner}"): "lists the owner's public projects: A's private ones must not appear",
     ("GET", "/api/datasets/{owner}"): "lists the owner's public datasets: A's private ones must not appear",

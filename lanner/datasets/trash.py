@@ -73,16 +73,22 @@ def purge_expired(session: Session, *, now: datetime | None = None) -> tuple[int
     return len(expired), released
 
 
-def trashed(session: Session, principal: Principal) -> list[Dataset]:
-    return list(session.scalars(select(Dataset).where(Dataset.owner_id == principal.user_id,
-                                                      Dataset.deleted_at.is_not(None))
+def trashed(session: Session, owner_id: str) -> list[Dataset]:
+    return list(session.scalars(select(Dataset).where(Dataset.owner_id == owner_id, Dataset.deleted_at.is_not(None))
                                 .order_by(Dataset.deleted_at.desc())))
+
+
+def trash_owner(session: Session, principal: Principal, owner: str | None, *, action: str) -> str:
+    """The id of the workspace whose trash is meant: the caller's own, or (``owner``) a team's where their role
+    may ``action`` (see it: read; empty it: delete). Any other name is the 404 of one that does not exist."""
+    owner_id, _ = permissions.workspace_for(session, user_id=principal.user_id, username=principal.username,
+                                            owner=owner, action=action)
+    return owner_id
 
 
 def trashed_dataset(session: Session, principal: Principal, dataset_id: str, *, action: str = "write") -> Dataset:
     """A trashed dataset of the caller's own workspace or a team's where their role may ``action`` it (restore:
-    write, delete for good: delete). The trash listing stays the caller's own; a team's trashed dataset is
-    reached by its id, as the team's activity log names it."""
+    write, delete for good: delete), found by its id whichever trash lists it."""
     dataset = session.get(Dataset, dataset_id)
     if dataset is None or dataset.deleted_at is None:
         raise NotFound("no such item in the trash")
@@ -92,9 +98,11 @@ def trashed_dataset(session: Session, principal: Principal, dataset_id: str, *, 
 
 
 def listing(session: Session, principal: Principal, *, page: int, limit: int, type: str | None,
-            item_id: str | None) -> dict[str, Any]:
-    """``lifecycle.trash``: only datasets go to the trash in Lanner; projects and models are deleted at once."""
-    items = [] if type not in (None, "dataset") else trashed(session, principal)
+            item_id: str | None, owner: str | None = None) -> dict[str, Any]:
+    """``lifecycle.trash``: only datasets go to the trash in Lanner; projects and models are deleted at once.
+    ``owner``: a team's trash, for any of its members."""
+    owner_id = trash_owner(session, principal, owner, action="read")
+    items = [] if type not in (None, "dataset") else trashed(session, owner_id)
     if item_id:
         items = [d for d in items if d.id == item_id]
     now = utcnow()
@@ -125,15 +133,16 @@ def restore_item(session: Session, principal: Principal, *, type: str, item_id: 
     restore_dataset(trashed_dataset(session, principal, item_id))
 
 
-def empty(session: Session, principal: Principal, body: dict[str, Any]) -> tuple[int, set[str]]:
-    """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash. Returns how many, and
-    the blob digests they let go of."""
+def empty(session: Session, principal: Principal, body: dict[str, Any], *, owner: str | None = None
+          ) -> tuple[int, set[str]]:
+    """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash, a team's (``owner``)
+    for its editors and above. Returns how many, and the blob digests they let go of."""
     if body.get("id"):
         if body.get("type", "dataset") != "dataset":
             raise NotImplementedOnSelfHosted("only datasets go to the trash in Lanner")
         items = [trashed_dataset(session, principal, str(body["id"]), action="delete")]
     elif body.get("all") is True:
-        items = trashed(session, principal)
+        items = trashed(session, trash_owner(session, principal, owner, action="delete"))
     else:
         raise BadRequest("send {id, type} to delete one item or {all: true} to empty the trash")
     released: set[str] = set()

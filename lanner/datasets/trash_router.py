@@ -16,13 +16,15 @@ from lanner.deps import Ctx, DbSession
 from lanner.maintenance.gc import collect_after_commit
 
 router = APIRouter(tags=["datasets"])
+OWNER = Query(default=None, max_length=100, description="Lanner: a team's trash instead of yours (listing: any "
+              "member; emptying: editors and above)")
 
 
 @router.get("/api/trash")
 def trash(principal: CurrentPrincipal, session: DbSession, page: RowId = 1,
           limit: Annotated[PageSize, Query(le=100)] = 20, type: str | None = None, id: str | None = None,
-          ) -> dict[str, Any]:
-    return trash_service.listing(session, principal, page=page, limit=limit, type=type, item_id=id)
+          owner: str | None = OWNER) -> dict[str, Any]:
+    return trash_service.listing(session, principal, page=page, limit=limit, type=type, item_id=id, owner=owner)
 
 
 @router.post("/api/trash")
@@ -33,10 +35,11 @@ def restore_from_trash(body: TrashRequest, principal: CurrentPrincipal, session:
 
 @router.delete("/api/trash")
 def empty_trash(principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
-                body: EmptyTrashRequest = Body(default_factory=EmptyTrashRequest)) -> dict[str, Any]:
+                body: EmptyTrashRequest = Body(default_factory=EmptyTrashRequest),
+                owner: str | None = OWNER) -> dict[str, Any]:
     """Body ``{id, type}`` deletes one item for good; ``{all: true}`` empties the trash. The bytes nothing else
     uses go once the deletion has committed."""
-    count, released = trash_service.empty(session, principal, body.model_dump(exclude_none=True))
+    count, released = trash_service.empty(session, principal, body.model_dump(exclude_none=True), owner=owner)
     collect_after_commit(session, ctx, released)
     return {"success": True, "deletedCount": count}
 

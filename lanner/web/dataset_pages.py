@@ -139,19 +139,29 @@ def create_dataset(request: Request, user: PageUser, session: DbSession, ctx: Ct
 
 
 @router.get("/datasets/trash", response_class=HTMLResponse)
-def trash_page(request: Request, user: PageUser, session: DbSession) -> Response:
-    listed = trash_service.listing(session, user, page=1, limit=100, type="dataset", item_id=None)
-    return render(request, "dataset_trash.html", {"items": listed["items"], "total": listed["total"]},
+def trash_page(request: Request, user: PageUser, session: DbSession,
+               owner: str | None = Query(None, max_length=64)) -> Response:
+    """The visitor's trash, or (``owner``) a team's they are in; restoring takes an editor there."""
+    ws = workspaces.workspace(session, user, owner)
+    listed = trash_service.listing(session, user, page=1, limit=100, type="dataset", item_id=None,
+                                   owner=ws["owner"])
+    return render(request, "dataset_trash.html", {"items": listed["items"], "total": listed["total"], "ws": ws,
+                                                  "list_base": "/datasets/trash"},
                   user=user, active="datasets")
 
 
 @router.post("/datasets/trash/{dataset_id}/restore")
-def restore_dataset(dataset_id: str, request: Request, user: PageUser, session: DbSession) -> Response:
+def restore_dataset(dataset_id: str, request: Request, user: PageUser, session: DbSession,
+                    owner: Annotated[str, Form(max_length=64)] = "") -> Response:
+    team = owner.lower() if owner and owner.lower() != user.username else None
+    back = "/datasets/trash" + (f"?{urlencode({'owner': team})}" if team else "")
     try:
         trash_service.restore_item(session, user, type="dataset", item_id=dataset_id)
     except NotFound:
-        return redirect(request, "/datasets/trash", "That dataset is no longer in the trash.", "error")
-    return redirect(request, "/datasets/trash", "Dataset restored.")
+        return redirect(request, back, "That dataset is no longer in the trash.", "error")
+    except LannerError as exc:  # a viewer of the team: restoring takes an editor
+        return redirect(request, back, exc.message, "error")
+    return redirect(request, back, "Dataset restored.")
 
 
 @router.get("/datasets/{owner}/{slug}/import-report", response_class=HTMLResponse)
@@ -263,7 +273,8 @@ def clone_dataset(owner: str, slug: str, request: Request, user: PageUser, sessi
 def delete_dataset(owner: str, slug: str, request: Request, user: PageUser, session: DbSession) -> Response:
     dataset = _dataset(session, user, owner, slug, write=True)
     trash_service.trash_dataset(dataset)
-    return redirect(request, "/datasets/trash",
+    team = owner.lower() if owner.lower() != user.username else None
+    return redirect(request, "/datasets/trash" + (f"?{urlencode({'owner': team})}" if team else ""),
                     f"“{dataset.name}” moved to the trash: restore it within {trash_service.TRASH_DAYS} days.")
 
 

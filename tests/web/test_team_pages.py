@@ -369,3 +369,40 @@ def test_a_teams_dataset_page_offers_editing_to_its_editors_only(client: Any, pe
     assert seen.status_code == 200 and soup(seen).select_one("#annotate-link") is None
     as_user(client, "eve")
     assert client.get(f"/datasets/{acme}/parts", headers=HTML).status_code == 404
+
+
+def test_a_teams_trash_page_lists_its_datasets_and_lets_its_editors_restore(client: Any, people: dict[str, Any],
+                                                                            acme: str) -> None:
+    """Deleting a team's dataset from its page leads to the team's trash; a viewer sees it without a restore
+    button (and a restore posted anyway is refused with the role), an editor restores it and comes back to the
+    team's trash; an outsider gets the 404 page of a missing workspace."""
+    client.post("/api/datasets", json={"name": "parts", "owner": acme}, headers=people["ed"].headers).raise_for_status()
+    client.post("/api/datasets", json={"name": "mine"}, headers=people["ed"].headers).raise_for_status()
+    client.delete("/api/datasets/ed/mine", headers=people["ed"].headers).raise_for_status()
+    token = as_user(client, "ed")
+    assert soup(client.get("/datasets?owner=acme")).select_one('a[href="/datasets/trash?owner=acme"]') is not None
+    gone = _post(client, token, f"/datasets/{acme}/parts/delete")
+    assert gone.status_code == 303 and gone.headers["location"] == "/datasets/trash?owner=acme"
+    page = soup(client.get("/datasets/trash?owner=acme"))
+    assert [text(r.select_one("td")) for r in page.select("#trash-list tbody tr")] == ["parts parts"]
+    assert page.select_one('.workspaces a[aria-current="page"]')["href"] == "/datasets/trash?owner=acme"
+    assert [text(r.select_one("td")) for r in soup(client.get("/datasets/trash")).select("#trash-list tbody tr")] == [
+        "mine mine"]
+    dataset_id = page.select_one("#trash-list form")["action"].split("/")[3]
+
+    token = as_user(client, "vic")
+    seen = soup(client.get("/datasets/trash?owner=acme"))
+    assert len(seen.select("#trash-list tbody tr")) == 1 and seen.select("#trash-list form") == []
+    assert "takes the editor role" in text(seen.select_one(".page-header"))
+    refused = _post(client, token, f"/datasets/trash/{dataset_id}/restore", owner=acme)
+    assert refused.headers["location"] == "/datasets/trash?owner=acme"
+    assert "editor" in text(soup(client.get("/datasets/trash?owner=acme")).select_one("#messages"))
+
+    token = as_user(client, "ed")
+    restored = _post(client, token, f"/datasets/trash/{dataset_id}/restore", owner=acme)
+    assert restored.status_code == 303 and restored.headers["location"] == "/datasets/trash?owner=acme"
+    after = soup(client.get("/datasets/trash?owner=acme"))
+    assert "Dataset restored." in text(after.select_one("#messages")) and after.select("#trash-list") == []
+    assert client.get(f"/api/datasets/{acme}/parts", headers=people["vic"].headers).status_code == 200
+    as_user(client, "eve")
+    assert client.get("/datasets/trash?owner=acme", headers=HTML).status_code == 404
