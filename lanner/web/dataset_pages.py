@@ -92,6 +92,12 @@ def _dataset(session: Session, user: Principal, owner: str, slug: str, *, write:
     return service.get_dataset(session, user, owner=owner, slug=slug, write=write)
 
 
+def _trash_path(user: Principal, owner: str) -> str:
+    """The trash page of workspace ``owner``: the visitor's own, or a team's (``?owner=``)."""
+    owner = owner.lower()
+    return "/datasets/trash" + (f"?{urlencode({'owner': owner})}" if owner and owner != user.username else "")
+
+
 # --- the list, creating, the import report -------------------------------------------------------------------------
 
 def _list_page(request: Request, session: Session, user: Principal, signer: URLSigner, *, owner: str | None = None,
@@ -153,8 +159,7 @@ def trash_page(request: Request, user: PageUser, session: DbSession,
 @router.post("/datasets/trash/{dataset_id}/restore")
 def restore_dataset(dataset_id: str, request: Request, user: PageUser, session: DbSession,
                     owner: Annotated[str, Form(max_length=64)] = "") -> Response:
-    team = owner.lower() if owner and owner.lower() != user.username else None
-    back = "/datasets/trash" + (f"?{urlencode({'owner': team})}" if team else "")
+    back = _trash_path(user, owner)
     try:
         trash_service.restore_item(session, user, type="dataset", item_id=dataset_id)
     except NotFound:
@@ -273,8 +278,7 @@ def clone_dataset(owner: str, slug: str, request: Request, user: PageUser, sessi
 def delete_dataset(owner: str, slug: str, request: Request, user: PageUser, session: DbSession) -> Response:
     dataset = _dataset(session, user, owner, slug, write=True)
     trash_service.trash_dataset(dataset)
-    team = owner.lower() if owner.lower() != user.username else None
-    return redirect(request, "/datasets/trash" + (f"?{urlencode({'owner': team})}" if team else ""),
+    return redirect(request, _trash_path(user, service.owner_name(session, dataset)),  # its owner now, if it moved
                     f"“{dataset.name}” moved to the trash: restore it within {trash_service.TRASH_DAYS} days.")
 
 
