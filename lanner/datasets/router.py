@@ -163,7 +163,6 @@ for method, suffix, message in (
         ("POST", "images/adopt", "adopting images from another dataset is not supported yet; clone the dataset"),
         ("GET", "predict/batch", "batch prediction on datasets is not available yet"),
         ("POST", "predict/batch", "batch prediction on datasets is not available yet"),
-        ("DELETE", "predict/batch", "batch prediction on datasets is not available yet"),
-        ("GET", "models", "listing models trained on a dataset is not available yet")):
+        ("DELETE", "predict/batch", "batch prediction on datasets is not available yet")):
     router.add_api_route(f"/api/datasets/{{owner}}/{{dataset}}/{suffix}", _not_implemented(message),
                          methods=[method], summary="Not available on self-hosted Lanner (501)")

@@ -15,7 +15,7 @@ from lanner.context import AppContext
 from lanner.deps import Ctx, DbSession
 from lanner.direct_route import DirectRoute, json_response, parse_body, served_by
 from lanner.projects import service as projects_service
-from lanner.training import checkpoints, launch, service, views
+from lanner.training import checkpoints, launch, service, trained_on, views
 from lanner.training.capacity import availability_now
 from lanner.training.dependencies import CurrentCatalogue, Runtime, runtime_of
 from lanner.training.schemas import MetricsEvent, StartRequest, UploadCheckpointRequest
@@ -111,3 +111,9 @@ def cancel_model_training(owner: str, project: str, model: str, principal: Curre
     record = projects_service.get_model(session, principal, owner=owner, project=project, model=model, write=True)
     service.cancel_training(session, record)
     return {"success": True, "status": "cancelled"}
+
+
+@router.get("/api/datasets/{owner}/{dataset}/models")
+def dataset_models(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    """The models trained on a dataset that the caller may read (``training/trained_on.py``)."""
+    return trained_on.models_trained_on(session, principal, owner=owner, slug=dataset)
