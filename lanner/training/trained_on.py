@@ -30,7 +30,12 @@ from lanner.training.models import Run
 
 def models_trained_on(session: Session, principal: Principal, *, owner: str, slug: str) -> dict[str, Any]:
     """``{models, count}`` for the dataset at ``owner/slug`` (404 where the caller may not read it)."""
-    dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slug)
+    models = trained_on(session, principal, datasets_service.get_dataset(session, principal, owner=owner, slug=slug))
+    return {"models": models, "count": len(models)}
+
+
+def trained_on(session: Session, principal: Principal, dataset: Dataset) -> list[dict[str, Any]]:
+    """The items of ``models_trained_on`` for a dataset the caller may read."""
     addresses = _addresses(session, dataset)
     versions = {str(v.id): v for v in session.scalars(select(DatasetVersion)
                                                        .where(DatasetVersion.dataset_id == dataset.id))}
@@ -51,7 +56,7 @@ def models_trained_on(session: Session, principal: Principal, *, owner: str, slu
               if (record.id in captured or _names(record, addresses))
               and projects_service.can_read(session, principal, owner_id=record.owner_id,
                                             visibility=project.visibility)]
-    return {"models": models, "count": len(models)}
+    return models
 
 
 def _addresses(session: Session, dataset: Dataset) -> set[tuple[str, str]]:

@@ -36,6 +36,7 @@ from lanner.errors import BadRequest, Conflict, LannerError, NotFound
 from lanner.gpus.catalogue import Catalogue
 from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
+from lanner.training import trained_on
 from lanner.training.dependencies import CurrentCatalogue
 from lanner.web import assistant_panel, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
@@ -218,7 +219,7 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
         **grid, "dataset": view, "base": base, "health": health, "is_owner": is_owner,
         "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
         "export_formats": EXPORT_FORMATS, "report": dataset.last_ingest or None,
-        "assistant": assistant if is_owner else None,
+        "assistant": assistant if is_owner else None, "trained": trained_on.trained_on(session, user, dataset),
     }, fragment="_dataset_grid.html", status_code=status_code, user=user, active="datasets")
 
 

@@ -272,3 +272,19 @@ def test_the_import_report_shows_a_failed_import(client, app, alice, tmp_path):
     assert text(report.select_one("[role=alert]")) == "no images found in the archive"
     header = text(soup(client.get(base)).select_one(".page-header"))
     assert "Last import failed: no images found in the archive" in header
+
+
+def test_the_models_trained_on_a_dataset_are_linked_from_its_page(client, app, alice, bob, tmp_path):
+    path = add_dataset(app, tmp_path, visibility="public")
+    sign_in(client, "alice")
+    assert "data=ul://alice/datasets/shapes" in text(soup(client.get(path)).select_one("#trained"))
+    client.post("/api/projects", json={"name": "line"}, headers=alice.headers)
+    client.post("/api/models", json={"project": "line", "model": "m1", "name": "First try",
+                                     "trainArgs": {"data": "ul://alice/datasets/shapes", "epochs": 3}},
+                headers=alice.headers).raise_for_status()
+    rows = soup(client.get(path)).select("#trained-list tbody tr")
+    assert [(a["href"], text(a)) for row in rows for a in row.select("a")] == [
+        ("/alice/line/m1", "alice/line/First try")]
+    client.cookies.clear()
+    sign_in(client, "bob")  # a public dataset: bob reads the page, not alice's private project's model
+    assert soup(client.get(path)).select("#trained-list") == []
