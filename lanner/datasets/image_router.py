@@ -11,8 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import CurrentPrincipal, FastPrincipal
 from lanner.bounds import BigCount, Cursor, PageSize
-from lanner.datasets import items, listing, service
-from lanner.datasets.schemas import BulkSplitRequest, ImageIdsRequest
+from lanner.datasets import adopt, items, listing, service
+from lanner.datasets.schemas import AdoptImagesRequest, BulkSplitRequest, ImageIdsRequest
 from lanner.deps import Ctx, DbSession
 
 router = APIRouter(tags=["datasets"])
@@ -87,3 +87,12 @@ def delete_image(image_id: str, principal: CurrentPrincipal, session: DbSession)
 @router.post("/api/images/urls")
 def image_urls(body: ImageIdsRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx) -> dict[str, Any]:
     return listing.image_urls(session, principal, body.imageIds, signer=ctx.signer)
+
+
+@router.post("/api/datasets/{owner}/{dataset}/images/adopt")
+def adopt_images(owner: str, dataset: str, body: AdoptImagesRequest, principal: CurrentPrincipal,
+                 session: DbSession) -> dict[str, int]:
+    """Images of other datasets added here by reference (``datasets/adopt.py``)."""
+    target = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
+    return {"adopted": adopt.adopt_images(session, principal, target, body.imageIds, release=body.release,
+                                          class_mapping=body.classMapping)}

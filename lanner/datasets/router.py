@@ -160,7 +160,6 @@ for method, suffix, message in (
         ("POST", "embeddings", "image embeddings are not built by Lanner yet"),
         ("DELETE", "embeddings", "image embeddings are not built by Lanner yet"),
         ("GET", "images/clustering", "embedding clustering is not built by Lanner yet"),
-        ("POST", "images/adopt", "adopting images from another dataset is not supported yet; clone the dataset"),
         ("GET", "predict/batch", "batch prediction on datasets is not available yet"),
         ("POST", "predict/batch", "batch prediction on datasets is not available yet"),
         ("DELETE", "predict/batch", "batch prediction on datasets is not available yet")):

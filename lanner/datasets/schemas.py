@@ -170,6 +170,15 @@ class ImageIdsRequest(_Body):
     imageIds: list[str] = Field(min_length=1, max_length=10_000)
 
 
+class AdoptImagesRequest(_Body):
+    """``datasets.adopt_images`` (``datasets/adopt.py``): ``release`` and ``classMapping`` keep the labels."""
+
+    imageIds: list[Annotated[str, Field(max_length=100)]] = Field(min_length=1, max_length=10_000)
+    release: bool | None = None
+    classMapping: dict[Annotated[str, Field(max_length=200)], Annotated[str, Field(min_length=1, max_length=200)]] \
+        | None = Field(default=None, max_length=1000)
+
+
 class BulkSplitRequest(_Body):
     imageIds: list[str] = Field(min_length=1, max_length=10_000)
     split: str

@@ -1,0 +1,99 @@
+"""``datasets.adopt_images``: images of other datasets added to this one as references to the same stored bytes
+(nothing is copied but a row per image), in one transaction.
+
+- Without ``release`` and ``classMapping`` every image comes as an unlabelled train image.
+- With either, images of a dataset the caller may change keep their labels and split, classes matched by name
+  (``classMapping`` renames source classes first; a name the dataset lacks is appended to its classes); images
+  of a dataset they may only read still come unlabelled to train, as the SDK documents.
+- ``release: true`` moves: the images that came with their labels leave their source in the same transaction.
+- An image whose bytes the dataset already holds is skipped; a name already taken in its split gets the source
+  image's key appended, so nothing is overwritten.
+
+Every dataset written goes through its private copy of a shared manifest (``service.writable_manifest``), so no
+clone or version changes.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.accounts.service import Principal
+from lanner.datasets import items, service
+from lanner.datasets.models import Dataset, DatasetItem
+from lanner.db import utcnow
+from lanner.errors import BadRequest
+from lanner.teams import permissions
+
+
+def adopt_images(session: Session, principal: Principal, target: Dataset, image_ids: list[str], *,
+                 release: bool | None, class_mapping: dict[str, str] | None) -> int:
+    """Add the images ``image_ids`` name to ``target`` (which the caller may change); returns how many came."""
+    with_labels = release is not None or class_mapping is not None
+    manifest = service.writable_manifest(session, target)
+    held = set(session.scalars(select(DatasetItem.sha256).where(DatasetItem.manifest_id == manifest)))
+    taken = {(split, name) for split, name in session.execute(select(DatasetItem.split, DatasetItem.name)
+                                                              .where(DatasetItem.manifest_id == manifest))}
+    names = list(target.class_names or [])
+    rows: list[dict[str, Any]] = []
+    for dataset_id, keys in items.group_image_ids(image_ids).items():
+        if dataset_id == target.id:
+            continue  # already here
+        source = service.get_dataset_by_id(session, principal, dataset_id)
+        labelled = with_labels and permissions.can(session, user_id=principal.user_id, owner_id=source.owner_id,
+                                                   action="write")
+        if labelled and source.task != target.task:
+            if names or held:
+                raise BadRequest(f"'{source.slug}' holds {source.task} labels and this dataset is {target.task}: "
+                                 "adopt its images without labels (no release, no classMapping)")
+            target.task = source.task  # an empty dataset takes the task of the labels it receives
+        moved = []
+        for item in session.scalars(select(DatasetItem).where(DatasetItem.manifest_id == source.manifest_id,
+                                                              DatasetItem.key.in_(keys)).order_by(DatasetItem.key)):
+            if item.sha256 in held:
+                continue
+            held.add(item.sha256)
+            split = item.split if labelled else "train"
+            name = _free_name(item.name, item.key, split, taken)
+            labels, class_id = _mapped(source, item, names, class_mapping) if labelled else (None, None)
+            rows.append({"manifest_id": manifest, "key": service.new_key(), "name": name, "split": split,
+                         "sha256": item.sha256, "labels": labels, "class_id": class_id, "issues": ",",
+                         "updated_at": utcnow(), **service.label_fields(labels, class_id),
+                         "labelled_by": item.labelled_by if labels is not None or class_id is not None else None})
+            moved.append(item.key)
+        if release and labelled and moved:
+            items.delete_items(session, source, moved)
+    if rows:
+        session.execute(DatasetItem.__table__.insert(), rows)
+        target.class_names = names
+        service.touch(target)
+    return len(rows)
+
+
+def _free_name(name: str, key: str, split: str, taken: set[tuple[str, str]]) -> str:
+    """``name``, or with the source key appended when another image already has it in ``split``."""
+    if (split, name) in taken:
+        path = PurePosixPath(name)
+        name = str(path.with_name(f"{path.stem}-{key}{path.suffix}"))
+    taken.add((split, name))
+    return name
+
+
+def _mapped(source: Dataset, item: DatasetItem, names: list[str], class_mapping: dict[str, str] | None
+            ) -> tuple[list[dict[str, Any]] | None, int | None]:
+    """The item's labels and class with the source's class ids turned into ``names``' (extended as needed)."""
+    source_names = [str(n) for n in source.class_names or []]
+
+    def target_id(source_id: int) -> int:
+        name = source_names[source_id] if 0 <= source_id < len(source_names) else str(source_id)
+        name = (class_mapping or {}).get(name, name)
+        if name not in names:
+            names.append(name)
+        return names.index(name)
+
+    labels = None if item.labels is None else [{**label, "classId": target_id(int(label["classId"]))}
+                                               for label in item.labels]
+    return labels, target_id(item.class_id) if item.class_id is not None else None
