@@ -45,11 +45,8 @@ def adopt_images(session: Session, principal: Principal, target: Dataset, image_
         source = service.get_dataset_by_id(session, principal, dataset_id)
         labelled = with_labels and permissions.can(session, user_id=principal.user_id, owner_id=source.owner_id,
                                                    action="write")
-        if labelled and source.task != target.task:
-            if names or held:
-                raise BadRequest(f"'{source.slug}' holds {source.task} labels and this dataset is {target.task}: "
-                                 "adopt its images without labels (no release, no classMapping)")
-            target.task = source.task  # an empty dataset takes the task of the labels it receives
+        if labelled:
+            _check_compatible(source, target, empty=not names and not held)
         moved = []
         for item in session.scalars(select(DatasetItem).where(DatasetItem.manifest_id == source.manifest_id,
                                                               DatasetItem.key.in_(keys)).order_by(DatasetItem.key)):
@@ -73,11 +70,27 @@ def adopt_images(session: Session, principal: Principal, target: Dataset, image_
     return len(rows)
 
 
+def _check_compatible(source: Dataset, target: Dataset, *, empty: bool) -> None:
+    """Labels fit only a dataset of the same task (and, for pose, the same keypoints); an empty dataset takes
+    the task and keypoint shape of the first labels it receives."""
+    if empty:
+        target.task, target.kpt_shape = source.task, source.kpt_shape or target.kpt_shape
+        return
+    if source.task != target.task or (source.task == "pose" and target.kpt_shape
+                                      and list(source.kpt_shape or []) != list(target.kpt_shape)):
+        what = f"{source.task} labels" + (f" with keypoints {source.kpt_shape}" if source.task == "pose" else "")
+        raise BadRequest(f"'{source.slug}' holds {what} that do not fit this {target.task} dataset: adopt its "
+                         "images without labels (no release, no classMapping)")
+    if source.kpt_shape and not target.kpt_shape:
+        target.kpt_shape = source.kpt_shape
+
+
 def _free_name(name: str, key: str, split: str, taken: set[tuple[str, str]]) -> str:
-    """``name``, or with the source key appended when another image already has it in ``split``."""
-    if (split, name) in taken:
-        path = PurePosixPath(name)
-        name = str(path.with_name(f"{path.stem}-{key}{path.suffix}"))
+    """``name``, or with the source key (and a number, if need be) appended when ``split`` already has it."""
+    path, suffix = PurePosixPath(name), 0
+    while (split, name) in taken:
+        suffix += 1
+        name = str(path.with_name(f"{path.stem}-{key}{f'-{suffix}' if suffix > 1 else ''}{path.suffix}"))
     taken.add((split, name))
     return name
 

@@ -14,6 +14,7 @@ from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
 from lanner.datasets import service as datasets_service
 from lanner.datasets.ingest import commit_import, prepare_import
+from lanner.datasets.models import Dataset
 from lanner.synthetic import CLASSES, make_detection_dataset
 from tests.sdk_types import assert_sdk_type
 
@@ -119,3 +120,21 @@ def test_other_peoples_datasets_give_unlabelled_copies_or_nothing(app: Any, clie
     assert _adopt(client, bob, "alice/mine", public_ids).status_code == 404  # not his to change
     assert _adopt(client, alice, "alice/mine", []).status_code in (400, 422)
     assert _adopt(client, alice, "alice/mine", ["no-such-image"]).status_code == 404
+
+
+def test_labels_of_another_task_are_refused_but_the_images_can_still_come(app: Any, client: Any,
+                                                                          make_account: Any,
+                                                                          tmp_path: Path) -> None:
+    alice = make_account("alice")
+    _dataset(app, tmp_path, "alice", "boxes", seed=6)
+    _dataset(app, tmp_path, "alice", "rotated", seed=7)
+    with app.state.lanner.db.session() as session:  # its labels are now another task's
+        session.query(Dataset).filter_by(slug="rotated").one().task = "obb"
+    ids = [i["id"] for i in _images(client, alice, "alice/rotated")]
+    refused = _adopt(client, alice, "alice/boxes", ids, release=False)
+    assert refused.status_code == 400 and "obb labels" in refused.json()["error"]
+    assert _retrieve(client, alice, "alice/boxes")["imageCount"] == 5  # nothing came
+    assert _adopt(client, alice, "alice/boxes", ids).json() == {"adopted": 5}  # unlabelled: any task
+    client.post("/api/datasets", json={"name": "empty"}, headers=alice.headers).raise_for_status()
+    assert _adopt(client, alice, "alice/empty", ids, release=False).json() == {"adopted": 5}
+    assert _retrieve(client, alice, "alice/empty")["task"] == "obb"  # an empty dataset takes their task
