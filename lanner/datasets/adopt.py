@@ -2,7 +2,8 @@
 (nothing is copied but a row per image), in one transaction.
 
 - Without ``release`` and ``classMapping`` every image comes as an unlabelled train image.
-- With either, images of a dataset the caller may change keep their labels and split, classes matched by name
+- With either, images of a dataset the caller may change keep their labels, custom fields (``metadata``) and
+  split, classes matched by name
   (``classMapping`` renames source classes first; a name the dataset lacks is appended to its classes); images
   of a dataset they may only read still come unlabelled to train, as the SDK documents.
 - ``release: true`` moves: the images that came with their labels leave their source in the same transaction.
@@ -59,7 +60,8 @@ def adopt_images(session: Session, principal: Principal, target: Dataset, image_
             rows.append({"manifest_id": manifest, "key": service.new_key(), "name": name, "split": split,
                          "sha256": item.sha256, "labels": labels, "class_id": class_id, "issues": ",",
                          "updated_at": utcnow(), **service.label_fields(labels, class_id),
-                         "labelled_by": item.labelled_by if labels is not None or class_id is not None else None})
+                         "labelled_by": item.labelled_by if labels is not None or class_id is not None else None,
+                         "metadata": item.metadata_ if labelled else None})
             moved.append(item.key)
         if release and labelled and moved:
             items.delete_items(session, source, moved)

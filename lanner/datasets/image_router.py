@@ -74,8 +74,7 @@ def update_images_bulk(body: BulkSplitRequest, principal: CurrentPrincipal, sess
 @router.patch("/api/images/{image_id}")
 def update_image(image_id: str, principal: CurrentPrincipal, session: DbSession,
                  body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    labels = items.update_image(session, principal, image_id, body)
-    return {"success": True, "labels": labels, "labelCount": len(labels)}
+    return items.update_image(session, principal, image_id, body)
 
 
 @router.delete("/api/images/{image_id}")

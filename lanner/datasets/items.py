@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -15,8 +16,11 @@ from lanner.bounds import INT32_MAX
 from lanner.datasets import service
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.datasets.records import SPLITS
-from lanner.db import utcnow
-from lanner.errors import BadRequest, NotFound, NotImplementedOnSelfHosted
+from lanner.db import iso, utcnow
+from lanner.errors import BadRequest, NotFound
+
+METADATA_MAX_KEYS = 100
+METADATA_MAX_BYTES = 16 * 1024
 
 
 def split_image_id(value: str) -> tuple[str, str]:
@@ -155,13 +159,31 @@ def move_images(session: Session, principal: Principal, image_ids: Iterable[str]
     return modified, skipped
 
 
-def update_image(session: Session, principal: Principal, image_id: str, changes: Mapping[str, Any]) -> list[dict]:
-    """``images.update``: replace an image's labels; returns them as stored."""
-    dataset, item = resolve_image(session, principal, image_id, write=True)
-    if "labels" not in changes:
-        if "metadata" in changes:
-            raise NotImplementedOnSelfHosted("custom image metadata is not stored by Lanner yet")
-        raise BadRequest("send {labels: [...]} to replace an image's labels")
+def update_image(session: Session, principal: Principal, image_id: str, changes: Mapping[str, Any]
+                 ) -> dict[str, Any]:
+    """``images.update``: replace an image's labels (``{labels}``: answered with them as stored) or its custom
+    fields (``{metadata}``: answered with them and the time)."""
+    dataset, item = resolve_image(session, principal, image_id, write=True)  # 404/403 before any body check
+    if ("labels" in changes) == ("metadata" in changes):
+        raise BadRequest("send {labels: [...]} to replace an image's labels or {metadata: {...}} to replace its "
+                         "custom fields, one of the two")
+    if "metadata" in changes:
+        item.metadata_ = checked_metadata(changes["metadata"]) or None
+        item.updated_at = utcnow()
+        service.touch(dataset)
+        return {"metadata": item.metadata_ or {}, "updatedAt": iso(item.updated_at)}
     labels = validate_labels(dataset, changes["labels"])
     set_labels(dataset, item, labels, by=f"user:{principal.username}", class_id=item.class_id)
-    return labels
+    return {"success": True, "labels": labels, "labelCount": len(labels)}
+
+
+def checked_metadata(value: Any) -> dict[str, Any]:
+    """An object of at most ``METADATA_MAX_KEYS`` keys that serialises to at most ``METADATA_MAX_BYTES``: custom
+    fields are for a few facts per image (where, when, which camera), not files."""
+    if not isinstance(value, dict):
+        raise BadRequest("metadata must be a JSON object, e.g. {\"location\": \"strasbourg\"}")
+    if len(value) > METADATA_MAX_KEYS:
+        raise BadRequest(f"metadata may have at most {METADATA_MAX_KEYS} keys")
+    if len(orjson.dumps(value)) > METADATA_MAX_BYTES:
+        raise BadRequest(f"metadata may be at most {METADATA_MAX_BYTES} bytes as JSON")
+    return dict(value)

@@ -206,7 +206,7 @@ def image_detail(session: Session, principal: Principal, image_id: str) -> dict[
         "region": REGION, "retainedByVersion": bool(retained), "createdAt": iso(item.updated_at),
         "updatedAt": iso(item.updated_at), "error": item.issues.strip(",").replace(",", ", ") or None,
     }
-    return {"metadata": {}, "properties": properties, "labels": list(item.labels or []),
+    return {"metadata": dict(item.metadata_ or {}), "properties": properties, "labels": list(item.labels or []),
             "classNames": list(dataset.class_names or [])}
 
 

@@ -98,6 +98,8 @@ class DatasetItem(Base):
     labelled_by: Mapped[str | None] = mapped_column(String(300))  # user:<name>, model:<owner/project/model>, import
     labelled_at: Mapped[datetime | None]
     last_edit_id: Mapped[str | None] = mapped_column(String(64))  # a retried save with this id is not applied twice
+    # The owner's own fields for the image (``images.update {metadata}``), e.g. {"location": "strasbourg"}.
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON(none_as_null=True))
 
 
 class DatasetVersion(Base):

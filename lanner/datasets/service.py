@@ -33,7 +33,8 @@ from lanner.teams import permissions, transfers
 
 # An item as a manifest copy carries it (clones, versions, the assistant's training data).
 ITEM_COPY_COLUMNS = ("key", "name", "split", "sha256", "labels", "class_id", "label_count", "class_list",
-                     "class_mask", "issues", "updated_at", "label_rev", "labelled_by", "labelled_at", "last_edit_id")
+                     "class_mask", "issues", "updated_at", "label_rev", "labelled_by", "labelled_at", "last_edit_id",
+                     "metadata")
 
 
 def new_key() -> str:
@@ -197,7 +198,7 @@ def copy_manifest(session: Session, manifest_id: int) -> int:
     new = Manifest()
     session.add(new)
     session.flush()
-    columns = [getattr(DatasetItem, c) for c in ITEM_COPY_COLUMNS]
+    columns = [DatasetItem.__table__.c[c] for c in ITEM_COPY_COLUMNS]
     session.execute(insert(DatasetItem).from_select(
         ["manifest_id", *ITEM_COPY_COLUMNS],
         select(literal(new.id), *columns).where(DatasetItem.manifest_id == manifest_id),

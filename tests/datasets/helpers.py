@@ -8,10 +8,14 @@ from typing import Any
 
 from ultralytics_platform.cli import package_dataset
 
+from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.datasets import import_jobs
+from lanner.datasets import service as datasets_service
+from lanner.datasets.ingest import commit_import, prepare_import
 from lanner.datasets.models import Dataset
+from lanner.synthetic import make_detection_dataset
 from tests.sdk_types import assert_sdk_type
 
 
@@ -66,3 +70,27 @@ def queue_import(app: Any, account: Any, client: Any, sdk: Any, slug: str, archi
         user = session.get(User, account.user_id)
         dataset = session.get(Dataset, created["id"])
         return import_jobs.start_import(session, Principal.of(user), dataset, session_id=signed["sessionId"]).id
+
+
+def import_local(app: Any, tmp_path: Path, owner: str, slug: str, *, seed: int, visibility: str = "private",
+                 classes: list[str] | None = None) -> None:
+    """A small detection dataset (3 train, 2 val images of ``lanner.synthetic``) imported in-process as ``owner``
+    would upload it; ``classes``: the dataset's class names before the import."""
+    ctx = app.state.lanner
+    root = tmp_path / f"{owner}-{slug}"
+    make_detection_dataset(root, train=3, val=2, size=48, seed=seed)
+    with prepare_import(blobs=ctx.blobs, settings=ctx.settings, source=root) as prepared, \
+            ctx.db.session() as session:
+        principal = Principal.of(accounts_service.require_user(session, username=owner))
+        dataset = datasets_service.create_dataset(session, principal, name=slug, task="detect",
+                                                  visibility=visibility)
+        if classes is not None:
+            dataset.class_names = classes
+        commit_import(session, prepared, dataset=dataset, queued=False)
+
+
+def list_images(client: Any, who: Any, address: str) -> list[dict[str, Any]]:
+    answer = client.get(f"/api/datasets/{address}/images", params={"includeLabels": True, "limit": 100},
+                        headers=who.headers)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["images"] if "images" in answer.json() else answer.json()["items"]
