@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from sqlalchemy import func, insert, literal, or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
@@ -50,10 +50,7 @@ def refresh(session: Session, principal: Principal, source: Dataset, derived: Da
     manifest = Manifest()
     session.add(manifest)
     session.flush()
-    names = datasets_service.ITEM_COPY_COLUMNS
-    columns = [getattr(DatasetItem, c) for c in names]
-    session.execute(insert(DatasetItem).from_select(
-        ["manifest_id", *names], select(literal(manifest.id), *columns).where(*labelled(source.manifest_id))))
+    datasets_service.copy_items(session, manifest.id, *labelled(source.manifest_id))
     _ensure_val(session, manifest.id)
     old = derived.manifest_id
     derived.manifest_id = manifest.id

@@ -198,12 +198,17 @@ def copy_manifest(session: Session, manifest_id: int) -> int:
     new = Manifest()
     session.add(new)
     session.flush()
-    columns = [DatasetItem.__table__.c[c] for c in ITEM_COPY_COLUMNS]
+    copy_items(session, new.id, DatasetItem.manifest_id == manifest_id)
+    return new.id
+
+
+def copy_items(session: Session, manifest_id: int, *where: Any) -> None:
+    """Copy the items ``where`` selects into manifest ``manifest_id``, in SQL, as they are (``ITEM_COPY_COLUMNS``,
+    named as the table names them: ``metadata`` is ``metadata_`` on the class)."""
+    table = DatasetItem.__table__
     session.execute(insert(DatasetItem).from_select(
         ["manifest_id", *ITEM_COPY_COLUMNS],
-        select(literal(new.id), *columns).where(DatasetItem.manifest_id == manifest_id),
-    ))
-    return new.id
+        select(literal(manifest_id), *(table.c[c] for c in ITEM_COPY_COLUMNS)).where(*where)))
 
 
 def writable_manifest(session: Session, dataset: Dataset) -> int:
