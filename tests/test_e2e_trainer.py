@@ -58,6 +58,14 @@ def test_trainer_streams_a_run_that_the_sdk_reads_back(world):
     assert all("train/box_loss" in r["metrics"] for r in model["trainResults"])
     console = "".join(chunk["content"] for chunk in model["consoleChunks"])
     assert "Starting training for 2 epochs" in console
+    # The trainer colours its console; Lanner stores it plain, so people and the advisor read the same lines.
+    assert "\x1b" not in console and "train: Scanning" in console
+    # The finished run taught the GPU advisor its CPU speed: the advice says what it learned from.
+    estimate = httpx.post(f"{world['server'].url}/api/training/estimate", timeout=60,
+                          headers={"Authorization": f"Bearer {world['key']}"},
+                          json={"model": "yolo11n.yaml", "imageCount": {"train": 16, "val": 8}, "gpuTypes": ["cpu"]})
+    assert estimate.status_code == 200, estimate.text
+    assert estimate.json()["accuracy"]["learnedFrom"] == 1
     assert model["hasWeights"] is True and model["classNames"] == ["circle", "square"]
     assert model["task"] == "detect"
 

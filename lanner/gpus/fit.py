@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.gpus import priors
@@ -163,11 +163,17 @@ def accuracy(session: Session, catalogue: Catalogue) -> dict[str, Any]:
         graded = tuple((p.id, p.source == "probe", work, seconds) for p, (work, seconds) in zip(
             points, _measured(points), strict=True))
         errors += _leave_one_out(prior_speed(catalogue, gpu), loader_prior(gpu), graded)
+    learned = session.scalar(select(func.count()).select_from(CalibrationPoint)
+                             .where(CalibrationPoint.source != "probe")) or 0
     if not errors:
-        return {"runs": 0, "medianAbsErrorPct": None, "worstAbsErrorPct": None,
-                "note": "no finished runs measured yet: bands are the wide prior ones"}
-    return {"runs": len(errors), "medianAbsErrorPct": round(100 * statistics.median(errors), 1),
-            "worstAbsErrorPct": round(100 * max(errors), 1)}
+        note = ("no finished runs measured yet: bands are the wide prior ones" if not learned else
+                f"learned from {learned} finished run{'s' if learned != 1 else ''}; the error is graded once a GPU "
+                "type has two")
+        return {"runs": 0, "learnedFrom": learned, "medianAbsErrorPct": None, "worstAbsErrorPct": None,
+                "note": note}
+    return {"runs": len(errors), "learnedFrom": learned, "medianAbsErrorPct": round(100 * statistics.median(errors), 1),
+            "worstAbsErrorPct": round(100 * max(errors), 1),
+            "note": f"learned from {learned} finished run{'s' if learned != 1 else ''}"}
 
 
 @functools.lru_cache(maxsize=64)

@@ -14,17 +14,22 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lanner.accounts.models import User
+from lanner.datasets import service as datasets_service
+from lanner.datasets.models import Dataset, DatasetVersion
 from lanner.db import Database
 from lanner.gpus.catalogue import Catalogue
 from lanner.gpus.models import CalibrationPoint
 from lanner.gpus.probe import gpu_type_for_name
 from lanner.projects.models import ModelRecord
+from lanner.training import console, refs
 from lanner.training.models import ConsoleChunk, EpochMetric, Run, SystemMetric
 from lanner.training.state import RunStatus
 
 log = logging.getLogger("lanner.training.learn")
 # The trainer logs its dataset scan ("train: Scanning .../labels/train... 16 images, 0 backgrounds, ...");
-# the protocol itself never says how many images a run trains on.
+# the protocol itself never says how many images a run trains on. Console rows are stored plain
+# (``training.console``); the codes are removed here too for rows stored before that.
 _SCAN = re.compile(r"\b(train|val): Scanning .*?(\d+) images")
 
 
@@ -36,13 +41,30 @@ def _arg(args: dict[str, Any], key: str, default: Any, kind: type) -> Any:
 
 
 def _image_counts(session: Session, run: Run) -> dict[str, int]:
+    """Images per split: from the trainer's scan lines (what it really read), else, for a run on a Lanner dataset,
+    from the dataset (the version the run captured, or the dataset as it is now)."""
     counts: dict[str, int] = {}
     chunks = session.scalars(select(ConsoleChunk.content).where(ConsoleChunk.run_id == run.id)
                              .order_by(ConsoleChunk.chunk_id).limit(200))
     for content in chunks:
-        for split, number in _SCAN.findall(content):
+        for split, number in _SCAN.findall(console.plain(content)):
             counts[split] = int(number)  # the last scan line of a split has the final count
-    return counts
+    return counts if "train" in counts else _dataset_counts(session, run)
+
+
+def _dataset_counts(session: Session, run: Run) -> dict[str, int]:
+    manifest_id = None
+    if run.dataset_version_id:
+        version = session.get(DatasetVersion, run.dataset_version_id)
+        manifest_id = version.manifest_id if version is not None else None
+    parts = refs.dataset_parts(str((run.train_args or {}).get("data") or ""))
+    if manifest_id is None and parts is not None:
+        manifest_id = session.scalar(select(Dataset.manifest_id).join(User, User.id == Dataset.owner_id)
+                                     .where(User.username == parts[0].lower(), Dataset.slug == parts[1]))
+    if manifest_id is None:
+        return {}
+    counts = datasets_service.counts(session, manifest_id)
+    return {split: counts[split] for split in ("train", "val") if counts[split]}
 
 
 def epoch_timing(session: Session, run: Run) -> tuple[list[Any], float | None]:

@@ -22,7 +22,7 @@ from lanner.gpus.catalogue import Catalogue
 from lanner.handlers import describe_errors
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
-from lanner.training import checkpoints, service
+from lanner.training import checkpoints, console, service
 from lanner.training.learn import learn_from
 from lanner.training.models import Run
 from lanner.training.schemas import (
@@ -278,8 +278,8 @@ def _epoch_end(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, An
 
 def _console_output(ctx: EventContext, model_id: str, run: RunRef, data: dict[str, Any]) -> None:
     parsed: ConsoleData = parse(ConsoleData, data, "console_output")
-    ctx.batch.writes.add_console(model_id=model_id, run_id=run.id, chunk_id=parsed.chunkId, content=parsed.content,
-                                 line_count=parsed.lineCount)
+    ctx.batch.writes.add_console(model_id=model_id, run_id=run.id, chunk_id=parsed.chunkId,
+                                 content=console.plain(parsed.content), line_count=parsed.lineCount)
     _mark_running(ctx.session, run)
 
 

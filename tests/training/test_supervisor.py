@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from lanner.db import utcnow
 from lanner.gpus.models import CalibrationPoint
 from lanner.training import supervisor as supervisor_module
 from lanner.training.executors import Capability, JobState, JobStatus
-from lanner.training.models import EpochMetric, Run
+from lanner.training.models import ConsoleChunk, EpochMetric, Run
 from tests.training.conftest import ARGS, new_model
 from tests.training.test_start_api import backdate, credit
 
@@ -437,13 +438,19 @@ def test_a_running_run_feeds_calibration_and_keeps_one_point(app, supervisor, la
 
     send("training_started", {"trainArgs": {"epochs": "10", "imgsz": "64", "batch": "4", "model": "yolo11n.yaml"},
                               "epochs": 10, "device": "cpu"})
-    send("console_output", {"chunkId": 1, "lineCount": 2, "content": (
-        "train: Scanning /x/labels/train... 16 images, 0 backgrounds, 0 corrupt: 100%\n"
-        "val: Scanning /x/labels/val... 8 images, 0 backgrounds, 0 corrupt: 100%\n")})
+    # The real trainer's console, ANSI colours and carriage returns included (recorded from `yolo train ... > file`
+    # on 16 + 8 synthetic images: tests/training/recorded/trainer-console.txt).
+    recorded = (Path(__file__).parent / "recorded" / "trainer-console.txt").read_text()
+    assert "\x1b[34m\x1b[1mtrain: \x1b[0mScanning" in recorded
+    send("console_output", {"chunkId": 1, "lineCount": recorded.count("\n"), "content": recorded})
     epochs_every(6.0, 3)
     supervisor.learn(force=True)
     [point] = points()
-    assert point.epoch_seconds == pytest.approx(6.0) and point.train_images == 16 and point.gpu_type == "cpu"
+    assert point.epoch_seconds == pytest.approx(6.0) and point.train_images == 16 and point.val_images == 8
+    assert point.gpu_type == "cpu"
+    with app.state.lanner.db.session() as session:  # stored plain: the web console shows no escape codes
+        [stored] = session.scalars(select(ConsoleChunk.content).where(ConsoleChunk.run_id == run_id))
+    assert "\x1b" not in stored and "train: Scanning /tmp/rec/shapes/labels/train... 16 images" in stored
     epochs_every(8.0, 5)  # later epochs, slower: the same run's point is replaced, not duplicated
     supervisor.learn(force=True)
     [point] = points()
