@@ -344,8 +344,8 @@ def db_upgrade() -> None:
 
 @app.command()
 def demo(username: str = "demo") -> None:
-    """Ensure a demo user (with credit) and a demo dataset exist, give the user a fresh password and API key, and
-    print both."""
+    """Ensure a demo user (with credit), a demo dataset and a pretrained starting model exist, give the user a fresh
+    password and API key, and print both."""
     # start-up cost: the demo draws its dataset with OpenCV
     from lanner.demo import ensure_workspace
 
@@ -355,6 +355,9 @@ def demo(username: str = "demo") -> None:
     typer.echo(f"Demo workspace ready at {public}\n  login:    {username}\n  password: {workspace.password}\n"
                f"  API key:  {workspace.key}\n  dataset:  {workspace.dataset}\n"
                f"  export ULTRALYTICS_PLATFORM_URL={public} ULTRALYTICS_API_KEY={workspace.key}")
+    if workspace.starting_model:
+        typer.echo(f"  starting model: {workspace.starting_model} (queued: it trains on this machine once the "
+                   "server starts, a few minutes on the CPU; new models start from it)")
 
 
 def main() -> None:

@@ -10,8 +10,12 @@ import numpy as np
 CLASSES = ["circle", "square"]
 
 
-def make_detection_dataset(root: Path, *, train: int = 16, val: int = 8, size: int = 160, seed: int = 0) -> Path:
-    """Write a YOLO detection dataset (images/labels per split, data.yaml) and return data.yaml."""
+def make_detection_dataset(root: Path, *, train: int = 16, val: int = 8, size: int = 160, seed: int = 0,
+                           single_class: bool = False) -> Path:
+    """Write a YOLO detection dataset (images/labels per split, data.yaml) and return data.yaml. With
+    ``single_class`` every shape is labelled ``shape``: a detector trained on it finds objects but cannot tell
+    circles from squares (the demo's pretrained start, which a fine-tune on labelled shapes then specialises)."""
+    names_of = ["shape"] if single_class else CLASSES
     rng = np.random.default_rng(seed)
     for split, count in (("train", train), ("val", val)):
         (root / "images" / split).mkdir(parents=True, exist_ok=True)
@@ -30,10 +34,10 @@ def make_detection_dataset(root: Path, *, train: int = 16, val: int = 8, size: i
                 else:
                     cv2.rectangle(image, (x0, y0), (x0 + w, y0 + w), color, -1)
                 cx, cy = (x0 + w / 2) / size, (y0 + w / 2) / size
-                lines.append(f"{cls} {cx:.6f} {cy:.6f} {w / size:.6f} {w / size:.6f}")
+                lines.append(f"{0 if single_class else cls} {cx:.6f} {cy:.6f} {w / size:.6f} {w / size:.6f}")
             cv2.imwrite(str(root / "images" / split / f"{split}_{i:04d}.jpg"), image)
             (root / "labels" / split / f"{split}_{i:04d}.txt").write_text("\n".join(lines) + "\n")
     data_yaml = root / "data.yaml"
-    names = "\n".join(f"  {i}: {n}" for i, n in enumerate(CLASSES))
+    names = "\n".join(f"  {i}: {n}" for i, n in enumerate(names_of))
     data_yaml.write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n{names}\n")
     return data_yaml

@@ -23,18 +23,14 @@ from lanner.datasets.models import Dataset
 from lanner.db import utcnow
 from lanner.errors import LannerError
 from lanner.gpus.catalogue import Catalogue
-from lanner.projects import official
 from lanner.projects import service as projects_service
+from lanner.projects import starting
 from lanner.projects.models import ModelRecord, Project
 from lanner.training import launch
 from lanner.training.executors import Executor
 from lanner.training.models import Run
 from lanner.training.schemas import StartRequest
 from lanner.training.state import RunStatus
-
-# What round 1 starts from, per task: the operator's official weights when installed, else the architecture.
-BASE_NAMES = {"detect": "yolo11n", "segment": "yolo11n-seg", "pose": "yolo11n-pose", "obb": "yolo11n-obb",
-              "classify": "yolo11n-cls"}
 
 
 def latest_round(session: Session, assistant: Assistant) -> AssistantRound | None:
@@ -73,13 +69,15 @@ def model_ref(session: Session, model_id: str | None) -> str | None:
     return f"{row[0]}/{row[1]}/{row[2]}" if row else None
 
 
-def base_model(session: Session, assistant: Assistant, task: str) -> str:
+def base_model(session: Session, assistant: Assistant, principal: Principal, task: str) -> str:
+    """The previous round's model; round 1 starts from the best pretrained start the server has for the task
+    (``projects.starting``: official weights, or the demo's own), else the architecture (random weights)."""
     previous = newest_model_round(session, assistant)
     ref = model_ref(session, previous.model_id) if previous else None
     if ref:
         return f"ul://{ref}"
-    name = BASE_NAMES.get(task, "yolo11n")
-    return f"{name}.pt" if official.find_by_weights_name(session, f"{name}.pt") is not None else f"{name}.yaml"
+    start = starting.best(session, principal, task)
+    return start.uri if start is not None else launch.scratch_yaml(task)
 
 
 def small_data_args(labelled: int) -> dict[str, Any]:
@@ -112,7 +110,7 @@ def start(session: Session, assistant: Assistant, dataset: Dataset, labelled: in
             model = projects_service.create_model(
                 session, project, name=f"round-{number}", unique=True, task=dataset.task,
                 description=f"Labelling assistant of {dataset.slug}, round {number} ({labelled} labelled images)")
-            args: dict[str, Any] = {"model": base_model(session, assistant, dataset.task),
+            args: dict[str, Any] = {"model": base_model(session, assistant, principal, dataset.task),
                                     "data": f"ul://{owner.username}/datasets/{derived.slug}",
                                     "epochs": assistant.epochs, "imgsz": assistant.imgsz, "plots": False,
                                     **small_data_args(labelled)}

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import BigInteger, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from lanner.db import Base, TimestampMixin, id_column
+from lanner.db import Base, TimestampMixin, id_column, utcnow
 from lanner.resources import OwnedResource
 
 UNTRAINED = "untrained"
@@ -77,3 +77,15 @@ class ModelRecord(TimestampMixin, Base):
         """(workspace, name) for the activity log: ``project/model``."""
         project = self.project if self.project is not None else session.get(Project, self.project_id)
         return self.owner_id, f"{project.slug if project is not None else '?'}/{self.slug}"
+
+
+class StartingPoint(Base):
+    """A model the operator offers as a pretrained start for new models of its task, beside the official ones
+    (``lanner.projects.starting``): the demo's own, trained on this machine, is the first. Readable like its
+    project; removed with its model."""
+
+    __tablename__ = "starting_points"
+
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), primary_key=True)
+    note: Mapped[str] = mapped_column(String(300), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -21,7 +21,7 @@ from lanner.datasets.models import Dataset
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from lanner.gpus import advisor
 from lanner.gpus.catalogue import Catalogue, GpuType
-from lanner.projects import official
+from lanner.projects import official, starting
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.teams import permissions
@@ -91,9 +91,13 @@ def resolve_dataset(session: Session, principal: Principal, data: Any) -> Datase
                       dataset.task)
 
 
-def resolve_base_model(session: Session, principal: Principal, model: Any) -> tuple[str, str]:
-    """(what the trainer loads, the architecture name the estimator profiles)."""
-    name = str(model or "yolo11n.yaml")
+def resolve_base_model(session: Session, principal: Principal, model: Any, *, task: str) -> tuple[str, str]:
+    """(what the trainer loads, the architecture name the estimator profiles). No model named: the best
+    pretrained start this server has for the task (``projects.starting``), else a YAML (random weights)."""
+    if not model:
+        start = starting.best(session, principal, task)
+        model = start.uri if start is not None else scratch_yaml(task)
+    name = str(model)
     if refs.is_model_uri(name):
         parts = refs.model_parts(name)
         if parts is None or not all(parts):
@@ -113,6 +117,12 @@ def resolve_base_model(session: Session, principal: Principal, model: Any) -> tu
     if installed is not None:  # yolo11n.pt: the operator's copy of the official weights, nothing downloaded
         return f"ul://{official.OWNER}/{official.split_name(name)[0]}/{installed.slug}", refs.yaml_name(name)
     return name, refs.yaml_name(name)
+
+
+def scratch_yaml(task: str) -> str:
+    """The architecture a model of ``task`` trains from when no pretrained start exists (random weights)."""
+    suffix = {"segment": "-seg", "pose": "-pose", "obb": "-obb", "classify": "-cls"}.get(task, "")
+    return f"yolo11n{suffix}.yaml"
 
 
 def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, wanted: str | None) -> GpuType:
@@ -184,7 +194,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     args = validate_train_args(body.trainArgs)
     dataset = resolve_dataset(session, principal, args.get("data"))
     args["data"] = dataset.uri
-    args["model"], architecture = resolve_base_model(session, principal, args.get("model"))
+    args["model"], architecture = resolve_base_model(session, principal, args.get("model"), task=dataset.task)
     gpu = choose_gpu(catalogue, executor, payer, body.gpuType)
     estimate = run_estimate(session, catalogue, payer, architecture=architecture, dataset=dataset, args=args,
                             gpu=gpu)

@@ -52,7 +52,7 @@ def estimate_full_run(session: Session, run: Run, model: ModelRecord, *, catalog
     principal = Principal.of(user)
     gpu = catalogue.get(run.gpu_type)
     dataset = resolve_dataset(session, principal, args.get("data"))
-    _, architecture = resolve_base_model(session, principal, args.get("model"))
+    _, architecture = resolve_base_model(session, principal, args.get("model"), task=dataset.task)
     quick = run_estimate(session, catalogue, principal, architecture=architecture, dataset=dataset, args=args,
                          gpu=gpu)
     full_args = {**args, "fraction": 1.0, "epochs": int(launch.get("fullRunEpochs") or 100)}
