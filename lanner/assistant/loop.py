@@ -19,6 +19,7 @@ from sqlalchemy import or_, select
 from lanner.assistant import rounds, scoring, training_data
 from lanner.assistant.models import SCORING, TRAINING, Assistant, AssistantRound
 from lanner.context import AppContext
+from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.gpus.catalogue import get_catalogue
 from lanner.inference.images import decode_image
@@ -69,7 +70,8 @@ class AssistantLoop(BackgroundLoop):
             else:
                 number = None
                 labelled = training_data.labelled_count(session, dataset)
-                if rounds.due(assistant, labelled, last):
+                images = datasets_service.counts(session, dataset.manifest_id)["images"]
+                if rounds.due(assistant, labelled, last, images):
                     entry = rounds.start(session, assistant, dataset, labelled,
                                          catalogue=get_catalogue(self.ctx.settings), executor=self._executor(),
                                          executor_name=self.ctx.settings.executor)

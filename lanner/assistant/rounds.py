@@ -45,10 +45,26 @@ def newest_model_round(session: Session, assistant: Assistant) -> AssistantRound
         AssistantRound.model_id.is_not(None)).order_by(AssistantRound.round.desc()).limit(1))
 
 
-def due(assistant: Assistant, labelled: int, last: AssistantRound | None) -> bool:
-    """Enabled, enough labels, none training; then the first round, or ``every`` labels since the last one. A
+def first_round_at(assistant: Assistant, images: int) -> int:
+    return max(1, min(assistant.min_labels, images))
+
+
+def next_round_at(assistant: Assistant, last: AssistantRound | None, images: int) -> int | None:
+    """How many labelled images start the next round, fitted to a dataset of ``images`` images: the first round
+    at ``min_labels`` (every image of a smaller dataset), then every ``every`` more, and a last one once every
+    image is labelled (so a 40-image dataset never waits for 64); None when every image was labelled at the last
+    round, since no new label can then come (adding images starts the count again)."""
+    if last is None:
+        return first_round_at(assistant, images)
+    if last.labelled >= images:
+        return None
+    return min(last.labelled + assistant.every, images)
+
+
+def due(assistant: Assistant, labelled: int, last: AssistantRound | None, images: int) -> bool:
+    """Enabled, enough labels, none training; then the first round, or the next one at ``next_round_at``. A
     failed round is retried at once once the person saved the settings after it failed."""
-    if not assistant.enabled or labelled < assistant.min_labels:
+    if not assistant.enabled or labelled < first_round_at(assistant, images):
         return False
     if last is None:
         return True
@@ -56,7 +72,8 @@ def due(assistant: Assistant, labelled: int, last: AssistantRound | None) -> boo
         return False
     if last.status == FAILED and last.completed_at is not None and assistant.updated_at > last.completed_at:
         return True
-    return labelled - last.labelled >= assistant.every
+    threshold = next_round_at(assistant, last, images)
+    return threshold is not None and labelled >= threshold
 
 
 def model_ref(session: Session, model_id: str | None) -> str | None:

@@ -26,6 +26,7 @@ from lanner.assistant.models import (
     AssistantScore,
 )
 from lanner.assistant.schemas import AssistantUpdate
+from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.db import iso, utcnow
 from lanner.errors import Forbidden, Unprocessable
@@ -74,7 +75,10 @@ def update(session: Session, dataset: Dataset, body: AssistantUpdate, *, catalog
     return assistant
 
 
-def status(assistant: Assistant | None, last: AssistantRound | None) -> tuple[str, str | None]:
+def status(assistant: Assistant | None, last: AssistantRound | None, *, labelled: int,
+           next_at: int | None) -> tuple[str, str | None]:
+    """The state a person reads; ``starting`` when round 1 has its labels and the loop has yet to launch it, so
+    "waiting for labels" never shows beside enough labels."""
     if assistant is None or not assistant.enabled:
         return "off", None
     if last is not None and last.status in (TRAINING, SCORING):
@@ -83,7 +87,7 @@ def status(assistant: Assistant | None, last: AssistantRound | None) -> tuple[st
         return "failed", last.reason
     if last is not None:
         return "ready", None
-    return "waiting", None
+    return ("starting" if next_at is not None and labelled >= next_at else "waiting"), None
 
 
 def view(session: Session, dataset: Dataset, assistant: Assistant | None) -> dict[str, Any]:
@@ -93,16 +97,17 @@ def view(session: Session, dataset: Dataset, assistant: Assistant | None) -> dic
     entries = list(session.scalars(select(AssistantRound).where(AssistantRound.assistant_id == assistant.id)
                                    .order_by(AssistantRound.round))) if assistant else []
     last = entries[-1] if entries else None
-    state, reason = status(assistant, last)
     labelled = training_data.labelled_count(session, dataset)
+    images = datasets_service.counts(session, dataset.manifest_id)["images"]
+    next_at = rounds.next_round_at(defaults, last, images)
+    state, reason = status(assistant, last, labelled=labelled, next_at=next_at)
     newest = rounds.newest_model_round(session, assistant) if assistant else None
-    next_at = defaults.min_labels if last is None else max(defaults.min_labels, last.labelled + defaults.every)
     refs = {e.model_id: rounds.model_ref(session, e.model_id) for e in entries if e.model_id}
     accepted = {model_id: proposals.acceptance(session, dataset.id, model_id) for model_id in refs}
     return {
         "enabled": bool(defaults.enabled), "status": state, "reason": reason, "minLabels": defaults.min_labels,
         "every": defaults.every, "gpuType": defaults.gpu_type, "epochs": defaults.epochs, "imgsz": defaults.imgsz,
-        "labelled": labelled, "nextRoundAt": next_at,
+        "labelled": labelled, "images": images, "nextRoundAt": next_at,
         "model": {"ref": refs.get(newest.model_id), "id": newest.model_id} if newest else None,
         "rounds": [{"round": e.round, "labelled": e.labelled, "modelRef": refs.get(e.model_id), "status": e.status,
                     "reason": e.reason, "startedAt": iso(e.started_at), "completedAt": iso(e.completed_at),

@@ -21,12 +21,13 @@ from lanner.datasets.models import Dataset
 from lanner.gpus.catalogue import Catalogue
 from lanner.web.train_form import integer
 
-STATUS_LABELS = {"off": "Off", "waiting": "Waiting for labels", "training": "Training", "ready": "Ready",
-                 "failed": "Failed"}
-BADGES = {"off": "off", "waiting": "pending", "training": "running", "ready": "ready", "failed": "failed"}
+STATUS_LABELS = {"off": "Off", "waiting": "Waiting for labels", "starting": "Starting", "training": "Training",
+                 "ready": "Ready", "failed": "Failed"}
+BADGES = {"off": "off", "waiting": "pending", "starting": "pending", "training": "running", "ready": "ready",
+          "failed": "failed"}
 # How often an open dataset page asks for the assistant's state (htmx ``every``): often while a round trains,
 # seldom while it waits for labels made elsewhere (the editor), never when it is off.
-POLL_SECONDS = {"training": 5, "waiting": 15, "ready": 15, "failed": 15}
+POLL_SECONDS = {"starting": 5, "training": 5, "waiting": 15, "ready": 15, "failed": 15}
 # field -> (label, lowest, highest)
 BOUNDS = {"min_labels": ("minimum labels", 1, MAX_LABELS), "every": ("retrain every", 1, MAX_LABELS),
           "epochs": ("epochs", 1, MAX_EPOCHS), "imgsz": ("image size", MIN_IMGSZ, MAX_IMGSZ)}
@@ -105,7 +106,8 @@ def panel(session: Session, dataset: Dataset, *, catalogue: Catalogue, tier: str
         "dataset_name": dataset.name, "poll_seconds": POLL_SECONDS.get(view["status"]) if view["enabled"] else None,
         "signature": signature(view),
         "view": view, "status_label": STATUS_LABELS[view["status"]], "badge": BADGES[view["status"]],
-        "waiting_for": max(0, view["nextRoundAt"] - view["labelled"]), "last": last, "rounds": rounds,
+        "waiting_for": max(0, view["nextRoundAt"] - view["labelled"]) if view["nextRoundAt"] is not None else 0,
+        "last": last, "rounds": rounds,
         "chart": chart if any(v is not None for v in chart["map50"] + chart["accepted"]) else None,
         "form": form or AssistantForm.of(view), "errors": errors or {}, "notice": notice,
         "gpus": offered(catalogue, tier, view["gpuType"]), "bounds": BOUNDS,

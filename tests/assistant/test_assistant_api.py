@@ -35,7 +35,8 @@ def label_some(client: Any, alice: Any, ids: dict[str, str], count: int, start: 
 def test_defaults_settings_and_validation(client, alice, raw):
     body = client.get(f"{A}/assistant", headers=alice.headers).json()
     assert body == {"enabled": False, "status": "off", "reason": None, "minLabels": 20, "every": 25,
-                    "gpuType": "cpu", "epochs": 20, "imgsz": 320, "labelled": 0, "nextRoundAt": 20, "model": None,
+                    "gpuType": "cpu", "epochs": 20, "imgsz": 320, "labelled": 0, "images": 12, "nextRoundAt": 12,
+                    "model": None,
                     "rounds": []}
     for bad in ({"minLabels": 0}, {"every": -1}, {"epochs": 0}, {"imgsz": 16}, {"gpuType": ""}, {"colour": 1},
                 {"enabled": "maybe"}):
