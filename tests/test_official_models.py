@@ -114,6 +114,20 @@ def test_add_official_refuses_bad_names_and_files_in_one_line(lanner_cli, tiny_w
     assert result.exit_code == 1 and "yolo11s.pt is not an Ultralytics checkpoint" in result.output, result.output
 
 
+def test_add_official_by_name_downloads_only_where_online_and_says_what_to_do_offline(app, lanner_cli,
+                                                                                     monkeypatch, tmp_path):
+    """``lanner models add-official yolo11n`` uses the trainer's own downloader; offline (this machine, and
+    ``YOLO_OFFLINE=1`` as the trainer reads it) it refuses in one line that names the file way instead."""
+    monkeypatch.setenv("YOLO_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)  # no yolo11n.pt here: the name is a name, not a file
+    result = lanner_cli("models", "add-official", "yolo11n")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "cannot download yolo11n.pt: this host is offline" in result.output
+    assert "lanner models add-official ./yolo11n.pt" in result.output
+    with app.state.lanner.db.session() as session:
+        assert official.find(session, "yolo11", "yolo11n") is None
+
+
 def test_a_missing_official_model_is_a_404_saying_how_to_add_it(app, sdk, alice, tiny_weights):
     platform = sdk(alice)
     status, message = status_of(lambda: platform.models.retrieve("ultralytics", "yolo11", "yolo11s"))
