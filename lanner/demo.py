@@ -40,9 +40,9 @@ STARTER_DATASET = "shapes-pretraining"
 STARTER_IMAGES = {"train": 200, "val": 30}
 STARTER_PROJECT = "starter"
 STARTER_MODEL = "shapes-base"
-# Small images, one class: on two CPU cores about STARTER_MINUTES minutes (docs/benchmarks.md, "demo starting model").
-STARTER_ARGS = {"model": "yolo11n.yaml", "epochs": 30, "imgsz": 128, "batch": 16, "plots": False}
-STARTER_NOTE = ("pretrained by `lanner demo` on this machine: yolo11n, 30 epochs on 200 synthetic images of one "
+# Small images, one class: a few minutes on two CPU cores (docs/benchmarks.md, "The first hour").
+STARTER_ARGS = {"model": "yolo11n.yaml", "epochs": 20, "imgsz": 128, "batch": 16, "plots": False}
+STARTER_NOTE = ("pretrained by `lanner demo` on this machine: yolo11n, 20 epochs on 200 synthetic images of one "
                 "class (shape); it finds shapes, a fine-tune teaches it yours")
 
 
@@ -91,7 +91,7 @@ def ensure_dataset(ctx: AppContext, *, username: str) -> int:
 
 
 def _import_synthetic(ctx: AppContext, username: str, slug: str, *, images: dict[str, int], seed: int,
-                      single_class: bool, description: str) -> int:
+                      single_class: bool, description: str, purpose: str | None = None) -> int:
     """Like ``lanner datasets import``: images are stored first, then one transaction creates the dataset and adds
     them. Nothing happens when the dataset has images (or was moved to the trash: the user's choice stands)."""
     principal = _principal(ctx, username)
@@ -107,6 +107,7 @@ def _import_synthetic(ctx: AppContext, username: str, slug: str, *, images: dict
             except NotFound:
                 dataset = datasets_service.create_dataset(session, principal, name=slug, task="detect",
                                                           description=description)
+                dataset.purpose = purpose
             return commit_import(session, prepared, dataset=dataset, queued=False).added
 
 
@@ -121,6 +122,7 @@ def ensure_starting_model(ctx: AppContext, *, username: str) -> str | None:
         if any(start.status not in ("failed", "cancelled") for start in starting.choices(session, principal, "detect")):
             return None
     _import_synthetic(ctx, username, STARTER_DATASET, images=STARTER_IMAGES, seed=11, single_class=True,
+                      purpose="pretraining",
                       description="Synthetic shapes of one class: what the demo's starting model "
                                   f"({STARTER_PROJECT}/{STARTER_MODEL}) was pretrained on.")
     with ctx.db.session() as session:

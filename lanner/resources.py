@@ -37,6 +37,10 @@ class OwnedResource(TimestampMixin):
     tags: Mapped[list[Any]] = mapped_column(default=list)
     license: Mapped[str | None] = mapped_column(String(40))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    # Why Lanner made it, when no person did: "assistant" (a labelling assistant's working dataset and project),
+    # "pretraining" (what the demo's starting model learned from). Such rows stay out of lists (the pages, the
+    # train dialog, datasets.list / projects.list) and are reached from what made them.
+    purpose: Mapped[str | None] = mapped_column(String(20))
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:  # a constraint object belongs to one table: one per class

@@ -5,8 +5,7 @@ from __future__ import annotations
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, text
-from sqlalchemy.orm import Session
+from sqlalchemy import create_engine, insert, text
 
 from lanner.accounts.models import User
 from lanner.migrate import alembic_config, upgrade_database
@@ -32,20 +31,15 @@ def test_console_rows_stored_with_colour_codes_are_made_plain(database_url):
     engine = create_engine(database_url)
     raw = "\r\x1b[K\x1b[34m\x1b[1mtrain: \x1b[0mScanning /x/labels/train... 16 images"
     try:
-        with Session(engine) as session, session.begin():  # 0020 changes no table: today's models fit 0019
-            user = User(username="alice")
-            session.add(user)
-            session.flush()
-            project = Project(owner_id=user.id, slug="p", name="p", tags=[], metadata_={})
-            session.add(project)
-            session.flush()
-            model = ModelRecord(project_id=project.id, owner_id=user.id, slug="m", name="m", metadata_={})
-            session.add(model)
-            session.flush()
-            run = Run(model_id=model.id, status="completed")
-            session.add(run)
-            session.flush()
-            session.add(ConsoleChunk(model_id=model.id, run_id=run.id, chunk_id=1, content=raw, line_count=1))
+        with engine.begin() as connection:  # only the columns 0019 has: today's models add some
+            connection.execute(insert(User.__table__).values(id="u1", username="alice"))
+            connection.execute(insert(Project.__table__).values(id="p1", owner_id="u1", slug="p", name="p", tags=[],
+                                                                metadata={}))
+            connection.execute(insert(ModelRecord.__table__).values(id="m1", project_id="p1", owner_id="u1",
+                                                                    slug="m", name="m", metadata={}))
+            connection.execute(insert(Run.__table__).values(id=1, model_id="m1", status="completed"))
+            connection.execute(insert(ConsoleChunk.__table__).values(model_id="m1", run_id=1, chunk_id=1,
+                                                                     content=raw, line_count=1))
         upgrade_database(database_url)
         with engine.connect() as connection:
             stored = connection.execute(text("SELECT content FROM console_chunks")).scalar_one()

@@ -122,7 +122,7 @@ def start(session: Session, assistant: Assistant, dataset: Dataset, labelled: in
             derived = training_data.refresh(session, principal, dataset, session.get(
                 Dataset, assistant.training_dataset_id) if assistant.training_dataset_id else None)
             assistant.training_dataset_id = derived.id
-            project = projects_service.get_or_create_project(session, owner_id=owner.id,
+            project = projects_service.get_or_create_project(session, owner_id=owner.id, purpose="assistant",
                                                              slug=f"{dataset.slug}-assistant"[:128])
             model = projects_service.create_model(
                 session, project, name=f"round-{number}", unique=True, task=dataset.task,

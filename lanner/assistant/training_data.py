@@ -47,6 +47,7 @@ def refresh(session: Session, principal: Principal, source: Dataset, derived: Da
             description=f"The labelled images of {source.slug} that its labelling assistant trains on; rebuilt "
                         "before each round (each round's run keeps a version of it).",
             task=source.task, class_names=list(source.class_names or []))
+        derived.purpose = "assistant"  # out of the owner's lists: reached from the dataset's assistant section
     manifest = Manifest()
     session.add(manifest)
     session.flush()

@@ -91,8 +91,8 @@ def list_datasets(session: Session, principal: Principal, *, owner: str, limit: 
     user = accounts_service.get_user_by_username(session, username=owner)
     if user is None:
         return []
-    query = select(Dataset).where(Dataset.owner_id == user.id, Dataset.deleted_at.is_(None)).order_by(
-        Dataset.created_at.desc())
+    query = select(Dataset).where(Dataset.owner_id == user.id, Dataset.deleted_at.is_(None),
+                                  Dataset.purpose.is_(None)).order_by(Dataset.created_at.desc())
     if not permissions.readable_owner(session, user_id=principal.user_id, owner_id=user.id):
         query = query.where(Dataset.visibility == "public")
     if limit:

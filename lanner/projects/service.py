@@ -97,7 +97,8 @@ def list_projects(session: Session, principal: Principal, *, owner: str, limit: 
     user = accounts_service.get_user_by_username(session, username=owner)
     if user is None:
         return []
-    query = select(Project).where(Project.owner_id == user.id).order_by(Project.created_at.desc())
+    query = select(Project).where(Project.owner_id == user.id, Project.purpose.is_(None)).order_by(
+        Project.created_at.desc())
     if not permissions.readable_owner(session, user_id=principal.user_id, owner_id=user.id):
         query = query.where(Project.visibility == "public")
     if limit:
@@ -126,10 +127,11 @@ def create_project(session: Session, principal: Principal, *, slug: str | None, 
     return project
 
 
-def get_or_create_project(session: Session, *, owner_id: str, slug: str) -> Project:
+def get_or_create_project(session: Session, *, owner_id: str, slug: str, purpose: str | None = None) -> Project:
+    """The project ``slug`` of the owner, created (with ``purpose``, see ``OwnedResource``) when missing."""
     project = session.scalar(select(Project).where(Project.owner_id == owner_id, Project.slug == slug))
     if project is None:
-        project = Project(owner_id=owner_id, slug=slug, name=slug, tags=[], metadata_={})
+        project = Project(owner_id=owner_id, slug=slug, name=slug, tags=[], metadata_={}, purpose=purpose)
         session.add(project)
         session.flush()
     return project

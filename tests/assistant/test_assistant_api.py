@@ -94,6 +94,11 @@ def test_rounds_start_at_min_labels_then_every_n_never_twice_at_once(app, client
     # It trains on the labelled images only, some of them in val.
     data = client.get("/api/datasets/alice/raw-assistant-data", headers=alice.headers).json()["dataset"]
     assert data["imageCount"] == 3
+    # Its working dataset and project are reached from the assistant, never listed among the person's own.
+    listed = client.get("/api/datasets/alice", headers=alice.headers).json()["datasets"]
+    assert [d["dataset"] for d in listed] == ["raw"]
+    projects = client.get("/api/projects/alice", headers=alice.headers).json()["projects"]
+    assert "raw-assistant" not in [p["project"] for p in projects]
     names = {i["name"]: i["split"] for i in client.get("/api/datasets/alice/raw-assistant-data/images",
                                                       headers=alice.headers).json()["images"]}
     assert set(names) == set(sorted(raw)[:3]) and "val" in names.values() and "train" in names.values()
