@@ -41,7 +41,8 @@ def launch(client, token: str, **fields: str) -> Any:
 
 
 def rows(response: Any) -> list[Any]:
-    return soup(response).select("#gpu-table tbody tr")
+    """Every GPU type's row: those that run here, then those under "not available here"."""
+    return soup(response).select("#gpu-table tbody tr, #gpu-elsewhere-table tbody tr")
 
 
 def test_the_table_lists_every_gpu_type_with_time_and_cost(client, settings, setup):
@@ -59,6 +60,9 @@ def test_the_table_lists_every_gpu_type_with_time_and_cost(client, settings, set
     assert "$" in text(page.select_one("#balance-after"))
     locked = found["h200-sxm"]
     assert "locked" in locked["class"] and "Needs pro" in text(locked)
+    page_rows = {row["data-gpu"] for row in page.select("#gpu-table tbody tr")}
+    assert page_rows == {"cpu", "h100-sxm"}  # what the fake executor has; the rest under "not available here"
+    assert not page.select("#gpu-elsewhere-table input[type=radio]") and page.select_one("#gpu-elsewhere")
     margin = text(found["h100-sxm"].select_one(".memory-margin"))  # the chosen batch's peak against the card
     assert "batch 4 fits" in margin and f"of {memory.usable_gb(80):.1f} usable GB" in margin and "% free" in margin
     assert "largest batch that fits:" in margin
