@@ -72,8 +72,9 @@ def chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
         count = f"{len(elsewhere)} GPU type{'s' if len(elsewhere) != 1 else ''}"
         legend.append({"kind": "elsewhere", "label": "Not available here", "value": f"{count}, {_span(elsewhere)}"})
     if front:
-        legend.append({"kind": "front", "label": "Pareto front",
-                       "value": "; ".join(f"{r['displayName']} {_figures(r)}" for r in front)})
+        value = f"{front[0]['displayName']} {_figures(front[0])}" if len(front) == 1 else (
+            f"{len(front)} GPU types, {_span(front)}")
+        legend.append({"kind": "front", "label": "Pareto front (none faster and cheaper)", "value": value})
     return {
         "unit": unit,
         "x": [round(r["totalSeconds"]["value"] / size, 4) for r in ordered],

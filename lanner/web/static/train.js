@@ -23,7 +23,7 @@
     const xMax = data.xTicks[data.xTicks.length - 1];
     const yMax = data.yTicks[data.yTicks.length - 1];
     const options = {
-      width: width(), height: 260,
+      width: width(), height: 260, padding: [12, 32, 0, 0],  // room for the last tick's label
       legend: {show: false},  // the server's legend (#chart-legend) has the values; the readout names a point
       scales: {x: {time: false, range: function () { return [0, xMax]; }},
                y: {range: function () { return [0, yMax]; }}},
@@ -35,7 +35,8 @@
          points: {show: true, size: 10, fill: accent}},
         {label: 'Not available here', stroke: muted, width: 0, paths: function () { return null; },
          points: {show: true, size: 6, fill: muted}},
-        {label: 'Pareto front', stroke: ok, width: 2, spanGaps: true, points: {show: false}},
+        {label: 'Pareto front', stroke: ok, width: 2, spanGaps: true,
+         points: {show: true, size: 12, stroke: ok, width: 2, fill: 'transparent'}},
       ],
       hooks: {setCursor: [function (u) {
         if (readout) { readout.textContent = u.cursor.idx == null ? '' : data.points[u.cursor.idx]; }
