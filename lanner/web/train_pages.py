@@ -119,11 +119,13 @@ def prefill(session: Session, user: Principal, form: TrainForm, datasets: list[d
 
 
 def _page(request: Request, session: Session, user: Principal, form: TrainForm, catalogue: Catalogue,
-          runtime: Any, errors: dict[str, str] | None = None, status_code: int = 200) -> Response:
+          runtime: Any, errors: dict[str, str] | None = None, status_code: int = 200,
+          datasets: list[dict[str, Any]] | None = None) -> Response:
     errors = dict(errors or {})
     estimate = _estimate(session, user, form, catalogue, runtime, errors)
     return render(request, "train.html", {
-        "form": form, "errors": errors, "estimate": estimate, "datasets": _datasets(session, user),
+        "form": form, "errors": errors, "estimate": estimate,
+        "datasets": _datasets(session, user) if datasets is None else datasets,
         "official_models": train_form.OFFICIAL_MODELS, "my_models": _models(session, user),
         "hours": train_form.hours, "tiers": TIERS,
     }, fragment="_train_estimate.html", status_code=status_code, user=user, active="projects")
@@ -133,8 +135,9 @@ def _page(request: Request, session: Session, user: Principal, form: TrainForm, 
 def train_dialog(request: Request, user: PageUser, session: DbSession, catalogue: CurrentCatalogue,
                  runtime: Runtime) -> Response:
     """The dialog; with a dataset in the query (``/train?dataset=ul://...``) the GPU table as well."""
-    form = prefill(session, user, TrainForm.read(request.query_params), _datasets(session, user))
-    return _page(request, session, user, form, catalogue, runtime)
+    datasets = _datasets(session, user)
+    form = prefill(session, user, TrainForm.read(request.query_params), datasets)
+    return _page(request, session, user, form, catalogue, runtime, datasets=datasets)
 
 
 @router.post("/train", response_class=HTMLResponse)
