@@ -266,17 +266,51 @@ def _meets(option: Option, deadline_s: float | None, budget_cents: float | None)
     return not (budget_cents is not None and option.cost_cents.value > budget_cents)
 
 
-def _hours(seconds: float) -> str:
-    if seconds < 90:
+def duration_text(seconds: float) -> str:
+    """A duration as people read it: ``<0.1 s``, ``0.4 s``, ``42 s``, ``2.5 min``, ``40 min``, ``2.5 h`` (never
+    ``0 s`` for a short epoch)."""
+    if seconds < 0.1:
+        return "<0.1 s"
+    if seconds < 9.95:
+        return f"{seconds:.1f} s"
+    if seconds < 89.5:
         return f"{seconds:.0f} s"
+    if seconds < 597:
+        return f"{seconds / 60:.1f} min"
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
 
 
+def ratio_text(a: Option, b: Option) -> str:
+    """`` (2.0x faster than B for 1.5x the price)``: how ``a`` compares with ``b``, in the figures shown (one
+    decimal); a ratio that shows as 1.0 says "as fast" / "the same price", and nothing is said when both do."""
+    if a.gpu_type == b.gpu_type or not b.price_per_hour:
+        return ""
+    speed = b.total_seconds.value / a.total_seconds.value if a.total_seconds.value else 1.0
+    price = a.price_per_hour / b.price_per_hour
+    shown_speed = f"{max(speed, 1 / speed) if speed > 0 else 1.0:.1f}"
+    shown_price = f"{price:.1f}"
+    if shown_speed == "1.0" and shown_price == "1.0":
+        return ""
+    if shown_speed == "1.0":
+        pace = f"about as fast as {b.display_name}"
+    else:
+        pace = f"{shown_speed}x {'faster' if speed >= 1 else 'slower'} than {b.display_name}"
+    if shown_price == "1.0":
+        cost = " at about the same price"
+    elif price < 0.05:
+        cost = " for under 0.1x the price"
+    else:
+        cost = f" for {shown_price}x the price"
+    return f" ({pace}{cost})"
+
+
 def recommend(options: list[Option], *, deadline_s: float | None = None, budget_cents: float | None = None,
               ) -> dict[str, dict[str, str] | None]:
-    """cheapest (fits, allowed, meets deadline and budget), fastest (fits, allowed), balanced (best price x time)."""
+    """cheapest (fits, allowed, meets deadline and budget), fastest (fits, allowed), balanced (best price x time).
+    Only an option that meets the deadline and budget is said to; when none does, ``note`` says so and names the
+    fastest."""
     usable = [o for o in options if o.fits and o.allowed]
     if not usable:
         return {"cheapest": None, "fastest": None, "balanced": None}
@@ -286,37 +320,39 @@ def recommend(options: list[Option], *, deadline_s: float | None = None, budget_
     # Balanced: the smallest cost x time product among the options that meet the constraints (or all usable).
     pool = candidates or usable
     balanced = min(pool, key=lambda o: (o.cost_cents.value + 1) * o.total_seconds.value)
-    constraints = []
+    constraints = []  # (words, whether an option meets it)
     if deadline_s is not None:
-        constraints.append(f"your {_hours(deadline_s)} deadline")
+        constraints.append((f"your {duration_text(deadline_s)} deadline",
+                            lambda o: _meets(o, deadline_s, None)))
     if budget_cents is not None:
-        constraints.append(f"your ${budget_cents / 100:.2f} budget")
-    meets = f"; meets {' and '.join(constraints)}" if constraints else ""
+        constraints.append((f"your ${budget_cents / 100:.2f} budget", lambda o: _meets(o, None, budget_cents)))
+    wanted = " and ".join(words for words, _ in constraints)
 
-    def compare(a: Option, b: Option) -> str:
-        if a.gpu_type == b.gpu_type:
+    def meets(option: Option) -> str:
+        missed = [words for words, check in constraints if not check(option)]
+        if not constraints:
             return ""
-        speed = b.total_seconds.value / a.total_seconds.value if a.total_seconds.value else 1.0
-        price = a.price_per_hour / b.price_per_hour if b.price_per_hour else float("inf")
-        faster = f"{speed:.1f}x faster" if speed >= 1 else f"{1 / speed:.1f}x slower"
-        return f" ({faster} than {b.display_name} for {price:.1f}x the price)" if math.isfinite(price) else ""
+        return f"; does not meet {' and '.join(missed)}" if missed else f"; meets {wanted}"
+
+    def compare(a: Option) -> str:
+        return ratio_text(a, cheapest) if cheapest else ""
 
     result: dict[str, dict[str, str] | None] = {}
     if cheapest is not None:
         result["cheapest"] = {"gpuType": cheapest.gpu_type, "reason": (
             f"{cheapest.display_name}: lowest cost, about ${cheapest.cost_cents.value / 100:.2f} in "
-            f"{_hours(cheapest.total_seconds.value)}{meets}.")}
+            f"{duration_text(cheapest.total_seconds.value)}{meets(cheapest)}.")}
     else:
-        why = " and ".join(constraints) or "the constraints"
         result["cheapest"] = None
-        result["note"] = {"reason": f"No allowed GPU that fits meets {why}; the fastest is "
-                                    f"{fastest.display_name} at {_hours(fastest.total_seconds.value)}."}
+        result["note"] = {"reason": f"No allowed GPU that fits meets {wanted or 'the constraints'}; the fastest "
+                                    f"is {fastest.display_name} at {duration_text(fastest.total_seconds.value)}."}
     result["fastest"] = {"gpuType": fastest.gpu_type, "reason": (
-        f"{fastest.display_name}: shortest run, about {_hours(fastest.total_seconds.value)} for "
-        f"${fastest.cost_cents.value / 100:.2f}{compare(fastest, cheapest) if cheapest else ''}.")}
+        f"{fastest.display_name}: shortest run, about {duration_text(fastest.total_seconds.value)} for "
+        f"${fastest.cost_cents.value / 100:.2f}{compare(fastest)}{meets(fastest)}.")}
     result["balanced"] = {"gpuType": balanced.gpu_type, "reason": (
-        f"{balanced.display_name}: best balance of time and price, about {_hours(balanced.total_seconds.value)} "
-        f"for ${balanced.cost_cents.value / 100:.2f}{compare(balanced, cheapest) if cheapest else ''}{meets}.")}
+        f"{balanced.display_name}: best balance of time and price, about "
+        f"{duration_text(balanced.total_seconds.value)} for ${balanced.cost_cents.value / 100:.2f}"
+        f"{compare(balanced)}{meets(balanced)}.")}
     return result
 
 

@@ -28,7 +28,7 @@ from lanner.training import checkpoints, dashboard
 from lanner.training import service as training_service
 from lanner.training.dependencies import CurrentCatalogue
 from lanner.training.state import ACTIVE
-from lanner.web import live, paths, workspaces  # noqa: F401  (paths registers the {owner:owner} convertor)
+from lanner.web import live, paths, train_form, workspaces  # noqa: F401  (paths: the {owner:owner} convertor)
 from lanner.web.templating import PageUser, money, redirect, render
 from lanner.web.train_form import hours
 
@@ -148,10 +148,13 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
               "url": ctx.signer.download_url(c.sha256, c.filename)}
              for c in checkpoints.saved_checkpoints(session, record.id) if c.sha256]
     is_owner = permissions.can(session, user_id=user.user_id, owner_id=record.owner_id, action="train")
-    offer = full_run_offer(record, training_service.latest_run(session, record.id), project) if is_owner else None
+    run = training_service.latest_run(session, record.id)
+    offer = full_run_offer(record, run, project) if is_owner else None
+    train_url = train_form.train_again_url(record, ((run.launch if run else None) or {}).get("trainArgs"),
+                                           owner=owner.lower(), project=project, username=user.username)
     deploy = deployment_views.section(session, user, record, settings=ctx.settings) if is_owner else None
     return render(request, "model.html", {
-        "full_run": offer, "hours": hours, "deploy": deploy,
+        "full_run": offer, "hours": hours, "deploy": deploy, "train_url": train_url,
         "owner": owner.lower(), "project_slug": project, "model": record, "state": state,
         "is_owner": is_owner, "download": download, "checkpoints": saved,
         "plots": dashboard.final_plots(record.plots, record.class_names),

@@ -8,6 +8,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlencode
+
+from lanner.gpus.estimator import Option, Range, duration_text, recommend
 
 SIZES = ("n", "s", "m", "l", "x")
 OFFICIAL_MODELS = tuple(f"yolo11{s}.yaml" for s in SIZES) + tuple(f"yolov8{s}.yaml" for s in SIZES)
@@ -38,6 +41,7 @@ class TrainForm:
     quick_fraction: str = "0.1"
     quick_epochs: str = "3"
     capture: bool = False
+    advised: str = ""  # the GPU type the dialog pre-selected last time: still checked means "follow the advice"
 
     @classmethod
     def read(cls, data: Mapping[str, Any]) -> TrainForm:
@@ -103,6 +107,9 @@ def integer(text: str, name: str, errors: dict[str, str], low: int, high: int) -
     return value
 
 
+hours = duration_text  # the table's times: "0.4 s", "<0.1 s", "3 min", "2.5 h"
+
+
 def field_of(message: str) -> str:
     """The form field a service's error message is about (``form``: the form as a whole)."""
     for prefix, name in FIELD_OF:
@@ -111,39 +118,68 @@ def field_of(message: str) -> str:
     return "form"
 
 
-def hours(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+def advice(result: dict[str, Any], runnable: set[str], *, deadline_minutes: float | None,
+           budget_cents: float | None) -> dict[str, Any]:
+    """The advisor's picks among the types that can run here now (a type no worker here has cannot be started,
+    so it is neither recommended nor pre-selected)."""
+    options = [Option(e["gpuType"], e["displayName"], e["pricePerHour"], e["fits"],
+                      e["allowed"] and e["gpuType"] in runnable, Range(**e["totalSeconds"]), Range(**e["costCents"]))
+               for e in result["estimates"]]
+    return recommend(options, deadline_s=deadline_minutes * 60 if deadline_minutes is not None else None,
+                     budget_cents=budget_cents)
 
 
-def arrange(result: dict[str, Any], *, deadline_minutes: float | None, budget_cents: float | None,
-            ) -> list[dict[str, Any]]:
-    """The estimates, each marked usable / within the constraints and with its picks (the advisor marks the
-    Pareto front); with a deadline or budget, those within them first (by cost), then the rest."""
-    picks: dict[str, list[str]] = {}
+def arrange(result: dict[str, Any], picks: dict[str, Any], runnable: set[str], *, deadline_minutes: float | None,
+            budget_cents: float | None) -> list[dict[str, Any]]:
+    """The estimates, each marked runnable here / usable / within the constraints and with its picks (the advisor
+    marks the Pareto front); with a deadline or budget, those within them first (by cost), then the rest."""
+    marks: dict[str, list[str]] = {}
     for kind in ("cheapest", "fastest", "balanced"):
-        pick = result["recommendation"].get(kind)
+        pick = picks.get(kind)
         if pick:
-            picks.setdefault(pick["gpuType"], []).append(kind)
+            marks.setdefault(pick["gpuType"], []).append(kind)
     rows = []
     for item in result["estimates"]:
-        usable = item["fits"] and item["allowed"]
+        here = item["gpuType"] in runnable
+        usable = item["fits"] and item["allowed"] and here
         within = usable and (deadline_minutes is None or item["totalSeconds"]["value"] <= deadline_minutes * 60) \
             and (budget_cents is None or item["costCents"]["value"] <= budget_cents)
-        rows.append({**item, "usable": usable, "within": within, "picks": picks.get(item["gpuType"], [])})
+        rows.append({**item, "runnable": here, "usable": usable, "within": within,
+                     "picks": marks.get(item["gpuType"], [])})
     constrained = deadline_minutes is not None or budget_cents is not None
     rows.sort(key=lambda r: (not r["within"] if constrained else not r["usable"], r["costCents"]["value"],
                              r["totalSeconds"]["value"]))
     return rows
 
 
-def chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """uPlot columns: x total hours (ascending), every GPU's cost in dollars, the front's (null elsewhere)."""
-    ordered = sorted(rows, key=lambda r: r["totalSeconds"]["value"])
-    return {"x": [round(r["totalSeconds"]["value"] / 3600, 4) for r in ordered],
-            "cost": [round(r["costCents"]["value"] / 100, 4) for r in ordered],
-            "front": [round(r["costCents"]["value"] / 100, 4) if r["pareto"] else None for r in ordered],
-            "names": [r["displayName"] for r in ordered]}
+def choose(rows: list[dict[str, Any]], picks: dict[str, Any], form: TrainForm) -> dict[str, Any] | None:
+    """The checked row: the user's own choice among the types that run here, else the advice (the balanced
+    pick, which meets the deadline and budget where one does). A choice equal to the advice given last time
+    (``advised``) is the advice's, not the user's, so it follows the advice when the settings change."""
+    here = [r for r in rows if r["runnable"]]
+    own = form.gpu if form.gpu and form.gpu != form.advised else None
+    balanced = (picks.get("balanced") or {}).get("gpuType")
+    return (next((r for r in here if r["gpuType"] == own), None)
+            or next((r for r in here if r["gpuType"] == balanced), None)
+            or next((r for r in here if r["usable"]), None)
+            or (here[0] if here else None))
+
+
+def dialog_url(**query: Any) -> str:
+    """``/train?...``: the dialog opened with these fields filled in (empty ones left out)."""
+    return "/train?" + urlencode({k: v for k, v in query.items() if v not in ("", None)}) if any(
+        v not in ("", None) for v in query.values()) else "/train"
+
+
+def train_again_url(record: Any, launch_args: dict[str, Any] | None, *, owner: str, project: str,
+                    username: str) -> str:
+    """The dialog for another run like this model's: its dataset, its settings, the model itself as the starting
+    point when it has weights (else its architecture), into its project when that is the user's own."""
+    args = {**(record.train_args or {}), **(launch_args or {})}
+    data = str(args.get("data") or "")
+    base = str(args.get("model") or record.base_model or "")
+    start = f"ul://{owner}/{project}/{record.slug}" if record.weights_sha256 else (
+        base if base in OFFICIAL_MODELS or base.startswith("ul://") else "")
+    return dialog_url(dataset=data if data.startswith("ul://") else "", model=start,
+                      epochs=args.get("epochs"), imgsz=args.get("imgsz"), batch=args.get("batch"),
+                      project=project if owner == username else "")

@@ -5,6 +5,7 @@ service behind ``training.start``, with the signed-in user as principal: its ref
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -19,12 +20,12 @@ from lanner.errors import LannerError, NotFound, PaymentRequired
 from lanner.gpus import fit
 from lanner.gpus.catalogue import TIERS, Catalogue
 from lanner.projects import service as projects_service
-from lanner.slugs import slugify
-from lanner.training import estimates, launch
+from lanner.slugs import slugify, unique_slug
+from lanner.training import estimates, launch, refs
 from lanner.training.capacity import availability_now
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.training.schemas import EstimateRequest, StartRequest
-from lanner.web import train_form
+from lanner.web import train_chart, train_form
 from lanner.web.templating import PageUser, redirect, render
 from lanner.web.train_form import TrainForm
 
@@ -73,27 +74,58 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
     levels = availability_now(runtime.executor, catalogue)
     for item in result["estimates"]:
         item["availability"] = levels.get(item["gpuType"])
-    rows = train_form.arrange(result, deadline_minutes=deadline, budget_cents=budget)
-    picks = result["recommendation"]
-    chosen = next((r for r in rows if r["gpuType"] == form.gpu), None)
-    if chosen is None:
-        balanced = (picks.get("balanced") or {}).get("gpuType")
-        chosen = next((r for r in rows if r["gpuType"] == balanced), rows[0] if rows else None)
+    runnable = runnable_types(runtime.executor, levels)
+    picks = train_form.advice(result, runnable, deadline_minutes=deadline, budget_cents=budget)
+    rows = train_form.arrange(result, picks, runnable, deadline_minutes=deadline, budget_cents=budget)
+    chosen = train_form.choose(rows, picks, form)
     available = billing_service.balances(session, user_id=user.user_id).available
     cap = billing_service.cents_to_micros(max_cost) if max_cost is not None else None
     hold = launch.hold_micros(chosen, cap) if chosen else 0  # what launching would hold: start's own rule
-    return {"rows": rows, "picks": picks, "chosen": chosen, "chart": train_form.chart(rows),
+    return {"rows": [r for r in rows if r["runnable"]], "elsewhere": [r for r in rows if not r["runnable"]],
+            "picks": picks, "chosen": chosen, "chart": train_chart.chart(rows),
+            "advised": (picks.get("balanced") or {}).get("gpuType", ""),
             "model": result["model"], "images": result["images"], "accuracy": result["accuracy"],
             "guidance": result.get("guidance"), "hold_micros": hold, "available_micros": available,
             "after_micros": available - hold, "constrained": deadline is not None or budget is not None}
 
 
+def runnable_types(executor: Any, levels: dict[str, str | None]) -> set[str]:
+    """The GPU types a run can start on now: those a device here has (``availability`` not None); where none
+    has (a Ray cluster with no node yet), those the executor would queue."""
+    return {gpu for gpu, level in levels.items() if level is not None} or {
+        gpu for gpu in levels if executor.offers(gpu)}
+
+
+def prefill(session: Session, user: Principal, form: TrainForm, datasets: list[dict[str, Any]]) -> TrainForm:
+    """The dialog as a link opens it (Train on the home, dataset, project and model pages): a dataset that is not
+    one of the user's own goes to the URI field; without one, the newest ready dataset; without a project, one
+    named after the dataset; without a model name, the model's name, numbered when the project has it."""
+    if form.dataset and form.dataset not in {d["uri"] for d in datasets} and not form.dataset_uri:
+        form = replace(form, dataset="", dataset_uri=form.dataset)
+    if not form.dataset_ref:
+        form = replace(form, dataset=next((d["uri"] for d in datasets if d["status"] == "ready"), ""))
+    parts = refs.dataset_parts(form.dataset_ref)
+    if not form.project and parts and slugify(parts[1]):
+        form = replace(form, project=parts[1])
+    if not form.name and slugify(form.project):
+        stem = slugify(form.model.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".pt")) or "model"
+        try:
+            project = projects_service.get_project(session, user, owner=user.username, slug=slugify(form.project))
+            taken = projects_service.taken_model_slugs(session, project.id, stem)
+        except NotFound:
+            taken = []
+        form = replace(form, name=unique_slug(stem, taken))
+    return form
+
+
 def _page(request: Request, session: Session, user: Principal, form: TrainForm, catalogue: Catalogue,
-          runtime: Any, errors: dict[str, str] | None = None, status_code: int = 200) -> Response:
+          runtime: Any, errors: dict[str, str] | None = None, status_code: int = 200,
+          datasets: list[dict[str, Any]] | None = None) -> Response:
     errors = dict(errors or {})
     estimate = _estimate(session, user, form, catalogue, runtime, errors)
     return render(request, "train.html", {
-        "form": form, "errors": errors, "estimate": estimate, "datasets": _datasets(session, user),
+        "form": form, "errors": errors, "estimate": estimate,
+        "datasets": _datasets(session, user) if datasets is None else datasets,
         "official_models": train_form.OFFICIAL_MODELS, "my_models": _models(session, user),
         "hours": train_form.hours, "tiers": TIERS,
     }, fragment="_train_estimate.html", status_code=status_code, user=user, active="projects")
@@ -103,7 +135,9 @@ def _page(request: Request, session: Session, user: Principal, form: TrainForm, 
 def train_dialog(request: Request, user: PageUser, session: DbSession, catalogue: CurrentCatalogue,
                  runtime: Runtime) -> Response:
     """The dialog; with a dataset in the query (``/train?dataset=ul://...``) the GPU table as well."""
-    return _page(request, session, user, TrainForm.read(request.query_params), catalogue, runtime)
+    datasets = _datasets(session, user)
+    form = prefill(session, user, TrainForm.read(request.query_params), datasets)
+    return _page(request, session, user, form, catalogue, runtime, datasets=datasets)
 
 
 @router.post("/train", response_class=HTMLResponse)

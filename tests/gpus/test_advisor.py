@@ -77,6 +77,24 @@ def test_deadline_and_budget(client, alice):
     assert "guidance" not in body
 
 
+def test_a_deadline_nothing_meets_is_not_said_to_be_met(client, alice):
+    """The newcomer's case: yolo11s on 20,000 images for 50 epochs within 60 minutes; no GPU a free account may
+    use gets there, and no pick may claim it does."""
+    body = post(client, alice, {"model": "yolo11s.yaml", "imageCount": {"train": 20000, "val": 2000},
+                                "trainArgs": {"epochs": 50, "imgsz": 640, "batch": 16},
+                                "deadlineMinutes": 60}).json()
+    usable = [e for e in body["estimates"] if e["fits"] and e["allowed"]]
+    assert min(e["totalSeconds"]["value"] for e in usable) > 3600
+    picks = body["recommendation"]
+    assert picks["cheapest"] is None
+    fastest = min(usable, key=lambda e: e["totalSeconds"]["value"])
+    assert picks["note"]["reason"].startswith("No allowed GPU that fits meets your 60 min deadline; the fastest is "
+                                              f"{fastest['displayName']} at ")
+    for kind in ("fastest", "balanced"):
+        assert "meets your" not in picks[kind]["reason"], picks[kind]["reason"]
+        assert "does not meet your 60 min deadline" in picks[kind]["reason"]
+
+
 @pytest.mark.parametrize("change, status, field", [
     ({"gpuTypes": ["tpu-v5"]}, 400, "gpuTypes"),
     ({"trainArgs": {"epochs": -1}}, 400, "trainArgs.epochs"),

@@ -16,7 +16,9 @@ from lanner.gpus.estimator import (
     Workload,
     cents,
     cost_range_cents,
+    duration_text,
     estimate_time,
+    ratio_text,
     recommend,
     seed_guidance,
 )
@@ -106,6 +108,40 @@ def test_recommendation_respects_fit_tier_deadline_and_budget():
     assert broke["cheapest"] is None and "note" in broke
     assert all(r is None or r["gpuType"] not in ("huge", "tiny") for k, r in plain.items() if k != "note")
     assert plain["balanced"]["reason"].endswith(".")
+
+
+def test_no_pick_claims_a_deadline_that_nothing_meets():
+    options = [option("slow", 9000, 0.3), option("fast", 7200, 1.0)]
+    result = recommend(options, deadline_s=3600)
+    assert result["cheapest"] is None
+    assert result["note"]["reason"] == ("No allowed GPU that fits meets your 60 min deadline; the fastest is FAST at "
+                                         "2.0 h.")
+    for kind in ("fastest", "balanced"):
+        assert "meets your" not in result[kind]["reason"]
+        assert result[kind]["reason"].endswith("; does not meet your 60 min deadline.")
+    mixed = recommend(options, deadline_s=8000, budget_cents=10)  # fast meets the deadline, not the budget
+    assert mixed["fastest"]["reason"].endswith("; does not meet your $0.10 budget.")
+    met = recommend(options, deadline_s=7500)
+    assert met["cheapest"]["gpuType"] == "fast" and met["balanced"]["reason"].endswith("meets your 2.1 h deadline.")
+
+
+@pytest.mark.parametrize("seconds, shown", [
+    (0, "<0.1 s"), (0.04, "<0.1 s"), (0.4, "0.4 s"), (3.25, "3.2 s"), (12.4, "12 s"), (89, "89 s"),
+    (150, "2.5 min"), (1200, "20 min"), (5399, "90 min"), (9000, "2.5 h"),
+])
+def test_durations_are_shown_with_sensible_precision(seconds, shown):
+    assert duration_text(seconds) == shown
+
+
+def test_ratios_that_show_as_one_are_not_called_faster_or_dearer():
+    cheap = option("cheap", 1000, 1.0)
+    assert ratio_text(option("same", 1010, 1.02), cheap) == ""  # 1.0x faster for 1.0x the price: nothing to say
+    assert ratio_text(option("dear", 990, 2.0), cheap) == " (about as fast as CHEAP for 2.0x the price)"
+    assert ratio_text(option("quick", 400, 1.04), cheap) == " (2.5x faster than CHEAP at about the same price)"
+    assert ratio_text(option("both", 500, 3.0), cheap) == " (2.0x faster than CHEAP for 3.0x the price)"
+    assert ratio_text(option("slower", 2000, 0.5), cheap) == " (2.0x slower than CHEAP for 0.5x the price)"
+    pick = recommend([cheap, option("same", 1010, 1.02)])
+    assert "1.0x" not in pick["fastest"]["reason"] + pick["balanced"]["reason"]
 
 
 def test_seed_guidance_bands():

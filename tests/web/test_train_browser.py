@@ -1,7 +1,8 @@
-"""The train dialog in a real browser against a real server: a dataset imported with ``lanner datasets import``,
-every GPU type with time and cost, a tier-locked type refused next to the GPU field, and a quick CPU run started
-(the server's local executor launches it) that ends on the model's URL, trains, and leaves its charge on the
-account page. Marked e2e: the run really trains."""
+"""The train dialog in a real browser against a real server without a GPU: a dataset imported with ``lanner
+datasets import``, the dialog opened from the home page's Train button (prefilled), the CPU offered and
+pre-selected with every other type under a collapsed "not available here", Start in view, and a quick CPU run
+started (the server's local executor launches it) that ends on the model's URL, trains, and leaves its charge
+on the account page. Marked e2e: the run really trains."""
 
 from __future__ import annotations
 
@@ -25,38 +26,57 @@ def _estimate(response: Any) -> bool:
     return response.url.endswith("/train") and response.request.headers.get("hx-request") == "true"
 
 
-def test_train_dialog_estimates_refuses_a_locked_gpu_and_starts_a_quick_cpu_run(page: Any, web_server: WebServer,
-                                                                              tmp_path: Path) -> None:
+def test_train_from_home_offers_what_runs_here_keeps_start_in_view_and_starts_a_quick_cpu_run(
+        page: Any, web_server: WebServer, tmp_path: Path) -> None:
     alice = web_server.user("alice", credits=20)
     root = make_detection_dataset(tmp_path / "shapes", train=8, val=4, size=64).parent
     web_server.cli("datasets", "import", str(root), "--owner", "alice", "--name", "shapes")
-    signed_in(page, alice, "/train")
-    page.get_by_label("Dataset", exact=True).select_option("ul://alice/datasets/shapes")
-    page.get_by_label("Epochs", exact=True).fill("1")
-    page.get_by_label("Image size", exact=True).fill("64")
-    page.get_by_label("Batch", exact=True).fill("4")
-    page.get_by_label("Project", exact=True).fill("demo")
-    page.get_by_label("Model name", exact=True).fill("quick")
-    page.get_by_role("button", name="Update estimate").click()
+    signed_in(page, alice, "/")
+    page.get_by_role("link", name="Train", exact=True).click()  # from the home page: no typed URL
+    expect(page).to_have_url(re.compile(r"/train$"))
+    # Prefilled: the newest ready dataset, a project named after it, a model name.
+    expect(page.get_by_label("Dataset", exact=True)).to_have_value("ul://alice/datasets/shapes")
+    expect(page.get_by_label("Project", exact=True)).to_have_value("shapes")
+    expect(page.get_by_label("Model name", exact=True)).to_have_value("yolo11n")
+    # This server has no GPU: the CPU is the row offered, pre-selected and recommended; every other type is
+    # under a collapsed "not available here", without a radio.
     table = page.locator("#gpu-table")
-    table.wait_for()
+    expect(table.locator("tbody tr")).to_have_count(1)
+    cpu = page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]')
+    expect(cpu).to_be_checked()
+    expect(page.locator("#picks")).to_contain_text("CPU")
+    elsewhere = page.locator("#gpu-elsewhere")
+    expect(elsewhere).not_to_have_attribute("open", re.compile(".*"))
     offered = {gpu.id for gpu in get_catalogue(Settings(home=web_server.server.home)).offered()}
-    for gpu in offered:
-        row = page.locator(f'#gpu-table tr[data-gpu="{gpu}"]')
-        expect(row).to_contain_text("$")
+    expect(elsewhere.locator("tbody tr")).to_have_count(len(offered) - 1)
+    expect(elsewhere.locator('tr[data-gpu="h200-sxm"]')).to_be_hidden()
+    expect(elsewhere.locator("input[type=radio]")).to_have_count(0)
+    # Start and the summary (chosen GPU, time, cost) are in view without scrolling.
+    start = page.get_by_role("button", name="Start training")
+    expect(start).to_be_in_viewport()
+    expect(page.locator("#chosen-gpu")).to_have_text("CPU (host)")
+    expect(page.locator("#chosen-gpu")).to_be_in_viewport()
+    expect(page.locator("#chosen-time")).to_have_text(re.compile(r"^[<\d.]+ (s|min|h)$"))
+    expect(page.locator("#chart-legend")).to_contain_text("Runs here CPU (host)")
     screenshot(page, "train-dialog")
-    page.locator('#gpu-table tr[data-gpu="h200-sxm"] input[type="radio"]').check()
-    page.get_by_role("button", name="Start training").click()
-    expect(page.locator("#field-gpu-error")).to_contain_text("needs the pro tier")
+    elsewhere.locator("summary").click()  # opened, the others are there for comparison
+    for gpu in offered - {"cpu"}:
+        expect(elsewhere.locator(f'tr[data-gpu="{gpu}"]')).to_contain_text("$")
+    elsewhere.locator("summary").click()
+    for label, value in (("Epochs", "1"), ("Image size", "64"), ("Batch", "4"), ("Project", "demo"),
+                         ("Model name", "quick")):
+        with page.expect_response(_estimate):  # htmx re-estimates on change (debounced): wait for the answer
+            page.get_by_label(label, exact=True).fill(value)
+            page.get_by_label(label, exact=True).blur()
+        expect(cpu).to_be_checked()  # the selection stays with the advice
     page.locator("#field-quick").check()
     page.get_by_label("Fraction of images").fill("0.5")  # a fraction: the field must not demand whole numbers
     with page.expect_response(_estimate):  # htmx re-estimates on change (debounced): wait for the answer
         page.get_by_label("Quick-run epochs (at most 5)").fill("1")
         page.get_by_label("Quick-run epochs (at most 5)").blur()
-    with page.expect_response(_estimate):
-        page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]').check()
-    expect(page.locator('#gpu-table tr[data-gpu="cpu"] input[type="radio"]')).to_be_checked()
-    page.get_by_role("button", name="Start training").click()
+    expect(cpu).to_be_checked()
+    expect(start).to_be_in_viewport()
+    start.click()
     expect(page).to_have_url(re.compile(r"/alice/demo/quick$"), timeout=60_000)
     # The quick run ends (the local executor really trains it); its charge is on the account page.
     expect(page.locator("#model-status")).to_have_text(re.compile("completed|failed"), timeout=240_000)

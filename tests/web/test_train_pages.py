@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from lanner.gpus import memory
 from lanner.gpus.catalogue import get_catalogue
+from lanner.projects.models import ModelRecord
 from lanner.synthetic import make_detection_dataset
 from lanner.training.models import Run
 from lanner.web.templating import money
@@ -41,7 +42,8 @@ def launch(client, token: str, **fields: str) -> Any:
 
 
 def rows(response: Any) -> list[Any]:
-    return soup(response).select("#gpu-table tbody tr")
+    """Every GPU type's row: those that run here, then those under "not available here"."""
+    return soup(response).select("#gpu-table tbody tr, #gpu-elsewhere-table tbody tr")
 
 
 def test_the_table_lists_every_gpu_type_with_time_and_cost(client, settings, setup):
@@ -59,6 +61,9 @@ def test_the_table_lists_every_gpu_type_with_time_and_cost(client, settings, set
     assert "$" in text(page.select_one("#balance-after"))
     locked = found["h200-sxm"]
     assert "locked" in locked["class"] and "Needs pro" in text(locked)
+    page_rows = {row["data-gpu"] for row in page.select("#gpu-table tbody tr")}
+    assert page_rows == {"cpu", "h100-sxm"}  # what the fake executor has; the rest under "not available here"
+    assert not page.select("#gpu-elsewhere-table input[type=radio]") and page.select_one("#gpu-elsewhere")
     margin = text(found["h100-sxm"].select_one(".memory-margin"))  # the chosen batch's peak against the card
     assert "batch 4 fits" in margin and f"of {memory.usable_gb(80):.1f} usable GB" in margin and "% free" in margin
     assert "largest batch that fits:" in margin
@@ -139,3 +144,70 @@ def test_the_hold_shown_before_launch_is_the_hold_training_start_places(client, 
         held = session.scalars(select(Run.hold_micros)).one()
     assert held > 0 and shown == money(held)
     assert held == 10_000 or not max_cost  # the cap of one cent binds
+
+
+def checked(page: Any) -> str:
+    return page.select_one('input[name="gpu"][checked]')["value"]
+
+
+def test_the_checked_gpu_follows_the_advice_unless_the_user_chose_another(client, setup):
+    _, token = setup()
+    page = soup(client.get("/train", params=SMALL))
+    advised = page.select_one('input[name="advised"]')["value"]
+    assert checked(page) == advised and advised in {"cpu", "h100-sxm"}  # the fake executor's types
+    other = ({"cpu", "h100-sxm"} - {advised}).pop()
+    form = {**SMALL, "csrf_token": token}
+    # Still checked from an earlier advice (the settings changed since): the advice's choice, so it follows it.
+    assert checked(soup(client.post("/train", data={**form, "gpu": other, "advised": other}))) == advised
+    # Chosen by the user (not what was advised): kept.
+    assert checked(soup(client.post("/train", data={**form, "gpu": other, "advised": advised}))) == other
+    # A type no worker here has (an old link) is never checked.
+    assert checked(soup(client.get("/train", params={**SMALL, "gpu": "rtx-4090"}))) == advised
+
+
+def test_only_types_that_run_here_are_recommended(client, setup):
+    setup()
+    larger = {**SMALL, "epochs": "300", "imgsz": "640", "batch": "16"}  # where a GPU not here would be cheapest
+    for params in (SMALL, larger, {**larger, "deadline": "0.02"}, {**larger, "budget": "0.01"}):
+        page = soup(client.get("/train", params=params))
+        picked = {badge.find_parent("tr")["data-gpu"] for badge in page.select(".badge-pick")}
+        assert picked and picked <= {"cpu", "h100-sxm"}, picked
+        assert all(text(cell) != "0 s" for cell in page.select("#gpu-table td.num"))  # "0.3 s", "<0.1 s"
+
+
+def test_train_opens_the_dialog_prefilled_from_home_dataset_project_and_model_pages(client, app, setup):
+    _, token = setup()
+
+    def dialog(href: str) -> Any:
+        assert href.startswith("/train")
+        return soup(client.get(href))
+
+    def value(page: Any, name: str) -> str:
+        field = page.select_one(f'[name="{name}"]')
+        if field.name == "select":
+            return field.select_one("option[selected]")["value"]
+        return field.get("value", "")
+
+    home = soup(client.get("/"))
+    assert home.select_one("#train-empty-link")["href"] == "/train"  # no projects yet: the empty state leads on
+    assert soup(client.get("/projects")).select_one("#train-empty-link")["href"] == "/train"
+    opened = dialog(home.select_one("#train-link")["href"])  # the newest ready dataset, named after it
+    assert (value(opened, "dataset"), value(opened, "project"), value(opened, "name")) == (DATASET, "shapes",
+                                                                                        "yolo11n")
+    dataset_page = soup(client.get("/datasets/alice/shapes"))
+    assert dataset_page.select_one("#train-empty-link")  # no model trained on it yet
+    assert value(dialog(dataset_page.select_one("#train-link")["href"]), "dataset") == DATASET
+    assert launch(client, token).status_code == 303  # alice/p/m
+    assert launch(client, token, project="shapes", name="yolo11n").status_code == 303
+    assert value(dialog("/train"), "name") == "yolo11n-2"  # the suggested name is free in its project
+    project = dialog(soup(client.get("/alice/p")).select_one("#train-link")["href"])
+    assert (value(project, "project"), value(project, "name")) == ("p", "yolo11n")
+    again = dialog(soup(client.get("/alice/p/m")).select_one("#train-link")["href"])
+    assert [value(again, k) for k in ("dataset", "project", "model", "epochs", "imgsz", "batch")] == [
+        DATASET, "p", "yolo11n.yaml", "2", "96", "4"]
+    with app.state.lanner.db.session() as session:  # with weights, the model itself is the starting point
+        session.execute(update(ModelRecord).where(ModelRecord.slug == "m").values(weights_sha256="0" * 64))
+        session.commit()
+    model_page = soup(client.get("/alice/p/m"))
+    assert "from this model" in text(model_page.select_one("#train-link"))
+    assert value(dialog(model_page.select_one("#train-link")["href"]), "model") == "ul://alice/p/m"

@@ -1,37 +1,49 @@
-// The train dialog's cost-versus-time chart: every GPU type as a point, the Pareto front as a line. It is drawn
-// on load and again whenever htmx swaps in a new estimate (data-chart on #cost-chart holds the columns).
+// The train dialog's cost-against-time chart: every GPU type as a point (those that run here in the accent colour,
+// the others muted), the Pareto front as a line. The server chooses the time unit and the ticks (distinct, each
+// with its unit) and writes the legend with values; hovering a point names it below the chart. Drawn on load and
+// again whenever htmx swaps in a new estimate (data-chart on #cost-chart holds everything).
 (function () {
   'use strict';
 
-  function time(hours) {
-    return hours == null ? '' : (hours < 1 ? (hours * 60).toFixed(0) + ' min' : hours.toFixed(1) + ' h');
+  function labelled(ticks, labels) {
+    return {
+      splits: function () { return ticks; },
+      values: function (u, splits) { return splits.map(function (v, i) { return labels[i]; }); },
+    };
   }
-
-  function dollars(value) { return value == null ? '' : '$' + value.toFixed(2); }
 
   function draw(container) {
     const data = JSON.parse(container.dataset.chart);
     if (!data.x.length) { return; }
     const accent = lanner.cssColor('--accent', '#2456d6');
+    const muted = lanner.cssColor('--muted', '#5b6475');
     const ok = lanner.cssColor('--ok', '#1a7f37');
-    const axis = lanner.chartAxis();
+    const readout = document.getElementById('chart-readout');
     const width = function () { return Math.max(container.clientWidth, 200); };
+    const xMax = data.xTicks[data.xTicks.length - 1];
+    const yMax = data.yTicks[data.yTicks.length - 1];
     const options = {
-      width: width(), height: 260,
-      legend: {show: true},
-      scales: {x: {time: false}, y: {range: function (u, min, max) { return [0, max > 0 ? max * 1.15 : 1]; }}},
-      axes: [Object.assign({}, axis, {label: 'Total time (hours)', values: function (u, t) { return t.map(time); }}),
-             Object.assign({}, axis, {label: 'Cost', size: 64, values: function (u, t) { return t.map(dollars); }})],
+      width: width(), height: 260, padding: [12, 32, 0, 0],  // room for the last tick's label
+      legend: {show: false},  // the server's legend (#chart-legend) has the values; the readout names a point
+      scales: {x: {time: false, range: function () { return [0, xMax]; }},
+               y: {range: function () { return [0, yMax]; }}},
+      axes: [Object.assign(lanner.chartAxis(), {label: data.xLabel}, labelled(data.xTicks, data.xLabels)),
+             Object.assign(lanner.chartAxis(), {label: data.yLabel, size: 64}, labelled(data.yTicks, data.yLabels))],
       series: [
-        {label: 'GPU', value: function (u, v, si, i) { return i == null ? '' : data.names[i] + ', ' + time(v); }},
-        {label: 'Cost', stroke: accent, width: 0, paths: function () { return null; },
-         points: {show: true, size: 8, fill: accent}, value: function (u, v) { return dollars(v); }},
+        {},
+        {label: 'Runs here', stroke: accent, width: 0, paths: function () { return null; },
+         points: {show: true, size: 10, fill: accent}},
+        {label: 'Not available here', stroke: muted, width: 0, paths: function () { return null; },
+         points: {show: true, size: 6, fill: muted}},
         {label: 'Pareto front', stroke: ok, width: 2, spanGaps: true,
-         points: {show: true, size: 10, stroke: ok, fill: ok}, value: function (u, v) { return dollars(v); }},
+         points: {show: true, size: 12, stroke: ok, width: 2, fill: 'transparent'}},
       ],
+      hooks: {setCursor: [function (u) {
+        if (readout) { readout.textContent = u.cursor.idx == null ? '' : data.points[u.cursor.idx]; }
+      }]},
     };
     container.textContent = '';
-    const chart = new uPlot(options, [data.x, data.cost, data.front], container);
+    const chart = new uPlot(options, [data.x, data.here, data.elsewhere, data.front], container);
     new ResizeObserver(function () { chart.setSize({width: width(), height: 260}); }).observe(container);
   }
 
