@@ -42,7 +42,7 @@ STARTER_PROJECT = "starter"
 STARTER_MODEL = "shapes-base"
 # Small images, one class: a few minutes on two CPU cores (docs/benchmarks.md, "The first hour").
 STARTER_ARGS = {"model": "yolo11n.yaml", "epochs": 20, "imgsz": 128, "batch": 16, "plots": False}
-STARTER_NOTE = ("pretrained by `lanner demo` on this machine: yolo11n, 20 epochs on 200 synthetic images of one "
+STARTER_NOTE = ("Pretrained by `lanner demo` on this machine: yolo11n, 20 epochs on 200 synthetic images of one "
                 "class (shape); it finds shapes, a fine-tune teaches it yours")
 
 

@@ -56,7 +56,7 @@ def _official(session: Session, task: str) -> list[Start]:
                            .where(User.username == official.OWNER, ModelRecord.task == task,
                                   ModelRecord.weights_sha256.is_not(None))).all()
     starts = [Start(uri=official.uri(family, model.slug), name=model.slug, source="official", task=task, ready=True,
-                    note="official weights, pretrained on COCO" if task == "detect" else "official weights",
+                    note="Official weights, pretrained on COCO" if task == "detect" else "Official weights",
                     status=model.status, model_id=model.id) for model, family in rows]
     return sorted(starts, key=lambda start: _family_rank(start.name))
 

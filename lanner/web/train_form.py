@@ -26,7 +26,7 @@ FIELD_OF = (("gpuType", "gpu"), ("trainArgs.batch", "batch"), ("trainArgs.data",
 class TrainForm:
     dataset: str = ""
     dataset_uri: str = ""
-    model: str = "yolo11n.yaml"
+    model: str = ""  # none named: the best pretrained start (train_pages.prefill), else random weights
     epochs: str = "100"
     imgsz: str = "640"
     batch: str = "16"

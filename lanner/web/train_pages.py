@@ -25,7 +25,7 @@ from lanner.training import estimates, launch, refs
 from lanner.training.capacity import availability_now
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.training.schemas import EstimateRequest, StartRequest
-from lanner.web import train_chart, train_form
+from lanner.web import train_chart, train_form, train_models
 from lanner.web.templating import PageUser, redirect, render
 from lanner.web.train_form import TrainForm
 
@@ -37,7 +37,8 @@ def _datasets(session: Session, user: Principal) -> list[dict[str, Any]]:
     for dataset in datasets_service.list_datasets(session, user, owner=user.username):
         versions = datasets_service.list_versions(session, dataset)
         out.append({"uri": f"ul://{user.username}/datasets/{dataset.slug}", "name": dataset.name,
-                    "status": dataset.status, "versions": [v.version for v in versions]})
+                    "status": dataset.status, "versions": [v.version for v in versions], "task": dataset.task,
+                    "record": dataset})
     return out
 
 
@@ -96,14 +97,23 @@ def runnable_types(executor: Any, levels: dict[str, str | None]) -> set[str]:
         gpu for gpu in levels if executor.offers(gpu)}
 
 
-def prefill(session: Session, user: Principal, form: TrainForm, datasets: list[dict[str, Any]]) -> TrainForm:
+def prefill(session: Session, user: Principal, form: TrainForm, datasets: list[dict[str, Any]], *,
+            given: frozenset[str] = frozenset()) -> TrainForm:
     """The dialog as a link opens it (Train on the home, dataset, project and model pages): a dataset that is not
-    one of the user's own goes to the URI field; without one, the newest ready dataset; without a project, one
-    named after the dataset; without a model name, the model's name, numbered when the project has it."""
+    one of the user's own goes to the URI field; without one, the newest ready dataset; without a model, the best
+    pretrained start for the dataset's task (``train_models``); without an image size (``given`` names the fields
+    the link set), what the dataset's images need; without a project, one named after the dataset; without a
+    model name, the model's name, numbered when the project has it."""
     if form.dataset and form.dataset not in {d["uri"] for d in datasets} and not form.dataset_uri:
         form = replace(form, dataset="", dataset_uri=form.dataset)
     if not form.dataset_ref:
         form = replace(form, dataset=next((d["uri"] for d in datasets if d["status"] == "ready"), ""))
+    mine = next((d for d in datasets if d["uri"] == form.dataset_ref), None)
+    if not form.model:
+        task = (mine or {}).get("task") or "detect"
+        form = replace(form, model=train_models.default_model(train_models.starts(session, user, task), task))
+    if "imgsz" not in given and mine is not None:
+        form = replace(form, imgsz=str(train_models.default_imgsz(session, mine["record"])))
     parts = refs.dataset_parts(form.dataset_ref)
     if not form.project and parts and slugify(parts[1]):
         form = replace(form, project=parts[1])
@@ -122,10 +132,14 @@ def _page(request: Request, session: Session, user: Principal, form: TrainForm, 
           runtime: Any, errors: dict[str, str] | None = None, status_code: int = 200,
           datasets: list[dict[str, Any]] | None = None) -> Response:
     errors = dict(errors or {})
+    datasets = _datasets(session, user) if datasets is None else datasets
     estimate = _estimate(session, user, form, catalogue, runtime, errors)
+    task = next((d["task"] for d in datasets if d["uri"] == form.dataset_ref), None) or "detect"
+    offered = train_models.starts(session, user, task)
+    scratch = train_models.scratch_warning(form.model, estimate["images"]["train"] if estimate else None, offered)
     return render(request, "train.html", {
-        "form": form, "errors": errors, "estimate": estimate,
-        "datasets": _datasets(session, user) if datasets is None else datasets,
+        "form": form, "errors": errors, "estimate": estimate, "datasets": datasets,
+        "pretrained": offered, "scratch_warning": scratch,
         "official_models": train_form.OFFICIAL_MODELS, "my_models": _models(session, user),
         "hours": train_form.hours, "tiers": TIERS,
     }, fragment="_train_estimate.html", status_code=status_code, user=user, active="projects")
@@ -136,7 +150,8 @@ def train_dialog(request: Request, user: PageUser, session: DbSession, catalogue
                  runtime: Runtime) -> Response:
     """The dialog; with a dataset in the query (``/train?dataset=ul://...``) the GPU table as well."""
     datasets = _datasets(session, user)
-    form = prefill(session, user, TrainForm.read(request.query_params), datasets)
+    form = prefill(session, user, TrainForm.read(request.query_params), datasets,
+                   given=frozenset(request.query_params))
     return _page(request, session, user, form, catalogue, runtime, datasets=datasets)
 
 
