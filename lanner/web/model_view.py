@@ -9,6 +9,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from lanner.inference import schemas as inference
 from lanner.web.templating import when
 
 # (pattern over the flattened key, label, unit); ``{0}`` is the GPU index. The first match wins.
@@ -86,3 +87,13 @@ def weights_cards(download: dict[str, Any] | None, saved: list[dict[str, Any]]) 
         return {"name": newest["name"], "size": newest["size"], "url": newest["url"],
                 "note": "newest checkpoint; the model's weights come when training completes"}, saved
     return None, saved
+
+
+def preview_size(train_args: dict[str, Any] | None) -> int:
+    """The image size Preview predicts at: the one the model was trained at (a model trained on 64 px images
+    sees nothing it knows at 640), else shared inference's default."""
+    try:
+        size = int((train_args or {}).get("imgsz") or 0)
+    except (TypeError, ValueError):
+        size = 0
+    return size if inference.IMGSZ_MIN <= size <= inference.IMGSZ_MAX else inference.IMGSZ_DEFAULT

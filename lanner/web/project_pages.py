@@ -159,6 +159,7 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
         "is_owner": is_owner, "download": weights, "checkpoints": saved,
         "exports": export_views.section(session, user, record, owner=owner, project=project, signer=ctx.signer),
         "predict_url": f"/api/models/{owner.lower()}/{project}/{record.slug}/predict",
+        "preview_imgsz": model_view.preview_size(record.train_args),
         "plots": dashboard.final_plots(record.plots, record.class_names),
         "live_url": f"/{owner.lower()}/{project}/{record.slug}/live",
     }, user=user, active="projects")

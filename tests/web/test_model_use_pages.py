@@ -124,6 +124,7 @@ def test_a_viewer_sees_exports_but_cannot_start_one(app: Any, client: Any, acme:
     assert page.select_one("#export-form") is None  # no buttons
     assert page.select_one("#exports a[download]")["download"] == "tiny.onnx"  # but the download
     assert page.select_one("#preview-form")["data-predict"] == "/api/models/acme/shapes/tiny/predict"
+    assert page.select_one("#preview-imgsz")["value"] == "640"  # no training arguments: the API's default
     refused = export_now(client, token, "torchscript")
     assert refused.status_code == 403
     with app.state.lanner.db.session() as session:
@@ -144,20 +145,12 @@ def test_bad_formats_and_other_peoples_models(app: Any, client: Any, acme: str) 
         assert session.query(ModelExport).count() == 0
 
 
-def test_without_weights_there_is_nothing_to_export_or_preview(client: Any, make_account: Any, sdk: Any) -> None:
-    alice = make_account("alice", password=PASSWORD)
-    start(sdk(alice), epochs=3)
-    sign_in(client)
-    page = soup(client.get("/alice/shapes/train"))
-    assert page.select_one("#exports-section") is None and page.select_one("#preview") is None
-
-
 def test_weights_and_checkpoint_cards_agree(app: Any, client: Any, make_account: Any, sdk: Any) -> None:
     """A run that uploaded last.pt (the worker's resume checkpoint, never promoted): the Weights card offers it
     instead of saying "no checkpoint uploaded yet"; weights that came without a checkpoint are listed."""
     alice = make_account("alice", password=PASSWORD)
     platform = sdk(alice)
-    run = start(platform, epochs=3)
+    run = start(platform, epochs=3, trainArgs={"model": "yolo11n.yaml", "epochs": "3", "imgsz": "96"})
     send(platform, run["modelId"], "epoch_end", {"epoch": 0, "metrics": {"metrics/mAP50(B)": 0.1},
                                                  "system": {"cpu": 35.5, "ram": 12, "gpus": {"0": {
                                                      "usage": 90, "memory": 41.2, "temp": 71, "power": 285}},
@@ -166,6 +159,7 @@ def test_weights_and_checkpoint_cards_agree(app: Any, client: Any, make_account:
     page = soup(client.get("/alice/shapes/train"))
     assert "no checkpoint uploaded yet" in text(page.select_one("#weights-card"))  # true: nothing came yet
     assert page.select_one("#checkpoints") is None
+    assert page.select_one("#exports-section") is None and page.select_one("#preview") is None  # no weights
 
     upload = platform.models.upload_checkpoint(filename="last.pt", model_id=run["modelId"], run_id=run["runId"])
     client.cookies.clear()  # the trainer's signed PUT carries no session
@@ -193,3 +187,4 @@ def test_weights_and_checkpoint_cards_agree(app: Any, client: Any, make_account:
     assert "the model's weights" in text(page.select_one("#weights-card"))
     rows = page.select("#checkpoints tbody tr")
     assert [text(r.td) for r in rows] == ["best.pt", "last.pt"] and "model weights" in text(rows[0])
+    assert page.select_one("#preview-imgsz")["value"] == "96"  # Preview predicts at the size it trained at

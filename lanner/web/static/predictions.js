@@ -10,13 +10,14 @@
 
   function text(row) { return row.name + (row.confidence !== undefined ? ' ' + row.confidence.toFixed(2) : ''); }
 
-  function label(ctx, words, x, y, color) {
-    ctx.font = '600 13px system-ui, sans-serif';
-    const width = ctx.measureText(words).width + 8;
+  // ``k``: image pixels per screen pixel, so lines and labels look the same size whatever the image's size.
+  function label(ctx, words, x, y, color, k) {
+    ctx.font = '600 ' + (13 * k) + 'px system-ui, sans-serif';
+    const width = ctx.measureText(words).width + 8 * k;
     ctx.fillStyle = color;
-    ctx.fillRect(x, Math.max(0, y - 18), width, 18);
+    ctx.fillRect(x, Math.max(0, y - 18 * k), width, 18 * k);
     ctx.fillStyle = '#fff';
-    ctx.fillText(words, x + 4, Math.max(13, y - 5));
+    ctx.fillText(words, x + 4 * k, Math.max(13 * k, y - 5 * k));
   }
 
   function polygon(ctx, xs, ys) {
@@ -26,11 +27,13 @@
   }
 
   // Returns how many boxes (plain or oriented) were drawn.
-  function drawResults(ctx, results) {
-    let shapes = 0;
+  // Shapes first, then every label over them (the most confident drawn last, on top). Returns how many boxes
+  // (plain or oriented) were drawn.
+  function drawResults(ctx, results, k) {
+    const labels = [];
     results.forEach(function (row) {
       const color = colour(row);
-      ctx.lineWidth = 2;
+      ctx.lineWidth = 2 * k;
       ctx.strokeStyle = color;
       if (row.segments && row.segments.x && row.segments.x.length) {
         polygon(ctx, row.segments.x, row.segments.y);
@@ -44,21 +47,20 @@
       if (b && b.x4 !== undefined) {
         polygon(ctx, [b.x1, b.x2, b.x3, b.x4], [b.y1, b.y2, b.y3, b.y4]);
         ctx.stroke();
-        label(ctx, text(row), Math.min(b.x1, b.x2, b.x3, b.x4), Math.min(b.y1, b.y2, b.y3, b.y4), color);
-        shapes += 1;
+        labels.push([row, Math.min(b.x1, b.x2, b.x3, b.x4), Math.min(b.y1, b.y2, b.y3, b.y4)]);
       } else if (b) {
         ctx.strokeRect(b.x1, b.y1, b.x2 - b.x1, b.y2 - b.y1);
-        label(ctx, text(row), b.x1, b.y1, color);
-        shapes += 1;
+        labels.push([row, b.x1, b.y1]);
       }
       if (row.keypoints && row.keypoints.x) {
         ctx.fillStyle = color;
         row.keypoints.x.forEach(function (x, i) {
-          if ((row.keypoints.visible || [])[i] >= 0.5) { ctx.beginPath(); ctx.arc(x, row.keypoints.y[i], 3, 0, 2 * Math.PI); ctx.fill(); }
+          if ((row.keypoints.visible || [])[i] >= 0.5) { ctx.beginPath(); ctx.arc(x, row.keypoints.y[i], 3 * k, 0, 2 * Math.PI); ctx.fill(); }
         });
       }
     });
-    return shapes;
+    labels.reverse().forEach(function (l) { label(ctx, text(l[0]), l[1], l[2], colour(l[0]), k); });
+    return labels.length;
   }
 
   // The image is decoded from the chosen file itself (createImageBitmap): no blob: URL, which the page's
@@ -67,12 +69,13 @@
     return createImageBitmap(file, {imageOrientation: 'from-image'}).then(function (image) {
       canvas.width = image.width;
       canvas.height = image.height;
+      canvas.hidden = false;
+      const shown = canvas.getBoundingClientRect().width || image.width;
       const ctx = canvas.getContext('2d');
       ctx.drawImage(image, 0, 0);
       image.close();
       const entry = answer.images[0] || {results: []};
-      const shapes = drawResults(ctx, entry.results);
-      canvas.hidden = false;
+      const shapes = drawResults(ctx, entry.results, image.width / shown);
       canvas.dataset.boxes = shapes;
       canvas.dataset.results = entry.results.length;
       return entry.results;
@@ -87,10 +90,11 @@
   }
 
   // POST the image to a predict route (shared inference or an endpoint) with the session's CSRF token.
-  function predict(url, file, conf) {
+  function predict(url, file, conf, imgsz) {
     const body = new FormData();
     body.append('file', file);
     body.append('conf', conf || '0.25');
+    if (imgsz) { body.append('imgsz', imgsz); }
     return lanner.fetch(url, {method: 'POST', body: body}).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (answer) {
         if (!response.ok) { throw new Error(answer.error || ('Request failed (' + response.status + ').')); }

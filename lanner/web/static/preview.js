@@ -1,14 +1,17 @@
 // The model page's Preview (templates/_model_use.html): an image dropped on the box or chosen goes to shared
 // inference (models.predict: the API, with the session and its CSRF token; no endpoint needed) and its predictions
-// are drawn over it (predictions.js) and listed (class, confidence, box in pixels). A new confidence runs it again.
+// are drawn over it (predictions.js) and listed (class, confidence, box in pixels). A new confidence or image
+// size runs it again; the size starts at the one the model was trained at.
 (function () {
   'use strict';
 
   let current = null;  // the image being previewed
 
+  const LISTED = 20;  // rows listed (the most confident first, as the answer orders them); all are drawn
+
   function list(results) {
     const table = document.getElementById('preview-results');
-    const rows = results.map(function (r) {
+    const rows = results.slice(0, LISTED).map(function (r) {
       const tr = document.createElement('tr');
       const name = document.createElement('td');
       const swatch = document.createElement('span');
@@ -27,6 +30,14 @@
       tr.append(name, conf, box);
       return tr;
     });
+    if (results.length > LISTED) {
+      const more = document.createElement('tr');
+      const cell = more.insertCell();
+      cell.colSpan = 3;
+      cell.className = 'muted';
+      cell.textContent = '… and ' + (results.length - LISTED) + ' more, drawn on the image';
+      rows.push(more);
+    }
     table.tBodies[0].replaceChildren.apply(table.tBodies[0], rows);
     table.hidden = !rows.length;
   }
@@ -41,7 +52,8 @@
     form.setAttribute('aria-busy', 'true');
     summary.textContent = 'Predicting ' + file.name + '…';
     const started = performance.now();
-    draw.predict(form.dataset.predict, file, document.getElementById('preview-conf').value).then(function (answer) {
+    draw.predict(form.dataset.predict, file, document.getElementById('preview-conf').value,
+                 document.getElementById('preview-imgsz').value).then(function (answer) {
       const elapsed = performance.now() - started;
       return draw.draw(document.getElementById('preview-canvas'), file, answer).then(function (results) {
         list(results);
@@ -63,7 +75,9 @@
       if (input.files[0]) { current = input.files[0]; run(form); }
     });
     form.addEventListener('submit', function (event) { event.preventDefault(); run(form); });
-    document.getElementById('preview-conf').addEventListener('change', function () { if (current) { run(form); } });
+    ['preview-conf', 'preview-imgsz'].forEach(function (id) {
+      document.getElementById(id).addEventListener('change', function () { if (current) { run(form); } });
+    });
     ['dragenter', 'dragover'].forEach(function (name) {
       drop.addEventListener(name, function (event) { event.preventDefault(); drop.classList.add('preview-over'); });
     });
