@@ -22,13 +22,27 @@ from tests.web.conftest import WebServer, screenshot, signed_in
 pytestmark = pytest.mark.browser
 
 
+def with_weights(web_server: WebServer, weights: Path, model: str) -> str:
+    """alice's completed model ``shapes/<model>`` with ``weights`` and the training arguments the checkpoint
+    records (what a finished run leaves on the model); returns its page."""
+    import torch
+
+    from lanner.projects.models import ModelRecord
+
+    saved = torch.load(weights, map_location="cpu", weights_only=False).get("train_args") or {}
+    app = server_context(web_server.server.home, web_server.url)
+    model_id = attach_weights(app, web_server.user("alice"), weights, project="shapes", model=model)
+    with app.state.lanner.db.session() as session:
+        session.get(ModelRecord, model_id).train_args = {k: v for k, v in saved.items()
+                                                         if isinstance(v, int | float | str | bool)}
+        session.commit()
+    app.state.lanner.db.dispose()
+    return f"/alice/shapes/{model}"
+
+
 @pytest.fixture
 def tiny_model(web_server: WebServer, shapes_detector: Path) -> str:  # noqa: F811
-    alice = web_server.user("alice")
-    app = server_context(web_server.server.home, web_server.url)
-    attach_weights(app, alice, shapes_detector, project="shapes", model="tiny")
-    app.state.lanner.db.dispose()
-    return "/alice/shapes/tiny"
+    return with_weights(web_server, shapes_detector, "tiny")
 
 
 def test_export_onnx_from_the_page_and_download_it(page: Any, web_server: WebServer, tiny_model: str,
@@ -43,7 +57,7 @@ def test_export_onnx_from_the_page_and_download_it(page: Any, web_server: WebSer
     expect(row).to_have_attribute("data-status", "completed", timeout=240_000)  # htmx followed it by itself
     expect(row.locator("td").nth(2)).to_have_text(re.compile(r"^\d+\.\d MB$"))
     expect(page.locator("#export-list")).not_to_have_attribute("hx-get", re.compile("."))  # done: no more polling
-    page.locator("#exports-section").scroll_into_view_if_needed()
+    page.evaluate("document.getElementById('exports-section').scrollIntoView()")
     screenshot(page, "model-export")
 
     with page.expect_download() as info:
@@ -61,12 +75,10 @@ def test_export_onnx_from_the_page_and_download_it(page: Any, web_server: WebSer
 
 def test_preview_draws_the_models_boxes(page: Any, web_server: WebServer, localizer_weights: Path,  # noqa: F811
                                         tmp_path: Path) -> None:
-    """With the well-trained one-class detector (``tests.trained.shape_localizer``): a few good boxes."""
-    alice = web_server.user("alice")
-    app = server_context(web_server.server.home, web_server.url)
-    attach_weights(app, alice, localizer_weights, project="shapes", model="localizer")
-    app.state.lanner.db.dispose()
-    signed_in(page, alice, "/alice/shapes/localizer")
+    """The well-trained one-class detector (``tests.trained.shape_localizer``, trained at 64 px): Preview starts
+    at that size, where it finds the shapes (at the API's default 640 px it finds none in this image)."""
+    signed_in(page, web_server.user("alice"), with_weights(web_server, localizer_weights, "localizer"))
+    expect(page.locator("#preview-imgsz")).to_have_value("64")
     page.locator("#preview-conf").fill("0.5")
     page.set_input_files("#preview-file", str(image_file(tmp_path)))  # choosing it runs it
     canvas = page.locator("#preview-canvas")
@@ -78,7 +90,7 @@ def test_preview_draws_the_models_boxes(page: Any, web_server: WebServer, locali
     expect(rows.first.locator("td").nth(1)).to_have_text(re.compile(r"^\d+\.\d %$"))
     assert rows.count() == min(int(canvas.get_attribute("data-boxes")), 20) + (int(canvas.get_attribute(
         "data-boxes")) > 20)  # 20 listed at most, then how many more
-    assert page.evaluate("document.getElementById('preview-canvas').width") == 160  # the image's own size
+    expect(canvas).to_have_attribute("data-image-width", "160")  # the image's own size (drawn sharper)
     drawn = page.evaluate("""() => {
         const c = document.getElementById('preview-canvas');
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -87,7 +99,7 @@ def test_preview_draws_the_models_boxes(page: Any, web_server: WebServer, locali
             d[i] === 0xd6 && d[i + 1] === 0x46 && d[i + 2] === 0x2f) { coloured++; } }
         return coloured; }""")
     assert drawn > 0  # box outlines in the class colours, over the image
-    page.locator("#preview").scroll_into_view_if_needed()
+    page.evaluate("document.getElementById('preview').scrollIntoView()")
     screenshot(page, "model-preview")
 
     other = base64.b64encode(image_file(tmp_path, seed=9).read_bytes()).decode()
@@ -99,5 +111,5 @@ def test_preview_draws_the_models_boxes(page: Any, web_server: WebServer, locali
         const drop = new DragEvent('drop', {dataTransfer: transfer, bubbles: true, cancelable: true});
         document.getElementById('preview-drop').dispatchEvent(drop);
     }""", other)
-    expect(canvas).to_have_attribute("data-boxes", re.compile(r"^\d+$"), timeout=60_000)  # the dropped one's
+    expect(canvas).to_have_attribute("data-boxes", re.compile(r"^[1-9]\d*$"), timeout=60_000)  # the dropped one
     expect(page.locator("#preview-summary")).to_contain_text("(detect)")

@@ -67,15 +67,23 @@
   // Content-Security-Policy (default-src 'self') would refuse to load. Resolves to the image's results.
   function draw(canvas, file, answer) {
     return createImageBitmap(file, {imageOrientation: 'from-image'}).then(function (image) {
-      canvas.width = image.width;
-      canvas.height = image.height;
+      // A small image shown larger is drawn at the screen's resolution (``s`` canvas pixels per image pixel), so
+      // lines and labels stay sharp; shapes are drawn in image pixels either way.
       canvas.hidden = false;
+      canvas.width = image.width;
       const shown = canvas.getBoundingClientRect().width || image.width;
+      const s = Math.max(1, Math.min(8, Math.round(shown * (window.devicePixelRatio || 1) / image.width)));
+      canvas.width = image.width * s;
+      canvas.height = image.height * s;
+      canvas.dataset.imageWidth = image.width;
+      canvas.dataset.imageHeight = image.height;
+      const k = image.width / shown;
       const ctx = canvas.getContext('2d');
+      ctx.scale(s, s);
       ctx.drawImage(image, 0, 0);
       image.close();
       const entry = answer.images[0] || {results: []};
-      const shapes = drawResults(ctx, entry.results, image.width / shown);
+      const shapes = drawResults(ctx, entry.results, k);
       canvas.dataset.boxes = shapes;
       canvas.dataset.results = entry.results.length;
       return entry.results;
