@@ -91,6 +91,7 @@ def test_an_editor_exports_from_the_page_and_downloads_it(app: Any, client: Any,
     assert "Edge TPU" in text(page.select_one(".export-unavailable"))  # and why the others are missing
     assert "No export yet" in text(page.select_one("#export-list"))
     assert page.select_one("#export-list").get("hx-get") is None  # nothing to follow: no polling
+    assert page.select_one('#deployments-section a[href="#exports-section"]') is not None  # "export to ONNX"
 
     done = export_now(client, token)
     assert done.status_code == 303 and done.headers["location"] == "/acme/shapes/tiny#exports"
