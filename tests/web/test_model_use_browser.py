@@ -17,7 +17,7 @@ from tests.deployments.conftest import image_file
 from tests.deployments.test_e2e_local import server_context
 from tests.inference.conftest import shapes_detector  # noqa: F401  (a fixture)
 from tests.trained import attach_weights, localizer_weights  # noqa: F401  (a fixture)
-from tests.web.conftest import WebServer, screenshot, signed_in
+from tests.web.conftest import WebServer, a_run, screenshot, signed_in, webhook
 
 pytestmark = pytest.mark.browser
 
@@ -113,3 +113,21 @@ def test_preview_draws_the_models_boxes(page: Any, web_server: WebServer, locali
     }""", other)
     expect(canvas).to_have_attribute("data-boxes", re.compile(r"^[1-9]\d*$"), timeout=60_000)  # the dropped one
     expect(page.locator("#preview-summary")).to_contain_text("(detect)")
+
+
+def test_a_run_that_ends_while_its_page_is_open_says_to_reload(page: Any, web_server: WebServer) -> None:
+    """Its weights, final plots, Preview and Export are rendered by the server: the page says so and links to
+    itself, rather than leaving a finished run without them."""
+    bob = web_server.user("bob")
+    model_id = a_run(web_server, bob, "ends", 2)
+    signed_in(page, bob, "/bob/shapes/ends")
+    expect(page.locator("#model-status")).to_have_text("running")
+    expect(page.locator("#run-ended")).to_be_hidden()
+    webhook(web_server, bob, "training_complete", {"results": {"metrics": {"fitness": 0.3}}}, modelId=model_id)
+    expect(page.locator("#model-status")).to_have_text("completed", timeout=15_000)
+    notice = page.locator("#run-ended")
+    expect(notice).to_be_visible()
+    notice.get_by_role("link", name="reload the page").click()
+    page.wait_for_load_state("load")
+    expect(page.locator("#run-ended")).to_be_hidden()
+    expect(page.locator("#model-status")).to_have_text("completed")
