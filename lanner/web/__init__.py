@@ -15,6 +15,9 @@ Modules
     ``assistant_panel`` the dataset page's labelling-assistant section: its settings form and what it shows (the
                        view ``GET .../assistant`` answers); ``static/dataset-assistant.js`` draws its chart
     ``deploy_pages``   the model page's endpoints: the deployments table (htmx-polled), deploy/stop/start/delete
+    ``export_pages``   the model page's Export: a button per format this server builds, the exports list
+                       (htmx-polled while one runs) with downloads; ``model_view`` words the page's cards (units,
+                       times, weights and checkpoints); Preview is ``static/preview.js`` on shared inference
     ``team_pages``     teams: yours (and creating one), a team's members, roles, budgets, spend, invitation links
                        and leaving, and its activity log (admins); ``invitation_pages`` an invitation link opened
     ``workspaces``     which workspace ``/datasets`` and ``/projects`` list (``?owner=`` a team of yours) and the
@@ -22,8 +25,9 @@ Modules
     ``paths``          the ``{owner:owner}`` path convertor the ``/{owner}/...`` pages share
     ``templates/``     ``base.html`` (layout, navigation, messages), pages, ``_name.html`` fragments, ``_macros.html``
     ``static/``        ``lanner.css`` (the design system), ``lanner.js`` (CSRF header, errors, copy buttons),
-                       ``live.js``, page scripts (``deployments.js``: latency charts, "try it" drawn on a
-                       canvas), ``vendor/`` (htmx 2.0.11, uPlot 1.6.32: pinned, with licences)
+                       ``live.js``, page scripts (``deployments.js``: latency charts and "try it";
+                       ``predictions.js``: a predict answer drawn on a canvas, for "try it" and Preview),
+                       ``vendor/`` (htmx 2.0.11, uPlot 1.6.32: pinned, with licences)
 
 Adding a page
     1. A module ``lanner/web/<thing>_pages.py`` (a name ending in ``_pages`` is held to the router rules: it

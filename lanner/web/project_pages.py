@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, Response
 from lanner.deployments import views as deployment_views
 from lanner.deps import Ctx, DbSession
 from lanner.errors import Conflict, NotFound
+from lanner.exports import views as export_views
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord
 from lanner.teams import permissions
@@ -28,7 +29,7 @@ from lanner.training import checkpoints, dashboard
 from lanner.training import service as training_service
 from lanner.training.dependencies import CurrentCatalogue
 from lanner.training.state import ACTIVE
-from lanner.web import live, paths, train_form, workspaces  # noqa: F401  (paths: the {owner:owner} convertor)
+from lanner.web import live, model_view, paths, train_form, workspaces  # noqa: F401  (paths: the {owner:owner} convertor)
 from lanner.web.templating import PageUser, money, redirect, render
 from lanner.web.train_form import hours
 
@@ -56,7 +57,8 @@ def _live_view(state: dict[str, Any]) -> dict[str, Any]:
 
     return {**state, "elapsed": duration(state["elapsed_s"]), "eta": shown(state["eta_s"], duration),
             "cost": shown(state["cost_micros"], money), "projected": shown(state["projected_micros"], money),
-            "epochs": f"{state['epochs_done']} / {state['epochs_total']}" if state["epochs_total"] else "–"}
+            "epochs": f"{state['epochs_done']} / {state['epochs_total']}" if state["epochs_total"] else "–",
+            "system": model_view.system_shown(state["system"]), "history": model_view.history_shown(state["history"])}
 
 
 @router.get("/projects", response_class=HTMLResponse)
@@ -147,6 +149,7 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
               "current": c.sha256 == record.weights_sha256 and c.filename == record.weights_name,
               "url": ctx.signer.download_url(c.sha256, c.filename)}
              for c in checkpoints.saved_checkpoints(session, record.id) if c.sha256]
+    weights, saved = model_view.weights_cards(download, saved)
     is_owner = permissions.can(session, user_id=user.user_id, owner_id=record.owner_id, action="train")
     run = training_service.latest_run(session, record.id)
     offer = full_run_offer(record, run, project) if is_owner else None
@@ -156,7 +159,10 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
     return render(request, "model.html", {
         "full_run": offer, "hours": hours, "deploy": deploy, "train_url": train_url,
         "owner": owner.lower(), "project_slug": project, "model": record, "state": state,
-        "is_owner": is_owner, "download": download, "checkpoints": saved,
+        "is_owner": is_owner, "download": weights, "checkpoints": saved,
+        "exports": export_views.section(session, user, record, owner=owner, project=project, signer=ctx.signer),
+        "predict_url": f"/api/models/{owner.lower()}/{project}/{record.slug}/predict",
+        "preview_imgsz": model_view.preview_size(record.train_args),
         "plots": dashboard.final_plots(record.plots, record.class_names),
         "live_url": f"/{owner.lower()}/{project}/{record.slug}/live",
     }, user=user, active="projects")

@@ -57,13 +57,13 @@ def test_deploy_try_and_delete_from_the_model_page(page: Any, web_server: WebSer
 
         expect(page.locator("#try-deployment option")).to_have_count(1)
         page.set_input_files("#try-file", str(image_file(tmp_path)))
-        page.get_by_label("Confidence").fill("0.01")
+        page.locator("#try-it").get_by_label("Confidence").fill("0.01")
         page.get_by_role("button", name="Run").click()
         canvas = page.locator("#try-canvas")
         expect(canvas).to_be_visible(timeout=30_000)
         expect(canvas).to_have_attribute("data-boxes", re.compile(r"^[1-9]\d*$"))
         expect(page.locator("#try-summary")).to_contain_text("(detect)")
-        assert page.evaluate("document.getElementById('try-canvas').width") == 160  # the image's own size
+        expect(canvas).to_have_attribute("data-image-width", "160")  # the image's own size (drawn sharper)
         drawn = page.evaluate("""() => {
             const c = document.getElementById('try-canvas');
             const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -76,7 +76,7 @@ def test_deploy_try_and_delete_from_the_model_page(page: Any, web_server: WebSer
         expect(row.locator("td").nth(3)).to_contain_text("1", timeout=30_000)
         expect(row.locator("[data-latency]")).to_have_attribute("data-points", "1")
         page.set_input_files("#try-file", str(image_file(tmp_path)))
-        page.get_by_label("Confidence").fill("0.1")  # the tiny detector's best boxes only, for the picture
+        page.locator("#try-it").get_by_label("Confidence").fill("0.1")  # the tiny detector's best boxes only
         page.get_by_role("button", name="Run").click()
         expect(page.locator("#try-summary")).to_contain_text("square 0.11")
         page.locator("#deployments-section").scroll_into_view_if_needed()

@@ -67,6 +67,7 @@ RESOURCE_PAGES: dict[str, str] = {
     "/{owner:owner}/{project}/-/compare": "{project}",
     "/{owner:owner}/{project}/{model}": "{console}",
     "/{owner:owner}/{project}/{model}/deployments": "{model}",  # the table (it polls its own URL)
+    "/{owner:owner}/{project}/{model}/exports": "No export yet",  # the exports list (polled while one runs)
     "/teams/{team}": "{team}",
     "/teams/{team}/activity": "created",  # an admin's (his team's creation); alice's: 404 like a missing team
 }
@@ -87,6 +88,7 @@ WRITES: dict[str, int] = {
     "/account/keys/{key_id}/revoke": 303,  # back to his keys: "already revoked"
     "/{owner:owner}/{project}/{model}/cancel": 404,
     "/{owner:owner}/{project}/{model}/deployments": 404,
+    "/{owner:owner}/{project}/{model}/exports": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/stop": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/start": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/delete": 404,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -88,9 +89,11 @@ def test_the_model_page(client, runs):
     assert "Epoch 1/3" in text(page.select_one("#console"))
     assert text(page.select_one("[data-live-field=epochs]")) == "2 / 3"
     system = text(page.select_one("#system-metrics"))
-    assert "cpu" in system and "gpus.0.usage" in system
+    assert "CPU 40 %" in system and "GPU 0 90 %" in system  # the trainer's cpu and gpus.0.usage, with units
     history = [text(r) for r in page.select("#run-history tbody tr")]
     assert history and "running" in history[-1]
+    when = text(page.select_one("#run-history tbody td"))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", when), when  # in words, not an ISO stamp
     assert page.select_one("#cancel-form") is not None
     assert page.select_one("#model-live")["data-live-src"] == "/alice/shapes/train/live"
     assert page.find("script", src=False) is None and not page.select("[style]")  # the CSP allows it all

@@ -69,6 +69,8 @@
       badge.className = 'badge badge-' + data.status;
       const cancel = document.getElementById('cancel-form');
       if (cancel && !data.active) { cancel.hidden = true; }
+      // A run that ended while the page was open: its weights, plots, Preview and Export come with a reload.
+      if (state.active && !data.active) { document.getElementById('run-ended').hidden = false; }
       const system = document.getElementById('system-metrics');
       const keys = Object.keys(data.system);
       if (keys.length) {
