@@ -71,13 +71,20 @@ def create_team(request: Request, user: PageUser, session: DbSession, name: Anno
         try:
             team = service.create_team(session, name=name, owner=owner, full_name=full_name)
         except Conflict:
-            error = f"“{name.lower()}” is taken: teams and people share one set of names."
+            error = f"“{_slug(name)}” is taken: teams and people share one set of addresses."
         except BadRequest:
-            error = "Use 1-40 lowercase letters, digits or inner hyphens: the name is also the team's address."
+            error = "Use at least one letter or digit: the name gives the team its address."
         else:
             return redirect(request, f"/teams/{team.username}", f"Team “{team.username}” created: you are its owner.")
     return _teams_page(request, session, user, status_code=422, errors={"name": error},
                        form={"name": name, "full_name": full_name})
+
+
+def _slug(name: str) -> str:
+    try:
+        return service.team_slug(name)
+    except BadRequest:
+        return name.lower()
 
 
 # --- one team ------------------------------------------------------------------------------------------------------
