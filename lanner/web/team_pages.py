@@ -284,7 +284,8 @@ def revoke_invitation(team: str, invitation_id: str, request: Request, user: Pag
 ACTION_LABELS = {"created": "created", "member_added": "added", "member_removed": "removed", "member_left": "left",
                  "member_joined": "joined through an invitation", "role_changed": "changed the role of",
                  "budget_set": "set the monthly budget of", "invited": "created an invitation for",
-                 "invitation_revoked": "revoked an invitation for"}
+                 "invitation_revoked": "revoked an invitation for", "funded": "gave the team",
+                 "topped_up": "topped up the team's"}
 
 
 def _detail(event: dict[str, Any]) -> str:

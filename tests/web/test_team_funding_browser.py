@@ -40,3 +40,6 @@ def test_an_owner_names_a_team_freely_and_funds_it_from_their_credit(page: Any, 
     screenshot(page, "team-funding")
     page.reload()  # not only the swapped fragment: the ledger says so
     expect(page.locator(".stat", has_text="Team credit")).to_contain_text("$12.50")
+    page.get_by_role("link", name="Activity").click()
+    page.wait_for_url("**/teams/acme-vision/activity")
+    expect(page.locator("tr", has_text="gave the team")).to_contain_text("credit $12.50")
