@@ -51,6 +51,7 @@ from lanner.web.account_pages import router as account_pages
 from lanner.web.annotate_pages import router as annotate_pages
 from lanner.web.dataset_pages import router as dataset_pages
 from lanner.web.deploy_pages import router as deploy_pages
+from lanner.web.docs_pages import router as docs_pages
 from lanner.web.export_pages import router as export_pages
 from lanner.web.invitation_pages import router as invitation_pages
 from lanner.web.key_pages import router as key_pages
@@ -67,6 +68,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
+           docs_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide
 
 
@@ -115,6 +117,8 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         version=__version__,
         description="Self-hosted computer-vision platform, wire-compatible with the Ultralytics Platform API.",
         lifespan=lifespan,
+        docs_url=None,  # /docs is lanner.web.docs_pages: Swagger UI vendored, nothing from a CDN
+        redoc_url=None,  # ReDoc would load from a CDN too; one reference is enough
     )
     app.state.lanner = ctx
     app.state.training = training

@@ -68,3 +68,19 @@ def invite(team: str, role: Role = "viewer",
         invitation, token = service.invite(session, service.OPERATOR, team, role, days)
         err.print(f"invitation to {team.lower()} as {role}, expires {invitation.expires_at:%Y-%m-%d %H:%M} UTC")
     typer.echo(token)
+
+
+@teams_app.command("top-up")
+def top_up(team: str, usd: Annotated[float, typer.Argument(help="Dollars to add, e.g. 25 or 12.50.")]) -> None:
+    """Add USD dollars of credit to TEAM (from the operator, like `lanner credits add` for a person); prints the
+    team's new balance in cents. Admins move their own credit to a team on its page or with POST
+    /api/teams/TEAM/credit."""
+    from lanner.billing import service as billing_service  # start-up cost: only this command needs billing
+
+    with command_session() as (_, session):
+        account, _ = service.team_for(session, service.OPERATOR, team, "manage_billing")
+        billing_service.top_up(session, user_id=account.id, micros=billing_service.dollars_to_micros(usd),
+                               description="Top-up by the operator")
+        cents = billing_service.micros_to_cents(billing_service.balance_micros(session, user_id=account.id))
+    err.print(f"added ${usd:,.2f} to team {account.username}")
+    typer.echo(cents)

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
         default=None, description="HMAC key for signed URLs; generated under LANNER_HOME if unset."
     )
     signed_url_ttl_seconds: int = Field(default=3600, description="Lifetime of signed upload/download links.")
+    signups: bool = Field(default=False, description="Whether a person without an account may create one (username "
+                          "and password) from a team invitation link, joining the team at once. Off: the link says "
+                          "to ask the operator for an account (`lanner users create`).")
     api_key_cache_seconds: float = Field(
         default=5.0, description="How long a verified API key is trusted without a database lookup."
     )

@@ -94,7 +94,7 @@ OWN_OR_PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/api/billing/usage-summary"): "the caller's own balance",
     ("GET", "/api/users"): "the caller's own profile, or another user's only when it has public content",
     ("GET", "/api/trash"): "the caller's own trash (a team's with ?owner=: tests/teams/test_trash.py)",
-    ("GET", "/api/explore/search"): "public datasets only",
+    ("GET", "/api/explore/search"): "public datasets and projects only",
     ("GET", "/api/projects/{owner}"): "lists the owner's public projects: A's private ones must not appear",
     ("GET", "/api/datasets/{owner}"): "lists the owner's public datasets: A's private ones must not appear",
     ("GET", "/api/deployments/{owner}"): "lists the owner's deployments to the owner only: empty for anyone else",

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from lanner.db import Base, TimestampMixin, id_column
+from lanner.db import Base, TimestampMixin, id_column, utcnow
 
 
 class User(TimestampMixin, Base):
@@ -54,3 +54,15 @@ class WebSession(Base):
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[datetime]
     expires_at: Mapped[datetime]
+
+
+class Follow(Base):
+    """``account.follow``: ``follower_id`` follows ``followed_id`` (a user or a team); ``account.profile`` reads
+    it back as ``followerCount`` and ``isFollowed``. Following notifies nobody and grants nothing."""
+
+    __tablename__ = "follows"
+
+    follower_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    followed_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True,
+                                             index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

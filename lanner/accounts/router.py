@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts import passwords, service
 from lanner.accounts.dependencies import CurrentPrincipal, FastPrincipal, client_address
 from lanner.accounts.models import User
-from lanner.accounts.schemas import ApiKeyCreate, LoginRequest, PasswordChange
+from lanner.accounts.schemas import ApiKeyCreate, FollowRequest, LoginRequest, PasswordChange
 from lanner.accounts.service import Principal
 from lanner.accounts.sessions import SESSION_COOKIE, clear_session_cookie, end_session, set_session_cookie
 from lanner.billing import service as billing_service
@@ -20,6 +20,7 @@ from lanner.datasets.models import Dataset
 from lanner.db import iso
 from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
+from lanner.exports import usage
 from lanner.projects.models import ModelRecord, Project
 from lanner.teams import permissions
 from lanner.teams import service as teams_service
@@ -33,13 +34,15 @@ def account_summary(principal: CurrentPrincipal, session: DbSession) -> dict[str
     assert user is not None
     projects = session.scalar(select(func.count()).select_from(Project).where(Project.owner_id == user.id)) or 0
     models = session.scalar(select(func.count()).select_from(ModelRecord).where(ModelRecord.owner_id == user.id)) or 0
+    datasets = session.scalar(select(func.count()).select_from(Dataset).where(
+        Dataset.owner_id == user.id, Dataset.deleted_at.is_(None))) or 0
     return {
         "username": user.username,
         "name": user.full_name or user.username,
         "accountType": user.account_type,
         "plan": user.tier,
         "creditsCents": billing_service.micros_to_cents(billing_service.balance_micros(session, user_id=user.id)),
-        "counts": {"projects": int(projects), "datasets": 0, "models": int(models)},
+        "counts": {"projects": int(projects), "datasets": int(datasets), "models": int(models)},
         "teams": teams_service.teams_of(session, user.id),
     }
 
@@ -88,7 +91,33 @@ def profile(principal: CurrentPrincipal, session: DbSession, username: str | Non
     if user is None:
         raise NotFound(f"user '{username}' not found")
     return {"user": {"username": user.username, "fullName": user.full_name or user.username,
-                     "accountType": user.account_type, "followerCount": 0, "isFollowed": False}}
+                     "accountType": user.account_type,
+                     "followerCount": service.follower_count(session, user.id),
+                     "isFollowed": service.follows(session, follower_id=principal.user_id, followed_id=user.id)}}
+
+
+@router.patch("/api/users")
+def follow(body: FollowRequest, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    """``account.follow``: anyone ``account.profile`` shows you (a user or team with public content, or a team of
+    yours) may be followed; ``account.profile`` reads it back. Anyone else is the 404 of a name nobody has."""
+    user = _visible_user(session, principal, body.username)
+    if user is None:
+        raise NotFound(f"user '{body.username}' not found")
+    count = service.set_follow(session, follower_id=principal.user_id, followed=user, follow=body.followed)
+    return {"followed": body.followed, "followerCount": count}
+
+
+@router.get("/api/storage")
+def storage(principal: CurrentPrincipal, session: DbSession, details: Literal["true", "false"] = "false",
+            owner: str | None = Query(default=None, max_length=100, description="Lanner: a team's storage "
+                                      "instead of yours (any member)")) -> dict[str, Any]:
+    """``account.storage``: the bytes your datasets, models and exports hold, per kind (``details=true``: and
+    the ten largest items). Lanner has no storage plans: every ``limit`` and ``percent`` is 0."""
+    owner_id, _ = permissions.workspace_for(session, user_id=principal.user_id, username=principal.username,
+                                            owner=owner, action="read")
+    workspace = session.get(User, owner_id)
+    assert workspace is not None
+    return usage.storage(session, workspace, details=details == "true")
 
 
 def _secure(ctx: AppContext) -> bool:

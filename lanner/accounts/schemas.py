@@ -17,3 +17,10 @@ class ApiKeyCreate(BaseModel):
 class PasswordChange(BaseModel):
     currentPassword: str = Field(min_length=1, max_length=1000)
     newPassword: str = Field(min_length=1, max_length=1000)
+
+
+class FollowRequest(BaseModel):
+    """``account.follow``: follow (``followed: true``) or unfollow a user or team."""
+
+    username: str = Field(min_length=1, max_length=100)
+    followed: bool

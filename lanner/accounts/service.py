@@ -6,10 +6,11 @@ import re
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import delete, exists, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from lanner.accounts.models import ApiKey, User
+from lanner.accounts.models import ApiKey, Follow, User
 from lanner.accounts.security import hash_password, key_digest, looks_like_api_key, new_api_key
 from lanner.db import utcnow
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
@@ -173,3 +174,29 @@ def authenticate_key(session: Session, *, key: str, cache: dict, ttl: float) -> 
     principal = Principal(user_id=row[1], username=row[2], tier=row[3], key_id=row[0], run_id=row[4])
     cache[digest] = (now + ttl, principal)
     return principal
+
+
+# --- follows (``account.follow``; ``account.profile`` reads them back) -------------------------------------------
+
+def follower_count(session: Session, user_id: str) -> int:
+    return int(session.scalar(select(func.count()).select_from(Follow).where(Follow.followed_id == user_id)) or 0)
+
+
+def follows(session: Session, *, follower_id: str, followed_id: str) -> bool:
+    return bool(session.scalar(select(exists().where(Follow.follower_id == follower_id,
+                                                     Follow.followed_id == followed_id))))
+
+
+def set_follow(session: Session, *, follower_id: str, followed: User, follow: bool) -> int:
+    """Follow (``follow``) or unfollow ``followed``; idempotent either way. Returns its follower count."""
+    if followed.id == follower_id:
+        raise BadRequest("you cannot follow yourself")
+    if follow and not follows(session, follower_id=follower_id, followed_id=followed.id):
+        try:
+            with session.begin_nested():
+                session.add(Follow(follower_id=follower_id, followed_id=followed.id))
+        except IntegrityError:
+            pass  # a concurrent request of the same caller followed first: followed all the same
+    elif not follow:
+        session.execute(delete(Follow).where(Follow.follower_id == follower_id, Follow.followed_id == followed.id))
+    return follower_count(session, followed.id)

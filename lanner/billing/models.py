@@ -1,8 +1,10 @@
 """The credit ledger, double-entry: a transaction moves integer micro-dollars between accounts, and its
 postings always sum to zero. Balances are sums of postings, never stored numbers; rows are never updated.
 
-Accounts: ``available`` and ``held`` belong to a user; ``revenue`` and ``funding`` belong to the operator
-(``funding`` is where top-ups come from, so it goes negative by exactly what users were given)."""
+Accounts: ``available`` and ``held`` belong to a user; ``revenue``, ``funding`` and ``transfers`` belong to the
+operator (``funding`` is where top-ups come from, so it goes negative by exactly what users were given;
+``transfers`` is what a move of credit between two users passes through: each move's two transactions, one per
+user's ledger, net it back to zero)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ AVAILABLE = "available"
 HELD = "held"
 REVENUE = "revenue"
 FUNDING = "funding"
-ACCOUNTS = (AVAILABLE, HELD, REVENUE, FUNDING)
+TRANSFERS = "transfers"
+ACCOUNTS = (AVAILABLE, HELD, REVENUE, FUNDING, TRANSFERS)
 
 
 class LedgerTransaction(Base):
@@ -25,7 +28,7 @@ class LedgerTransaction(Base):
 
     id: Mapped[str] = id_column()
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    kind: Mapped[str] = mapped_column(String(20))  # topup, hold, charge, release, refund
+    kind: Mapped[str] = mapped_column(String(20))  # topup, hold, charge, release, refund, transfer
     description: Mapped[str] = mapped_column(String(300), default="")
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
     model_id: Mapped[str | None] = mapped_column(String(32))

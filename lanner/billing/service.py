@@ -15,7 +15,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.billing.models import AVAILABLE, FUNDING, HELD, REVENUE, LedgerPosting, LedgerTransaction
+from lanner.accounts.service import Principal
+from lanner.billing.models import AVAILABLE, FUNDING, HELD, REVENUE, TRANSFERS, LedgerPosting, LedgerTransaction
 from lanner.db import ACTOR_KEY
 from lanner.errors import BadRequest, PaymentRequired
 from lanner.teams import service as teams_service
@@ -155,6 +156,44 @@ def top_up(session: Session, *, user_id: str, micros: int, description: str = "T
         teams_service.record(session, owner_id=user_id, actor_id=session.info.get(ACTOR_KEY), action="topped_up",
                              target=f"credit {format_cents(micros)}", detail={"description": description})
     return entry
+
+
+def floor_dollars(micros: int) -> str:
+    """``$1.23``, rounded down: what is available is never shown higher than it is."""
+    cents = micros_to_cents(micros)
+    return f"${cents // 100:,}.{cents % 100:02d}"
+
+
+def transfer(session: Session, *, from_user_id: str, to_user_id: str, micros: int, description: str) -> None:
+    """Move ``micros`` of available credit from one user to another, atomically (the caller's transaction): one
+    debit in the payer's ledger, one credit in the payee's, both through ``transfers``. Both rows are locked in
+    one order (two opposite moves cannot deadlock); the payer's available credit never goes below zero (402)."""
+    if micros <= 0:
+        raise BadRequest("the amount must be positive")
+    if from_user_id == to_user_id:
+        raise BadRequest("credit cannot move to the account it comes from")
+    for user_id in sorted((from_user_id, to_user_id)):
+        lock_user(session, user_id)
+    available = balances(session, user_id=from_user_id).available
+    if micros > available:
+        raise PaymentRequired(f"only {floor_dollars(available)} of your credit is available",
+                              extra={"availableCents": micros_to_fractional_cents(available)})
+    post(session, user_id=from_user_id, kind="transfer", postings=[(AVAILABLE, -micros), (TRANSFERS, micros)],
+         description=description, lock=False)
+    post(session, user_id=to_user_id, kind="transfer", postings=[(TRANSFERS, -micros), (AVAILABLE, micros)],
+         description=description, lock=False)
+
+
+def fund_team(session: Session, actor: Principal, team_name: str, micros: int) -> User:
+    """An admin of team ``team_name`` gives it ``micros`` of their own available credit (``transfer``), written
+    to the team's activity log. Returns the team."""
+    team, _ = teams_service.team_for(session, actor, team_name, "manage_billing")
+    transfer(session, from_user_id=actor.user_id, to_user_id=team.id, micros=micros,
+             description=f"Credit from {actor.username} to team {team.username}")
+    teams_service.record(session, owner_id=team.id, actor_id=actor.user_id, action="funded",
+                         target=f"credit {floor_dollars(micros)}", detail={"from": actor.username,
+                                                                           "to": team.username})
+    return team
 
 
 def place_hold(session: Session, *, user_id: str, run_id: int, micros: int, estimate_micros: int,

@@ -27,6 +27,7 @@ from lanner.datasets.records import TASKS, Label
 from lanner.datasets.schemas import dataset_item
 from lanner.db import after_commit, iso, utcnow
 from lanner.errors import BadRequest, Conflict, NotFound
+from lanner.projects import service as projects_service
 from lanner.resources import apply_changes, check_visibility
 from lanner.slugs import slugify
 from lanner.teams import permissions, transfers
@@ -161,17 +162,22 @@ def touch(dataset: Dataset) -> None:
 
 def explore(session: Session, *, q: str | None, type: str | None, task: str | None, limit: int,
             offset: int) -> dict[str, Any]:
-    """``explore.search`` over public datasets (Lanner has no public projects to show)."""
+    """``explore.search`` over public datasets and projects (``type``: ``all`` or none for both, ``datasets``,
+    ``projects``; ``images`` finds nothing here). ``task``: comma-separated tasks (a project matches with a model
+    of one of them). ``hasMore``: either list has more past this page."""
+    tasks = [t.strip() for t in (task or "").split(",") if t.strip()]
     datasets: list[Dataset] = []
-    if type in (None, "datasets", "dataset"):
+    if type in (None, "all", "datasets", "dataset"):
         query = select(Dataset).where(Dataset.visibility == "public", Dataset.deleted_at.is_(None))
         if q:
             pattern = f"%{q.lower()}%"
             query = query.where(or_(func.lower(Dataset.name).like(pattern), Dataset.slug.like(pattern),
                                     func.lower(Dataset.description).like(pattern)))
-        if task:
-            query = query.where(Dataset.task == task)
+        if tasks:
+            query = query.where(Dataset.task.in_(tasks))
         datasets = list(session.scalars(query.order_by(Dataset.updated_at.desc()).offset(offset).limit(limit + 1)))
+    projects, more_projects = ([], False) if type not in (None, "all", "projects", "project") else (
+        projects_service.search_public(session, q=q, tasks=tasks, limit=limit, offset=offset))
     items = []
     for d in datasets[:limit]:
         stats = counts(session, d.manifest_id)
@@ -181,7 +187,7 @@ def explore(session: Session, *, q: str | None, type: str | None, task: str | No
                       "classNames": list(d.class_names or []), "task": d.task, "tags": list(d.tags or []),
                       "splits": {k: stats[k] for k in ("train", "val", "test", "labeled")}, "starCount": 0,
                       "sampleImages": [], "updatedAt": iso(d.updated_at)})
-    return {"projects": [], "datasets": items, "hasMore": len(datasets) > limit}
+    return {"projects": projects, "datasets": items, "hasMore": len(datasets) > limit or more_projects}
 
 
 # --- copy-on-write manifests ---------------------------------------------------------------------

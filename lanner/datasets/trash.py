@@ -100,9 +100,10 @@ def trashed_dataset(session: Session, principal: Principal, dataset_id: str, *, 
 def listing(session: Session, principal: Principal, *, page: int, limit: int, type: str | None,
             item_id: str | None, owner: str | None = None) -> dict[str, Any]:
     """``lifecycle.trash``: only datasets go to the trash in Lanner; projects and models are deleted at once.
-    ``owner``: a team's trash, for any of its members."""
+    ``owner``: a team's trash, for any of its members. ``type``: ``all`` (or none) or ``dataset`` lists them;
+    ``project`` and ``model`` list nothing."""
     owner_id = trash_owner(session, principal, owner, action="read")
-    items = [] if type not in (None, "dataset") else trashed(session, owner_id)
+    items = [] if type not in (None, "all", "dataset") else trashed(session, owner_id)
     if item_id:
         items = [d for d in items if d.id == item_id]
     now = utcnow()

@@ -9,12 +9,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import func, select
+from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import Session, defer
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
+from lanner.db import iso
 from lanner.errors import BadRequest, Conflict, NotFound
 from lanner.projects import official
 from lanner.projects.models import MODEL_STATUSES, TASKS, ModelRecord, Project
@@ -159,6 +160,35 @@ def model_counts(session: Session, project_ids: list[str]) -> dict[str, int]:
     rows = session.execute(select(ModelRecord.project_id, func.count()).where(
         ModelRecord.project_id.in_(project_ids)).group_by(ModelRecord.project_id))
     return {pid: int(n) for pid, n in rows}
+
+
+def search_public(session: Session, *, q: str | None, tasks: list[str], limit: int,
+                  offset: int) -> tuple[list[dict[str, Any]], bool]:
+    """``explore.search``'s projects: public ones, newest first, matching ``q`` (name, slug, description) and
+    holding a model of one of ``tasks`` when given. Returns the page and whether more follow."""
+    query = select(Project).where(Project.visibility == "public")
+    if q:
+        pattern = f"%{q.lower()}%"
+        query = query.where(or_(func.lower(Project.name).like(pattern), Project.slug.like(pattern),
+                                func.lower(Project.description).like(pattern)))
+    if tasks:
+        query = query.where(exists().where(ModelRecord.project_id == Project.id, ModelRecord.task.in_(tasks)))
+    projects = list(session.scalars(query.order_by(Project.updated_at.desc(), Project.id).offset(offset)
+                                    .limit(limit + 1)))
+    models: dict[str, list[tuple[str, int]]] = {p.id: [] for p in projects[:limit]}
+    for project_id, name, size in session.execute(select(ModelRecord.project_id, ModelRecord.name,
+                                                         ModelRecord.weights_size).where(
+            ModelRecord.project_id.in_(models)).order_by(ModelRecord.created_at)):
+        models[project_id].append((name, int(size or 0)))
+    owners = {user_id: name for user_id, name in session.execute(select(User.id, User.username).where(
+        User.id.in_({p.owner_id for p in projects})))}
+    items = [{"id": p.id, "project": p.slug, "name": p.name, "description": p.description or "",
+              "owner": owners.get(p.owner_id, ""), "visibility": p.visibility,
+              **({"iconColor": p.icon_color} if p.icon_color else {}), "iconLetter": (p.name or p.slug)[:1].upper(),
+              "modelCount": len(models[p.id]), "modelNames": [name for name, _ in models[p.id]],
+              "totalBytes": float(sum(size for _, size in models[p.id])), "starCount": 0,
+              "updatedAt": iso(p.updated_at)} for p in projects[:limit]]
+    return items, len(projects) > limit
 
 
 # --- models -------------------------------------------------------------------------------------

@@ -13,7 +13,14 @@ from lanner.billing import service as billing
 from lanner.db import iso, utcnow
 from lanner.deps import DbSession
 from lanner.teams import queries, service
-from lanner.teams.schemas import InvitationAccept, InvitationCreate, MemberAdd, MemberUpdate, TeamCreate
+from lanner.teams.schemas import (
+    InvitationAccept,
+    InvitationCreate,
+    MemberAdd,
+    MemberUpdate,
+    TeamCreate,
+    TeamFunding,
+)
 from lanner.training import budgets  # routers are the HTTP edge: per-member spend is the training domain's
 
 router = APIRouter(tags=["teams"])
@@ -121,6 +128,16 @@ def spend(team: str, principal: CurrentPrincipal, session: DbSession) -> dict[st
     return {"team": account.username, "month": utcnow().strftime("%Y-%m"), "members": rows,
             "availableCents": billing.micros_to_fractional_cents(balance.available),
             "heldCents": billing.micros_to_fractional_cents(balance.held)}
+
+
+@router.post("/api/teams/{team}/credit", summary="Give the team credit from your own (admins): one debit on you, "
+             "one credit on the team, never below zero (402)")
+def fund(team: str, body: TeamFunding, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    account = billing.fund_team(session, principal, team, body.amountCents * CENT)
+    theirs, yours = (billing.balances(session, user_id=i) for i in (account.id, principal.user_id))
+    return {"team": account.username, "amountCents": body.amountCents,
+            "availableCents": billing.micros_to_fractional_cents(theirs.available),
+            "yourAvailableCents": billing.micros_to_fractional_cents(yours.available)}
 
 
 def _member(row: dict[str, Any]) -> dict[str, Any]:

@@ -47,3 +47,11 @@ class InvitationAccept(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     token: str = Field(min_length=1, max_length=100)
+
+
+class TeamFunding(BaseModel):
+    """Credit an admin gives the team from their own available credit, in cents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    amountCents: int = Field(gt=0, le=100_000_000)

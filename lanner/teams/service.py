@@ -21,6 +21,7 @@ from lanner.accounts.security import key_digest
 from lanner.accounts.service import Principal, create_user, get_user_by_username
 from lanner.db import Base, iso, utcnow
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
+from lanner.slugs import slugify
 from lanner.teams.models import ActivityEvent, TeamInvitation, TeamMember
 from lanner.teams.permissions import ACTIONS, ROLES, allows, rank, role_in
 
@@ -30,9 +31,19 @@ INVITATION_DAYS = 7
 MAX_INVITATION_DAYS = 30
 
 
+def team_slug(name: str) -> str:
+    """A team's address (its username) from the name it was given, as datasets slugify theirs: ``Acme Vision`` is
+    ``acme-vision``. At most 40 characters, like a username; a name without letters or digits has none."""
+    slug = slugify(name)[:40].strip("-")
+    if not slug:
+        raise BadRequest("a team's name must contain at least one letter or digit")
+    return slug
+
+
 def create_team(session: Session, *, name: str, owner: User, tier: str = "free", full_name: str = "") -> User:
-    """A team account named ``name`` (the same namespace as usernames) with ``owner`` as its first owner."""
-    team = create_user(session, username=name, tier=tier, full_name=full_name or name)
+    """A team account for ``name`` (its slug is the username: the same namespace as usernames) with ``owner`` as
+    its first owner. Its display name is ``full_name``, else ``name`` as typed (``Acme Vision``)."""
+    team = create_user(session, username=team_slug(name), tier=tier, full_name=full_name or name.strip())
     team.account_type = TEAM
     session.add(TeamMember(team_id=team.id, user_id=owner.id, role="owner"))
     record(session, owner_id=team.id, actor_id=owner.id, action="created", target=f"team {team.username}")

@@ -20,6 +20,8 @@ Modules
                        times, weights and checkpoints); Preview is ``static/preview.js`` on shared inference
     ``team_pages``     teams: yours (and creating one), a team's members, roles, budgets, spend, invitation links
                        and leaving, and its activity log (admins); ``invitation_pages`` an invitation link opened
+    ``docs_pages``     the API reference (``/docs``): vendored Swagger UI over ``/openapi.json``, started by
+                       ``static/api-docs.js``
     ``workspaces``     which workspace ``/datasets`` and ``/projects`` list (``?owner=`` a team of yours) and the
                        switcher between them
     ``paths``          the ``{owner:owner}`` path convertor the ``/{owner}/...`` pages share
@@ -27,7 +29,7 @@ Modules
     ``static/``        ``lanner.css`` (the design system), ``lanner.js`` (CSRF header, errors, copy buttons),
                        ``live.js``, page scripts (``deployments.js``: latency charts and "try it";
                        ``predictions.js``: a predict answer drawn on a canvas, for "try it" and Preview),
-                       ``vendor/`` (htmx 2.0.11, uPlot 1.6.32: pinned, with licences)
+                       ``vendor/`` (htmx 2.0.11, uPlot 1.6.32, Swagger UI 5.36.0: pinned, with licences)
 
 Adding a page
     1. A module ``lanner/web/<thing>_pages.py`` (a name ending in ``_pages`` is held to the router rules: it

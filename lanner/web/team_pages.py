@@ -22,7 +22,7 @@ from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
 from lanner.billing import service as billing_service
 from lanner.deps import Ctx, DbSession
-from lanner.errors import BadRequest, Conflict, NotFound
+from lanner.errors import BadRequest, Conflict, NotFound, PaymentRequired
 from lanner.teams import queries, service
 from lanner.teams.permissions import ROLES, allows
 from lanner.training import budgets
@@ -71,13 +71,20 @@ def create_team(request: Request, user: PageUser, session: DbSession, name: Anno
         try:
             team = service.create_team(session, name=name, owner=owner, full_name=full_name)
         except Conflict:
-            error = f"“{name.lower()}” is taken: teams and people share one set of names."
+            error = f"“{_slug(name)}” is taken: teams and people share one set of addresses."
         except BadRequest:
-            error = "Use 1-40 lowercase letters, digits or inner hyphens: the name is also the team's address."
+            error = "Use at least one letter or digit: the name gives the team its address."
         else:
             return redirect(request, f"/teams/{team.username}", f"Team “{team.username}” created: you are its owner.")
     return _teams_page(request, session, user, status_code=422, errors={"name": error},
                        form={"name": name, "full_name": full_name})
+
+
+def _slug(name: str) -> str:
+    try:
+        return service.team_slug(name)
+    except BadRequest:
+        return name.lower()
 
 
 # --- one team ------------------------------------------------------------------------------------------------------
@@ -100,6 +107,7 @@ def _team(session: Session, user: Principal, team_name: str) -> dict[str, Any]:
         "grantable": [r for r in ROLES if r != "owner" or role == "owner"], "role_hints": ROLE_HINTS,
         "invitations": queries.pending_invitations(session, user, team.username) if admin else [],
         "credit": billing_service.balances(session, user_id=team.id) if admin else None,
+        "your_credit": billing_service.balances(session, user_id=user.user_id) if admin else None,
         "days": INVITATION_DAYS,
     }
 
@@ -107,7 +115,7 @@ def _team(session: Session, user: Principal, team_name: str) -> dict[str, Any]:
 def _page(request: Request, session: Session, user: Principal, team_name: str, *, status_code: int = 200,
           **context: Any) -> HTMLResponse:
     values = {**_team(session, user, team_name), "errors": {}, "notice": None, "new_invitation": None,
-              "add": {"username": "", "role": "viewer"}, **context}
+              "add": {"username": "", "role": "viewer"}, "fund": {"amount": ""}, **context}
     response = render(request, "team.html", values, fragment="_team.html", status_code=status_code, user=user,
                       active="account")
     if values["new_invitation"]:
@@ -141,6 +149,30 @@ def _budget_micros(text: str) -> int | None:
     if not dollars.is_finite() or dollars < 0 or dollars > BUDGET_MAX_DOLLARS or dollars != round(dollars, 2):
         raise ValueError(f"Enter 0 to {BUDGET_MAX_DOLLARS:,} dollars, in whole cents.")
     return int(dollars * MICROS_PER_DOLLAR)
+
+
+@router.post("/teams/{team}/credit", response_class=HTMLResponse)
+def fund_team(team: str, request: Request, user: PageUser, session: DbSession,
+              amount: Annotated[str, Form(max_length=30)] = "") -> Response:
+    """An admin gives the team credit from their own (``POST /api/teams/{team}/credit``)."""
+    found, _ = service.team_for(session, user, team, "manage_billing")
+    try:
+        micros = _budget_micros(amount) or 0
+    except ValueError:
+        micros = 0
+    try:
+        if micros <= 0:
+            raise ValueError("Enter an amount in dollars, such as 25 or 12.50.")
+        billing_service.fund_team(session, user, found.username, micros)
+    except ValueError as exc:
+        error = str(exc)
+    except PaymentRequired as exc:
+        error = f"That is more than you have: {exc.message}."
+    else:
+        return _done(request, session, user, found.username,
+                     f"Added {billing_service.floor_dollars(micros)} of your credit to {found.username}.")
+    return _page(request, session, user, found.username, status_code=422, errors={"amount": error},
+                 fund={"amount": amount})
 
 
 @router.post("/teams/{team}/members", response_class=HTMLResponse)
@@ -252,7 +284,8 @@ def revoke_invitation(team: str, invitation_id: str, request: Request, user: Pag
 ACTION_LABELS = {"created": "created", "member_added": "added", "member_removed": "removed", "member_left": "left",
                  "member_joined": "joined through an invitation", "role_changed": "changed the role of",
                  "budget_set": "set the monthly budget of", "invited": "created an invitation for",
-                 "invitation_revoked": "revoked an invitation for"}
+                 "invitation_revoked": "revoked an invitation for", "funded": "gave the team",
+                 "topped_up": "topped up the team's"}
 
 
 def _detail(event: dict[str, Any]) -> str:

@@ -15,7 +15,10 @@ def test_a_team_through_the_api(client: Any, make_account: Any) -> None:
     assert created.json()["team"] | {"userId": ""} == {"userId": "", "username": "acme", "fullName": "Acme Vision",
                                                         "plan": "free", "role": "owner"}
     assert client.post("/api/teams", json={"name": "acme"}, headers=ed.headers).status_code == 409
-    assert client.post("/api/teams", json={"name": "no way"}, headers=ed.headers).status_code == 400
+    assert client.post("/api/teams", json={"name": "!!!"}, headers=ed.headers).status_code == 400
+    spaced = client.post("/api/teams", json={"name": "Acme Vision"}, headers=make_account("kim").headers)
+    assert spaced.status_code == 201 and spaced.json()["team"] | {"userId": ""} == {
+        "userId": "", "username": "acme-vision", "fullName": "Acme Vision", "plan": "free", "role": "owner"}
 
     added = client.post("/api/teams/acme/members", json={"username": "ed", "role": "editor"}, headers=olga.headers)
     assert added.status_code == 201 and added.json() == {"username": "ed", "role": "editor"}

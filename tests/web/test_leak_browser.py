@@ -53,6 +53,7 @@ OWN_PAGES: dict[str, str] = {
     "/train": "{dataset_name}",  # his datasets to train on
     "/gpus": "h100-sxm",  # the catalogue (the same for everyone) and the estimator's accuracy over all runs
     "/metrics": "lanner_endpoint_requests",  # his endpoints in Prometheus text (the metric names, with none)
+    "/docs": "swagger-ui",  # the API reference: the same for everyone, nobody's data
 }
 # Pages of one thing named by the path: bob's own answer 200 and show the second value; alice's answer 404.
 RESOURCE_PAGES: dict[str, str] = {
@@ -98,6 +99,7 @@ WRITES: dict[str, int] = {
     "/teams/{team}/leave": 404,
     "/teams/{team}/invitations": 404,
     "/teams/{team}/invitations/{invitation_id}/revoke": 404,
+    "/teams/{team}/credit": 404,  # funding her team from his credit: not his team
 }
 # Writes that name nothing but the caller's own account, each with the reason.
 OWN_WRITES: dict[str, str] = {
@@ -108,12 +110,16 @@ OWN_WRITES: dict[str, str] = {
     "/train": "estimates or launches in the caller's workspace (a launch on alice's dataset: the writes test)",
     "/teams": "creates a team the caller owns",
     "/invitations/accept": "joins the team of the invitation token in the body: the token is the credential",
+    "/invitations/{token}/signup": "creates an account (LANNER_SIGNUPS only) that joins the team of the token in "
+                                   "the path: the token is the credential (tests/web/test_invitation_signup_pages.py)",
 }
 # Pages whose path holds a credential, each with the reason: whoever holds it is meant to see what it opens.
 TOKEN_PAGES: dict[str, str] = {
     "/invitations/{token}": "an invitation link shows its team and role to whoever opens it, as an admin meant "
                             "by sharing it; an unknown, used, revoked or expired one is one 404 page "
                             "(tests/web/test_team_pages.py)",
+    "/invitations/{token}/signup": "the same offer with a sign-up form (LANNER_SIGNUPS) or the message to ask the "
+                                   "operator for an account; a spent token is the same 404 page",
 }
 # Identifiers in the query string: each -> the status bob gets with alice's (the train dialog shows the error
 # next to the field: "not found", as for a dataset that does not exist).

@@ -74,13 +74,24 @@ def test_your_teams_and_creating_one(client: Any, people: dict[str, Any]) -> Non
     assert [text(td) for td in soup(client.get("/teams")).select("#team-list tbody td")][:3] == [
         "acme Acme Vision", "owner", "Free"]
     for name, error in (("", "Give the team a name."), ("acme", "is taken"), ("olga", "is taken"),
-                        ("no way", "lowercase letters"), ("x" * 41, "at most 40")):
+                        ("Acme!", "is taken"), ("!!!", "at least one letter"), ("x" * 41, "at most 40")):
         refused = _post(client, token, "/teams", name=name)
         assert refused.status_code == 422, name
         field = soup(refused).select_one("#field-name")
         assert field["aria-invalid"] == "true" and error in text(soup(refused).select_one("#field-name-error"))
     assert [t["username"] for t in client.get("/api/account/summary", headers=people["olga"].headers)
             .json()["teams"]] == ["acme"]
+
+
+def test_a_team_named_as_people_name_it_gets_a_slug_and_keeps_its_name(client: Any, people: dict[str, Any]) -> None:
+    """``Acme Vision`` was refused (a username's rule); datasets slugify their names, and so do teams now."""
+    token = as_user(client, "olga")
+    made = _post(client, token, "/teams", name="Acme Vision")
+    assert made.status_code == 303 and made.headers["location"] == "/teams/acme-vision"
+    assert [text(td) for td in soup(client.get("/teams")).select("#team-list tbody td")][:2] == [
+        "acme-vision Acme Vision", "owner"]
+    again = _post(client, token, "/teams", name="ACME  vision")
+    assert again.status_code == 422 and "“acme-vision” is taken" in text(soup(again).select_one("#field-name-error"))
 
 
 def test_each_role_sees_its_controls_and_outsiders_a_missing_team(client: Any, acme: str) -> None:
