@@ -19,7 +19,9 @@ from lanner.assistant import service as assistant_service
 from lanner.assistant.schemas import MAX_EPOCHS, MAX_IMGSZ, MAX_LABELS, MIN_IMGSZ, AssistantUpdate
 from lanner.datasets.models import Dataset
 from lanner.gpus.catalogue import Catalogue
+from lanner.training.capacity import availability_now
 from lanner.web.train_form import integer
+from lanner.web.train_pages import runnable_types
 
 STATUS_LABELS = {"off": "Off", "waiting": "Waiting for labels", "starting": "Starting", "training": "Training",
                  "ready": "Ready", "failed": "Failed"}
@@ -65,13 +67,20 @@ class AssistantForm:
                                every=numbers["every"], epochs=numbers["epochs"], imgsz=numbers["imgsz"])
 
 
-def offered(catalogue: Catalogue, tier: str, current: str) -> list[dict[str, Any]]:
-    """The GPU types the owner may train on, as the train dialog allows them; the saved one stays listed."""
-    rows = [{"id": g.id, "name": g.display_name, "price": g.price_per_hour} for g in catalogue.allowed_for(tier)]
+def runnable(runtime: Any, catalogue: Catalogue) -> set[str]:
+    """The GPU types a round can run on here: the train dialog's rule (``train_pages.runnable_types``)."""
+    return runnable_types(runtime.executor, availability_now(runtime.executor, catalogue))
+
+
+def offered(catalogue: Catalogue, tier: str, current: str, runnable: set[str]) -> list[dict[str, Any]]:
+    """The GPU types the owner may train on and this server can run, as the train dialog offers them; the saved
+    one stays listed, saying why it would not run."""
+    rows = [{"id": g.id, "name": g.display_name, "price": g.price_per_hour} for g in catalogue.allowed_for(tier)
+            if g.id in runnable]
     if current not in {r["id"] for r in rows} and current in catalogue:
         gpu = catalogue.get(current)
-        rows.append({"id": gpu.id, "name": f"{gpu.display_name} (not available to your plan)",
-                     "price": gpu.price_per_hour})
+        why = "not available here" if gpu.allowed_for(tier) else "not available to your plan"
+        rows.append({"id": gpu.id, "name": f"{gpu.display_name} ({why})", "price": gpu.price_per_hour})
     return rows
 
 
@@ -91,7 +100,7 @@ def _share(accepted: int, shown: int) -> float | None:
     return accepted / shown if shown else None
 
 
-def panel(session: Session, dataset: Dataset, *, catalogue: Catalogue, tier: str,
+def panel(session: Session, dataset: Dataset, *, catalogue: Catalogue, tier: str, runnable: set[str],
           form: AssistantForm | None = None, errors: dict[str, str] | None = None,
           notice: dict[str, str] | None = None) -> dict[str, Any]:
     """The section's template context (``assistant``)."""
@@ -110,6 +119,6 @@ def panel(session: Session, dataset: Dataset, *, catalogue: Catalogue, tier: str
         "last": last, "rounds": rounds,
         "chart": chart if any(v is not None for v in chart["map50"] + chart["accepted"]) else None,
         "form": form or AssistantForm.of(view), "errors": errors or {}, "notice": notice,
-        "gpus": offered(catalogue, tier, view["gpuType"]), "bounds": BOUNDS,
+        "gpus": offered(catalogue, tier, view["gpuType"], runnable), "bounds": BOUNDS,
         "model_url": f"/{view['model']['ref']}" if view["model"] and view["model"]["ref"] else None,
     }

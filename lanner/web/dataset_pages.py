@@ -37,7 +37,7 @@ from lanner.gpus.catalogue import Catalogue
 from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
 from lanner.training import trained_on
-from lanner.training.dependencies import CurrentCatalogue
+from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.web import assistant_panel, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 
@@ -205,7 +205,8 @@ def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, p
 
 
 def _page(request: Request, session: Session, user: Principal, dataset: Dataset, owner: str, grid: dict[str, Any],
-          catalogue: Catalogue, *, assistant: dict[str, Any] | None = None, status_code: int = 200) -> Response:
+          catalogue: Catalogue, runtime: Any, *, assistant: dict[str, Any] | None = None,
+          status_code: int = 200) -> Response:
     """The whole dataset page; the owner's has the assistant section (``assistant``: it again, after a form)."""
     base = _base(dataset, owner)
     health = health_report(session, dataset) if dataset.status != "processing" else None  # the issue filter's codes
@@ -214,7 +215,8 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
     # "owner" in the templates: whoever may change it (its owner, a team's editors: the permission table)
     is_owner = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
     if is_owner and assistant is None:
-        assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset))
+        assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset),
+                                          runnable=assistant_panel.runnable(runtime, catalogue))
     return render(request, "dataset.html", {
         **grid, "dataset": view, "base": base, "health": health, "is_owner": is_owner,
         "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
@@ -225,7 +227,8 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
 
 @router.get("/datasets/{owner}/{slug}", response_class=HTMLResponse)
 def dataset_page(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx,
-                 catalogue: CurrentCatalogue, page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+                 catalogue: CurrentCatalogue, runtime: Runtime,
+                 page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
                  split: str | None = None, class_id: Annotated[str | None, Query(alias="class")] = None,
                  labeled: str | None = None, issue: str | None = None) -> Response:
     """The whole page, or (htmx: the filter form and paging) just the grid."""
@@ -237,7 +240,7 @@ def dataset_page(owner: str, slug: str, request: Request, user: PageUser, sessio
     if is_fragment_request(request):  # the grid shows nothing of the rest: no health report, counts or size
         return render(request, "dataset.html", {**grid, "base": base}, fragment="_dataset_grid.html", user=user,
                       active="datasets")
-    return _page(request, session, user, dataset, owner, grid, catalogue)
+    return _page(request, session, user, dataset, owner, grid, catalogue, runtime)
 
 
 @router.get("/datasets/{owner}/{slug}/images/{image_id}", response_class=HTMLResponse)
@@ -299,7 +302,7 @@ def create_version(owner: str, slug: str, request: Request, user: PageUser, sess
 
 @router.post("/datasets/{owner}/{slug}/assistant", response_class=HTMLResponse)
 async def save_assistant(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx,
-                         catalogue: CurrentCatalogue, loop: Loop) -> Response:
+                         catalogue: CurrentCatalogue, loop: Loop, runtime: Runtime) -> Response:
     """The assistant's settings, saved as ``PUT .../assistant`` saves them (the owner's only: anyone else gets
     the 404 of a missing dataset). htmx gets the section again; a plain post goes back to the page, or gets the
     page with the refused form (422)."""
@@ -309,7 +312,9 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
     current = assistant_service.find(session, dataset)
     errors: dict[str, str] = {}
     tier = payer_tier(session, dataset)  # the workspace's plan: a team's rounds are the team's
-    body = form.update(assistant_panel.offered(catalogue, tier, current.gpu_type if current else "cpu"), errors)
+    runnable = assistant_panel.runnable(runtime, catalogue)
+    body = form.update(assistant_panel.offered(catalogue, tier, current.gpu_type if current else "cpu", runnable),
+                       errors)
     if body is not None:
         assistant_service.update(session, dataset, body, catalogue=catalogue, tier=tier)
         after_commit(session, loop.wake)
@@ -317,21 +322,25 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
                   else "Assistant off: settings saved."}
         if not is_fragment_request(request):
             return redirect(request, _base(dataset, owner) + "#assistant", notice["message"])
-        section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=tier, notice=notice)
+        section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=tier, notice=notice,
+                                        runnable=runnable)
         return render(request, "dataset.html", {"assistant": section, "base": _base(dataset, owner)},
                       fragment="_dataset_assistant.html", user=user)
-    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=tier, form=form, errors=errors)
+    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=tier, form=form, errors=errors,
+                                    runnable=runnable)
     if is_fragment_request(request):
         return render(request, "dataset.html", {"assistant": section, "base": _base(dataset, owner)},
                       fragment="_dataset_assistant.html", status_code=422, user=user)
     grid = _grid(session, dataset, ctx.signer, _base(dataset, owner), page=1, split=None, labeled=None,
                  issue=None, class_id=None)
-    return _page(request, session, user, dataset, owner, grid, catalogue, assistant=section, status_code=422)
+    return _page(request, session, user, dataset, owner, grid, catalogue, runtime, assistant=section,
+                 status_code=422)
 
 
 @router.get("/datasets/{owner}/{slug}/assistant/live", response_class=HTMLResponse)
 def assistant_live(owner: str, slug: str, request: Request, user: PageUser, session: DbSession,
-                   catalogue: CurrentCatalogue, seen: Annotated[str, Query(max_length=32)] = "") -> Response:
+                   catalogue: CurrentCatalogue, runtime: Runtime,
+                   seen: Annotated[str, Query(max_length=32)] = "") -> Response:
     """The assistant's state for an open dataset page's poll (the owner's only, like the section): the state
     again, and the chart and rounds table when they differ from ``seen`` (the page's ``signature``). Anything
     but htmx is sent to the section itself."""
@@ -339,7 +348,8 @@ def assistant_live(owner: str, slug: str, request: Request, user: PageUser, sess
     base = _base(dataset, owner.lower())
     if not is_fragment_request(request):
         return RedirectResponse(base + "#assistant", status_code=303)
-    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset))
+    section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset),
+                                    runnable=assistant_panel.runnable(runtime, catalogue))
     return render(request, "dataset.html", {"assistant": section, "base": base,
                                             "changed": section["signature"] != seen},
                   fragment="_assistant_live.html", user=user)
