@@ -355,6 +355,8 @@ def demo(username: str = "demo") -> None:
     typer.echo(f"Demo workspace ready at {public}\n  login:    {username}\n  password: {workspace.password}\n"
                f"  API key:  {workspace.key}\n  dataset:  {workspace.dataset}\n"
                f"  export ULTRALYTICS_PLATFORM_URL={public} ULTRALYTICS_API_KEY={workspace.key}")
+    if workspace.starting_problem:
+        err.print(f"[yellow]warning:[/yellow] no starting model was queued: {workspace.starting_problem}")
     if workspace.starting_model:
         typer.echo(f"  starting model: {workspace.starting_model} (queued: it trains on this machine once the "
                    "server starts, a few minutes on the CPU; new models start from it)")

@@ -22,7 +22,7 @@ from lanner.billing import service as billing_service
 from lanner.context import AppContext
 from lanner.datasets import service as datasets_service
 from lanner.datasets.ingest import commit_import, prepare_import
-from lanner.errors import NotFound
+from lanner.errors import LannerError, NotFound
 from lanner.gpus.catalogue import get_catalogue
 from lanner.projects import service as projects_service
 from lanner.projects import starting
@@ -54,6 +54,7 @@ class DemoWorkspace:
     dataset: str  # ul://...
     images_added: int  # 0 when the dataset was there already
     starting_model: str | None  # ul://... of the starting model queued now; None when the server had a start
+    starting_problem: str | None = None  # why no starting model could be queued
 
 
 def _principal(ctx: AppContext, username: str) -> Principal:
@@ -145,7 +146,12 @@ def ensure_starting_model(ctx: AppContext, *, username: str) -> str | None:
 def ensure_workspace(ctx: AppContext, *, username: str, password: str, starting_model: bool = True) -> DemoWorkspace:
     key = ensure_user(ctx, username=username, password=password)
     added = ensure_dataset(ctx, username=username)
-    starter = ensure_starting_model(ctx, username=username) if starting_model else None
+    starter, problem = None, None
+    if starting_model:
+        try:
+            starter = ensure_starting_model(ctx, username=username)
+        except LannerError as error:  # e.g. its pretraining data trashed: the workspace is still usable
+            problem = error.message
     return DemoWorkspace(username=username, password=password, key=key,
                          dataset=f"ul://{username}/datasets/{DEMO_DATASET}", images_added=added,
-                         starting_model=starter)
+                         starting_model=starter, starting_problem=problem)
