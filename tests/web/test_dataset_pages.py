@@ -215,6 +215,8 @@ def test_delete_goes_to_the_trash_and_restore_brings_it_back(client, app, alice,
     assert "moved to the trash" in text(trash.select_one("#messages"))
     row = trash.select_one("#trash-list tbody tr")
     assert "shapes" in text(row)
+    deleted = row.select_one("time")  # a human time, the ISO one for machines
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", text(deleted)) and deleted["datetime"].endswith("Z")
     assert client.get(base).status_code == 404
     assert not soup(client.get("/datasets")).select("#dataset-list li")
     restored = client.post(row.select_one("form")["action"], data={"csrf_token": token}, follow_redirects=False)
