@@ -186,6 +186,7 @@ def test_versions_are_saved_and_compared(client, app, alice, tmp_path):
               for r in compare.select("#compare-splits tbody tr")}
     assert splits["val"] == [str(VAL + 1), str(VAL), "-1"]
     assert splits["images"][2] == "-1"
+    assert splits["labelled images"][2] == "-1" and "labels" in splits  # British spelling, as everywhere
     classes = {text(r.select_one("th")): [int(text(td)) for td in r.select("td")]
                for r in compare.select("#compare-classes tbody tr")}
     assert set(classes) == {"circle", "square"}
