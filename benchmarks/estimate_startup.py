@@ -50,11 +50,13 @@ with TestClient(app):
 
 def child(checkout: Path, home: Path, args: list[str]) -> tuple[float, float, str]:
     """(wall s, CPU s, stdout) of one child process."""
+    home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(checkout), "LANNER_HOME": str(home), "COLUMNS": "80"}
     env.pop("LANNER_DATABASE_URL", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=900)
+    # cwd: the home, not a checkout (``python -m`` and ``-c`` put the working folder first on sys.path)
+    done = subprocess.run([sys.executable, *args], env=env, cwd=home, capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
