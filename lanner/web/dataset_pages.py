@@ -237,8 +237,9 @@ def dataset_page(owner: str, slug: str, request: Request, user: PageUser, sessio
     grid = _grid(session, dataset, ctx.signer, base, page=page, split=split, labeled=labeled, issue=issue,
                  class_id=int(class_id) if class_id and class_id.isdigit() else None, name=q)
     if is_fragment_request(request):  # the grid shows nothing of the rest: no health report, counts or size
-        return render(request, "dataset.html", {**grid, "base": base}, fragment="_dataset_grid.html", user=user,
-                      active="datasets")
+        editable = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
+        return render(request, "dataset.html", {**grid, "base": base, "is_owner": editable},
+                      fragment="_dataset_grid.html", user=user, active="datasets")
     return _page(request, session, user, dataset, owner, grid, catalogue)
 
 

@@ -88,3 +88,24 @@ def test_previous_next_arrow_keys_and_zoom_on_an_image(page: Any, boxes: WebServ
     page.locator("#ds-grid .ds-thumb").last.click()
     expect(page.locator("h1")).to_have_text(names[-1])
     expect(page.locator("#image-next")).to_have_count(0)  # nor the last a next one
+
+
+def test_bulk_select_moves_and_deletes_images(page: Any, boxes: WebServer, tmp_path_factory: Any) -> None:
+    data = make_detection_dataset(tmp_path_factory.mktemp("bulk") / "bulk", train=TRAIN, val=VAL, size=64, seed=4)
+    boxes.cli("datasets", "import", str(data.parent), "--owner", "alice", "--name", "bulk")
+    signed_in(page, boxes.user("alice"), "/datasets/alice/bulk")
+    count = page.locator("#ds-bulk-count")
+    expect(count).to_have_text("None selected")
+    expect(page.locator("#ds-bulk-move")).to_be_disabled()
+    page.get_by_label("Select val_0000.jpg").check()
+    page.get_by_label("Select val_0001.jpg").check()
+    expect(count).to_have_text("2 selected")
+    page.locator("#ds-bulk-split").select_option("test")
+    page.locator("#ds-bulk-move").click()
+    expect(page.locator("#ds-counts")).to_contain_text(f"({TRAIN} train, {VAL - 2} val, 2 test)")
+
+    page.get_by_label("Select train_0000.jpg").check()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#ds-bulk-delete").click()
+    expect(page.locator("#ds-counts")).to_contain_text(f"{TRAIN + VAL - 1} images ({TRAIN - 1} train")
+    expect(page.get_by_label("Select train_0000.jpg")).to_have_count(0)
