@@ -58,7 +58,6 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
         source, owner = next(((option, _uri_owner(uri)) for option, uri in (("--data", data), ("--model", model))
                               if _uri_owner(uri)), (source, None))
     with command_session() as (ctx, session):
-        profile_cache.use_file(ctx.settings.resolved_home / PROFILE_CACHE)
         principal = Principal.operator()
         if owner:
             try:
@@ -77,7 +76,11 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
             deadline_minutes=_duration(deadline) if deadline else None,
             budget_cents=budget * 100 if budget is not None else None, tier=principal.tier, nc=nc or None)
         catalogue = get_catalogue(ctx.settings)
-        result = advise(session, catalogue, request)
+        profile_cache.use_file(ctx.settings.resolved_home / PROFILE_CACHE)
+        try:
+            result = advise(session, catalogue, request)
+        finally:
+            profile_cache.use_file(None)  # this command's home only (tests run many in one process)
         levels = _availability(session, ctx.settings, catalogue)
     for item in result["estimates"]:
         item["availability"] = levels.get(item["gpuType"], "unknown")
