@@ -131,12 +131,13 @@ def compact_table(rows: list[dict]) -> Table:
     """No borders and no ranges of epoch time or cost (the total time's range gives the uncertainty); the batch
     only when it differs between types (AutoBatch), the tier a type needs below the table (``tier_notes``)."""
     batches = len({e["batch"] for e in rows}) > 1
-    table = Table("GPU type", "$/h", *(["batch"] if batches else []), "mem GB", "fits", "total min", "cost $",
-                  "available", box=None, pad_edge=False, header_style="bold")
+    misfits = not all(e["fits"] for e in rows)  # when every type fits, the column says nothing
+    table = Table("GPU type", "$/h", *(["batch"] if batches else []), "mem GB", *(["fits"] if misfits else []),
+                  "total min", "cost $", "available", box=None, pad_edge=False, header_style="bold")
     for e in rows:
         table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", *([str(e["batch"])] if batches else []),
-                      _memory(e, free=False), "yes" if e["fits"] else "no", _span(e["totalSeconds"]),
-                      f"{e['costCents']['value'] / 100:.2f}", e["availability"])
+                      _memory(e, free=False), *(["yes" if e["fits"] else "no"] if misfits else []),
+                      _span(e["totalSeconds"]), f"{e['costCents']['value'] / 100:.2f}", e["availability"])
     return table
 
 
@@ -183,7 +184,8 @@ def show(console: Console, result: dict) -> None:
         console.print(wide)
     elif _fits(console, compact):
         batch = "" if len({e["batch"] for e in rows}) > 1 else f"batch {rows[0]['batch']}; "
-        console.print(f"{batch}mem GB: the batch's planned peak of the card's usable memory; total min: the "
+        fits = "every GPU type fits its batch; " if all(e["fits"] for e in rows) else ""
+        console.print(f"{batch}{fits}mem GB: the batch's planned peak of the card's usable memory; total min: the "
                       "estimate (its range); a wider terminal shows epoch times, cost ranges and the largest batch")
         console.print(compact)
         for line in tier_notes(rows):

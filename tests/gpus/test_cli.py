@@ -112,10 +112,11 @@ def test_gpus_probe_measures_this_machine_and_stores_a_calibration_point(lanner_
 
 
 
-def _estimate_at(lanner_cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, columns: int) -> list[str]:
+def _estimate_at(lanner_cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, columns: int,
+                 *extra: str) -> list[str]:
     monkeypatch.setenv("COLUMNS", str(columns))
     result = lanner_cli("estimate", "--model", "yolo11n.yaml", "--train-images", "1000", "--val-images", "100",
-                        "--owner", "alice")
+                        "--owner", "alice", *extra)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert all(len(line) <= columns for line in lines), max(lines, key=len)
@@ -137,6 +138,15 @@ def test_estimate_fits_80_columns_with_every_gpu_type_whole_and_its_availability
     assert rows["cpu"].endswith("free now") and rows["h200-sxm"].endswith("none here")
     assert "needs the pro tier: " in "\n".join(lines) and "h200-sxm" in next(
         line for line in lines if line.startswith("needs the pro tier"))  # alice is on the free tier
+
+
+def test_estimate_with_autobatch_fits_80_columns_with_each_types_batch(
+        lanner_cli: Callable[..., Any], alice: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _estimate_at(lanner_cli, monkeypatch, 80, "--batch", "-1", "--epochs", "300")
+    assert not any("…" in line for line in lines)
+    header = next(line for line in lines if line.startswith("GPU type"))
+    assert header.split()[:4] == ["GPU", "type", "$/h", "batch"] and header.split()[-1] == "available"
+    assert int(next(line for line in lines if line.startswith("b300 ")).split()[2]) > 16  # AutoBatch's own batch
 
 
 def test_estimate_narrower_than_any_table_shows_one_block_per_gpu_type(

@@ -35,7 +35,7 @@
   });
 })();
 
-// The grid's bulk actions (its owner): tick images, then move them to a split or delete them, through the images
+// The grid's bulk actions (its owner): tick images, then move them to a split or remove them, through the images
 // API's bulk routes (PATCH / DELETE /api/images/bulk); the page reloads to show the result. Delegated: htmx
 // swaps the grid (and with it the selection) on every filter and page.
 (function () {
@@ -78,7 +78,9 @@
       const split = document.getElementById('ds-bulk-split').value;
       send('PATCH', {imageIds: ids, split: split}, function () { window.location.reload(); });
     } else if (event.target.id === 'ds-bulk-delete') {
-      if (!window.confirm('Delete ' + ids.length + ' image' + (ids.length === 1 ? '' : 's') + '?')) { return; }
+      if (!window.confirm('Remove ' + ids.length + ' image' + (ids.length === 1 ? '' : 's') + ' from the dataset?')) {
+        return;
+      }
       send('DELETE', {imageIds: ids}, function () { window.location.reload(); });
     }
   });
