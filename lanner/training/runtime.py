@@ -53,7 +53,7 @@ class TrainingRuntime:
         self.writer.start()
         if self.ctx.settings.supervisor_interval_seconds > 0:
             self.supervisor.start()
-        if self.prepare_estimates:
+        if self.prepare_estimates and self.ctx.settings.prepare_estimates:
             threading.Thread(target=self._prepare_estimates, name="lanner-estimate-warm-up", daemon=True).start()
 
     def _prepare_estimates(self) -> None:
