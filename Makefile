@@ -3,6 +3,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.lanner-installed
+# Where `make run` serves: `make run PORT=8080` (HOST=0.0.0.0 to be reachable from other machines).
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
 .PHONY: run test lint system-test-deps browser-test-deps screenshots bench clean
 
@@ -14,9 +17,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test,export]'
 	touch $(STAMP)
 
+# The demo prints the address it is served at (links, the export line): the same HOST and PORT, unless
+# LANNER_PUBLIC_URL names another (a proxy in front).
 run: $(STAMP)
-	$(BIN)/lanner demo
-	$(BIN)/lanner serve --host 127.0.0.1 --port 8000
+	LANNER_PUBLIC_URL="$${LANNER_PUBLIC_URL:-http://$(HOST):$(PORT)}" $(BIN)/lanner demo
+	LANNER_PUBLIC_URL="$${LANNER_PUBLIC_URL:-http://$(HOST):$(PORT)}" $(BIN)/lanner serve --host $(HOST) --port $(PORT)
 
 # PostgreSQL (initdb, pg_ctl) for the tests that run the API against a real server.
 system-test-deps:

@@ -72,14 +72,15 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            project_pages)  # project pages last: /{owner}/{project} is wide
 
 
-def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze_gc: bool = False) -> FastAPI:
+def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze_gc: bool = False,
+               prepare_estimates: bool = False) -> FastAPI:
     settings = settings or get_settings()
     ctx = AppContext.from_settings(settings)
     if migrate:
         upgrade_database(ctx.db.url)
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
     security.warm_up()  # an unknown username costs one hash from the first sign-in on
-    training = TrainingRuntime(ctx)
+    training = TrainingRuntime(ctx, prepare_estimates=prepare_estimates)
     imports = ImportQueue(ctx)
     exports = ExportQueue(ctx)
     maintenance = Maintenance(ctx)
@@ -151,5 +152,6 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
 
 def create_served_app() -> FastAPI:
     """The factory ``lanner serve`` hands to uvicorn: serve has migrated once already, before any worker. Only
-    a served process freezes its start-up objects for the collector (a test process builds many apps)."""
-    return create_app(migrate=False, freeze_gc=True)
+    a served process freezes its start-up objects for the collector and prepares the first estimate in the
+    background (a test process builds many apps)."""
+    return create_app(migrate=False, freeze_gc=True, prepare_estimates=True)

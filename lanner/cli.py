@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
 from lanner.billing import service as billing_service
 from lanner.cli_common import act_as, command_session, context, err, fail, refusals
+from lanner.cli_estimate import estimate
 from lanner.cli_models import models_app, register_official_folder
 from lanner.cli_teams import teams_app
 from lanner.config import get_settings
@@ -38,6 +38,7 @@ app.add_typer(datasets_app, name="datasets")
 app.add_typer(gpus_app, name="gpus")
 app.add_typer(models_app, name="models")
 app.add_typer(teams_app, name="teams")
+app.command()(estimate)
 
 
 @app.command()
@@ -161,10 +162,12 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
         act_as(session, owner)  # an unknown owner fails before any work
     with refusals(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                TimeElapsedColumn(), console=err) as bar:
-        task = bar.add_task("unpacking", total=None)
+        tasks = {"unpacked": bar.add_task("unpacked", total=None)}  # a bar per stage, each ending at its total
 
         def progress(stage: str, done: int, total: int) -> None:
-            bar.update(task, description=stage, completed=done, total=total or None)
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
 
         with prepare_import(blobs=ctx.blobs, settings=ctx.settings, source=source, progress=progress) as prepared, \
                 ctx.db.session() as session:
@@ -238,102 +241,6 @@ def gpus_probe(model: Annotated[str, typer.Option(help="Model YAML or weights to
                 record_probe(session, result)
             typer.echo(f"{gpu_type}\t{size}\t{result.epoch_seconds:.2f} s/epoch\t"
                        f"{images / result.epoch_seconds:.1f} img/s")
-
-
-def _uri_owner(uri: str | None) -> str | None:
-    """The owner (a username) of a ul://owner/... URI; None for anything else."""
-    return (uri.removeprefix("ul://").split("/")[0] or None) if uri and uri.startswith("ul://") else None
-
-
-def _duration(text: str) -> float:
-    """'90', '90m', '2h', '1.5h' -> minutes."""
-    units = {"m": 1.0, "h": 60.0, "d": 1440.0}
-    text = text.strip().lower()
-    try:
-        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
-    except (ValueError, IndexError):
-        raise typer.BadParameter(f"not a duration: {text!r} (use 90m, 2h, ...)") from None
-
-
-@app.command()
-def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul://owner/project/model.")],
-             data: Annotated[str | None, typer.Option(help="ul://owner/datasets/slug")] = None,
-             train_images: Annotated[int | None, typer.Option(help="Training images (without --data).")] = None,
-             val_images: Annotated[int, typer.Option(help="Validation images (without --data).")] = 0,
-             epochs: Annotated[int, typer.Option(help="Epochs.")] = 100,
-             imgsz: Annotated[int, typer.Option(help="Image size.")] = 640,
-             batch: Annotated[int, typer.Option(help="Batch size; -1 = AutoBatch.")] = 16,
-             deadline: Annotated[str | None, typer.Option(help="Finish within, e.g. 2h or 90m.")] = None,
-             budget: Annotated[float | None, typer.Option(help="Spend at most this many USD.")] = None,
-             owner: Annotated[str | None, typer.Option(help="Estimate as this user (tier, private datasets); "
-                                                         "default: the owner named in --data or --model, else "
-                                                         "no tier limit.")] = None,
-             ) -> None:
-    """Time, memory and cost on every GPU type, sorted by cost, the recommendation on top."""
-    # start-up cost: the advisor brings torch and ultralytics
-    from rich.table import Table
-
-    from lanner.errors import NotFound
-    from lanner.gpus import advisor
-    from lanner.gpus.catalogue import get_catalogue
-    from lanner.training.estimates import advise, dataset_counts, model_architecture
-
-    if (data is None) == (train_images is None):
-        fail("give either --data ul://owner/datasets/slug or --train-images N")
-    # Without --owner the estimate runs as the owner its URIs name, so their private datasets and models are
-    # readable and their tier marks which GPU types they may use.
-    source = "--owner"
-    if owner is None:
-        source, owner = next(((option, _uri_owner(uri)) for option, uri in (("--data", data), ("--model", model))
-                              if _uri_owner(uri)), (source, None))
-    with command_session() as (ctx, session):
-        principal = Principal.operator()
-        if owner:
-            try:
-                principal = act_as(session, owner)
-            except NotFound:
-                given = {"--owner": owner, "--data": data, "--model": model}[source]
-                fail(f"{source} {given}: user '{owner}' not found")
-        nc = None
-        if data is not None:
-            train, val, nc = dataset_counts(session, principal, data)
-        else:
-            train, val = int(train_images or 0), val_images
-        request = advisor.Request(
-            model=model_architecture(session, principal, model), train_images=train, val_images=val,
-            train_args={"epochs": epochs, "imgsz": imgsz, "batch": batch},
-            deadline_minutes=_duration(deadline) if deadline else None,
-            budget_cents=budget * 100 if budget is not None else None, tier=principal.tier, nc=nc or None)
-        result = advise(session, get_catalogue(ctx.settings), request)
-    console = Console()
-    for key in ("cheapest", "fastest", "balanced"):
-        pick = result["recommendation"].get(key)
-        console.print(f"[bold]{key}[/bold]: {pick['reason'] if pick else '-'}")
-    if note := result["recommendation"].get("note"):
-        console.print(f"[yellow]{note['reason']}[/yellow]")
-    if guidance := result.get("guidance"):
-        console.print(f"rule of thumb: {guidance['rule']}" + (f" ({guidance['why']})" if guidance.get("why") else ""))
-
-    def span(r: dict, unit: float = 60.0, fmt: str = "{:.0f}") -> str:
-        return f"{fmt.format(r['value'] / unit)} ({fmt.format(r['low'] / unit)}-{fmt.format(r['high'] / unit)})"
-
-    console.print("memory: the batch's planned peak (with a safety margin) of the card's usable GB (% free), and the "
-                  "largest batch that fits")
-    table = Table("GPU type", "$/h", "batch", "memory GB", "max batch", "fits", "epoch s", "total min", "cost $",
-                  "notes")
-    for e in sorted(result["estimates"], key=lambda e: (not e["fits"], e["costCents"]["value"])):
-        notes = ", ".join(n for n, on in (("loader-bound", e["loaderBound"]), (f"needs {e['minTier']}",
-                                                                                not e["allowed"])) if on)
-        margin = e["memory"]
-        table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", str(e["batch"]),
-                      f"{margin['usedGb']:.1f}/{margin['capacityGb']:.1f} ({margin['freePct']:.0f}%)",
-                      str(margin["largestBatch"]), "yes" if e["fits"] else "no",
-                      span(e["epochSeconds"], 1.0, "{:.1f}"), span(e["totalSeconds"]),
-                      span(e["costCents"], 100.0, "{:.2f}"), notes)
-    console.print(table)
-    accuracy = result["accuracy"]
-    console.print(f"estimator accuracy on past runs: {accuracy.get('medianAbsErrorPct')}% median error over "
-                  f"{accuracy['runs']} run(s)" if accuracy["runs"] else accuracy.get("note", ""))
 
 
 @db_app.command("upgrade")

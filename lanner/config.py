@@ -130,6 +130,9 @@ class Settings(BaseSettings):
     ray_worker_dir: str = Field(default="~/.lanner-worker/runs", description="Run folders on Ray worker nodes.")
     local_max_runs: int = Field(default=1, description="Concurrent CPU runs of the local executor (each GPU "
                                 "takes one run); the rest queue as pending.")
+    prepare_estimates: bool = Field(default=True, description="`lanner serve` makes the default model's first "
+                                    "estimate in the background at start, so the first training.start or estimate "
+                                    "request does not pay for profiling it (false: the first request does).")
     supervisor_interval_seconds: float = Field(default=2.0, description="How often runs are dispatched, polled, "
                                                "metered and settled.")
     meter_interval_seconds: float = Field(default=30.0, description="How often a running run's charges are "

@@ -45,7 +45,9 @@ GENEROUS_LIMITS = {f"LANNER_{name}": "100000/minute" for name in (
 
 def lanner_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "PYTEST_"))}
-    env.update({"LANNER_HOME": str(home), **GENEROUS_LIMITS, **extra})
+    # Each test server has a fresh home: its start-up estimate would profile a model in every module's server
+    # (seconds of CPU on a shared machine); tests/gpus/test_profile_cache.py tests it.
+    env.update({"LANNER_HOME": str(home), "LANNER_PREPARE_ESTIMATES": "false", **GENEROUS_LIMITS, **extra})
     return env
 
 

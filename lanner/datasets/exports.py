@@ -174,26 +174,39 @@ def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer
 
 
 def export_version(session: Session, dataset: Dataset, version: DatasetVersion, *, blobs: BlobStore,
-                   signer: URLSigner, settings: Settings, kind: str = "ndjson", owner: str = "") -> str:
-    """A signed link to an export of ``version`` (frozen content, so it is cached for good)."""
+                   signer: URLSigner, settings: Settings, kind: str = "ndjson", owner: str = "",
+                   filename: str | None = None) -> str:
+    """A signed link to an export of ``version`` (frozen content, so it is cached for good), downloading as
+    ``filename`` if given."""
     sha, name, _ = build_export(session, dataset, blobs=blobs, signer=signer, settings=settings, kind=kind,
                                 manifest_id=version.manifest_id, class_names=list(version.class_names),
                                 task=version.task, revision=-version.version, owner=owner)
-    return signer.download_url(sha, name)
+    return signer.download_url(sha, filename or name)
+
+
+SUFFIXES = {"ndjson": ".ndjson", "yolo": ".zip", "coco": "-coco.json"}
+
+
+def download_name(dataset: Dataset, kind: str, version: int | None) -> str:
+    """What a browser saves a download as: ``shapes-v2.zip``, or ``shapes-2026-12-06.zip`` for the current
+    content (the API keeps the trainer's names, ``KINDS``)."""
+    return f"{dataset.slug}-{f'v{version}' if version else utcnow().date().isoformat()}{SUFFIXES[kind]}"
 
 
 def export(session: Session, dataset: Dataset, *, version: int | None, pinned_version_id: int | None, kind: str,
-           owner: str, blobs: BlobStore, signer: URLSigner, settings: Settings) -> dict[str, Any]:
+           owner: str, blobs: BlobStore, signer: URLSigner, settings: Settings, named: bool = False) -> dict[str, Any]:
     """``datasets.export``: a version when one is asked for, or the one the caller's training run pinned
-    (``versions.pinned_version``); otherwise the live dataset, which must not be halfway through an import."""
+    (``versions.pinned_version``); otherwise the live dataset, which must not be halfway through an import.
+    ``named``: the link downloads as ``download_name`` (the web pages' links)."""
     captured = versions.pinned_version(session, dataset, pinned_version_id) if version is None else None
     if dataset.status == state.PROCESSING and captured is None:
         raise Conflict("the dataset is still processing an import; try again when it is ready")
     if version is not None or captured is not None:
         frozen = captured or versions.get_version(session, dataset, version or 0)
         url = export_version(session, dataset, frozen, blobs=blobs, signer=signer, settings=settings, kind=kind,
-                             owner=owner)
+                             owner=owner, filename=download_name(dataset, kind, frozen.version) if named else None)
         return {"downloadUrl": url, "version": frozen.version}
     sha, name, cached = build_export(session, dataset, blobs=blobs, signer=signer, settings=settings, kind=kind,
                                      owner=owner)
+    name = download_name(dataset, kind, None) if named else name
     return {"downloadUrl": signer.download_url(sha, name), "cached": cached}

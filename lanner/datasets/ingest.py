@@ -41,7 +41,7 @@ from lanner.storage.blobs import BlobStore
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 INSERT_CHUNK = 5000  # rows per executemany: the parameters of one chunk are all that is held at once
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], None]  # (stage, done, total): each stage ends with done == total
 
 
 @dataclass
@@ -138,9 +138,9 @@ def prepare_import(*, blobs: BlobStore, settings: Settings, source: Path, progre
             Prober(blobs, settings.import_processes, link=unpacked,
                    archive_bytes=source.stat().st_size if unpacked else 0) as prober:
         root = extract_archive(source, workdir / "data", limits, unpacker=prober.unpacker()) if unpacked else source
-        if progress:
-            progress("unpacked", 0, 0)
         plan = plan_import(root, limits)
+        if progress:  # unpacked and understood: the images found
+            progress("unpacked", len(plan.images), len(plan.images))
         for issue in plan.issues:
             result.skip(issue.name, issue.reason, "invalid")
         probing = time.time()
@@ -177,8 +177,10 @@ def commit_import(session: Session, prepared: PreparedImport, *, dataset: Datase
     state.finish_import(session, dataset, queued=queued)
     service.drop_manifest_if_orphan(session, old_manifest)
     if progress:
-        progress("health", 0, 0)
+        progress("health", 0, 1)
     refresh_health(session, dataset)
+    if progress:
+        progress("health", 1, 1)
     return result
 
 

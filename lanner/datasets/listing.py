@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, Select, bindparam, func, null, or_, select
+from sqlalchemy import BigInteger, Integer, Select, and_, bindparam, func, null, or_, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
@@ -222,3 +222,20 @@ def image_urls(session: Session, principal: Principal, image_ids: list[str], *, 
             if row.thumb_sha256:
                 thumbnails[image_id] = signer.download_url(row.thumb_sha256, "thumb.jpg")
     return {"urls": urls, "thumbnails": thumbnails, "depths": {}}
+
+
+def neighbours(session: Session, dataset: Dataset, key: str) -> tuple[str | None, str | None]:
+    """The keys of the images before and after ``key`` in the grid's order (name, then key), on the
+    (manifest, name, key) index; None at either end."""
+    name = session.scalar(select(DatasetItem.name).where(DatasetItem.manifest_id == dataset.manifest_id,
+                                                         DatasetItem.key == key))
+    if name is None:
+        return None, None
+    here = DatasetItem.manifest_id == dataset.manifest_id
+    before = or_(DatasetItem.name < name, and_(DatasetItem.name == name, DatasetItem.key < key))
+    after = or_(DatasetItem.name > name, and_(DatasetItem.name == name, DatasetItem.key > key))
+    previous = session.scalar(select(DatasetItem.key).where(here, before)
+                              .order_by(DatasetItem.name.desc(), DatasetItem.key.desc()).limit(1))
+    following = session.scalar(select(DatasetItem.key).where(here, after)
+                               .order_by(DatasetItem.name, DatasetItem.key).limit(1))
+    return previous, following

@@ -5,8 +5,11 @@ with the caller's price rule (billing's, so an estimate costs what the run will 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -38,13 +41,24 @@ class Request:
     source_image_size: tuple[int, int] | None = None  # (width, height) of a typical source image
 
 
+@functools.cache
+def trainer_arguments() -> frozenset[str]:
+    """The names ``yolo train`` accepts: the keys of ultralytics' ``cfg/default.yaml`` (its ``DEFAULT_CFG_DICT``),
+    read from the file, since importing ``ultralytics.cfg`` imports torch (seconds)."""
+    import yaml  # PyYAML comes with ultralytics
+
+    spec = importlib.util.find_spec("ultralytics")  # finds the package without running it
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the ultralytics package is not installed")
+    return frozenset(yaml.safe_load((Path(spec.origin).parent / "cfg" / "default.yaml").read_text()))
+
+
 def normalise_args(train_args: dict[str, Any] | None) -> dict[str, Any]:
     """The trainer's own argument names and defaults; invalid values are refused naming the argument."""
-    from ultralytics.cfg import DEFAULT_CFG_DICT  # ultralytics: seconds to import, loaded on first use
-
     args = dict(DEFAULT_ARGS)
+    accepted = trainer_arguments()
     for key, value in (train_args or {}).items():
-        if key not in DEFAULT_CFG_DICT:
+        if key not in accepted:
             raise Unprocessable(f"trainArgs.{key}: not an argument of yolo train")
         args[key] = value
 
@@ -66,7 +80,7 @@ def normalise_args(train_args: dict[str, Any] | None) -> dict[str, Any]:
     args["epochs"] = number("epochs", int, 1, MAX_EPOCHS)
     args["imgsz"] = number("imgsz", int, 1, MAX_IMGSZ)
     try:
-        from lanner.gpus.memory import resolve_optimizer  # torch: loaded on first use, not at server start
+        from lanner.gpus.memory import resolve_optimizer  # numpy: loaded on first use, not at server start
 
         resolve_optimizer(str(args["optimizer"]))
     except ValueError as exc:
@@ -126,7 +140,8 @@ def estimate(session: Session, catalogue: Catalogue, request: Request, *, price:
 
 
 def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price: PriceRule) -> dict[str, Any]:
-    from lanner.gpus import memory, profile  # torch: loaded on the first estimate, not at server start
+    # numpy, and torch on the first profile not in the disk cache (profile_cache): not at server start
+    from lanner.gpus import memory, profile
 
     args = normalise_args(request.train_args)
     session.info.pop("lanner.measured_scales", None)  # remembered within this estimate only, never stale

@@ -25,11 +25,15 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
+from lanner.gpus import profile_cache
 from lanner.gpus.profile import ModelProfile, meta_model, model_profile
+
+if TYPE_CHECKING:
+    import torch
 
 GIB = 1 << 30
 
@@ -250,13 +254,19 @@ def _profile(model: ModelProfile | str | Path, nc: int | None) -> ModelProfile:
 
 @functools.lru_cache(maxsize=1024)
 def _activation_bytes(profile: ModelProfile, imgsz: int) -> int:
-    """One training-mode forward of batch 2, summing the storages autograd saves (parameters excluded)."""
+    """One training-mode forward of batch 2, summing the storages autograd saves (parameters excluded); from the
+    disk cache (``profile_cache``) when measured before."""
+    stored = profile_cache.activation_bytes(profile.key, imgsz)
+    if stored is not None:
+        return int(stored)
     module = meta_model(profile)
     try:
-        return saved_bytes(module, imgsz, "meta") // 2
+        value = saved_bytes(module, imgsz, "meta") // 2
     except Exception:  # an op without a meta kernel: run it for real on CPU, with uninitialised weights
         cpu = copy.deepcopy(module).to_empty(device="cpu")
-        return saved_bytes(cpu, imgsz, "cpu") // 2
+        value = saved_bytes(cpu, imgsz, "cpu") // 2
+    profile_cache.store_activation_bytes(profile.key, imgsz, value)
+    return value
 
 
 def saved_bytes(module: torch.nn.Module, imgsz: int, device: str = "meta", *, batch: int = 2,
@@ -264,6 +274,8 @@ def saved_bytes(module: torch.nn.Module, imgsz: int, device: str = "meta", *, ba
     """Sum of the distinct storages autograd packs for backward in one forward of ``batch`` images (parameters
     excluded). On ``meta`` nothing is computed, only shapes propagate. With ``within``, only the storages first
     packed while that submodule runs (a head, a Proto module): how much of the total that part saves."""
+    import torch  # start-up cost: torch loads on the first measurement not found in the disk cache
+
     def storage_id(t: torch.Tensor) -> int:
         storage = t.untyped_storage()
         return storage._cdata if t.device.type == "meta" else storage.data_ptr()

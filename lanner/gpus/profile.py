@@ -14,11 +14,14 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
+from lanner.gpus import profile_cache
+
+if TYPE_CHECKING:
+    from torch import nn
 
 TASKS = ("detect", "segment", "pose", "obb", "classify")
 CLASSIFY_IMGSZ = 224  # classification models are profiled at their training default
@@ -90,7 +93,17 @@ def _cache_key(model: str | Path, nc: int | None) -> tuple[str, int | None, floa
 
 @functools.lru_cache(maxsize=256)
 def _profile(name: str, nc: int | None, mtime: float) -> ModelProfile:
-    return _built(name, nc, mtime)[0]
+    """From the disk cache (``profile_cache``: no torch, no build) when profiled before, else built."""
+    key = (name, nc, mtime)
+    stored = profile_cache.profile_fields(key)
+    if stored is not None:
+        try:
+            return ModelProfile(**{**stored, "strides": tuple(stored["strides"]), "key": key})
+        except (TypeError, KeyError):
+            pass  # written by another layout: profile again
+    profile = _built(name, nc, mtime)[0]
+    profile_cache.store_profile(key, {k: v for k, v in asdict(profile).items() if k != "key"})
+    return profile
 
 
 @functools.lru_cache(maxsize=64)
@@ -119,6 +132,7 @@ def _built(name: str, nc: int | None, mtime: float) -> tuple[ModelProfile, nn.Mo
 
 def _load_cfg(name: str) -> tuple[dict, str]:
     """The model dict and a display name; weights are read for their ``yaml`` only."""
+    import torch  # start-up cost: torch loads on the first profile not found in the disk cache
     from ultralytics.nn.tasks import yaml_model_load  # start-up cost: ultralytics loads on first profile
 
     path = Path(name)
@@ -169,6 +183,7 @@ def _model_class(cfg: dict, task: str, label: str) -> type[nn.Module]:
 
 def _flop_counter(module: nn.Module, imgsz: int) -> float:
     """Fallback when thop is missing: PyTorch's own counter (2 FLOPs per multiply-add, like get_flops)."""
+    import torch  # start-up cost: torch loads on the first profile not found in the disk cache
     from torch.utils.flop_counter import FlopCounterMode  # only on this fallback path
 
     module.eval()

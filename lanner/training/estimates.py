@@ -4,6 +4,7 @@ priced by billing's own rule so an estimate costs what the run will be charged."
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -11,8 +12,9 @@ from sqlalchemy.orm import Session
 from lanner.accounts.service import Principal
 from lanner.billing.metering import cost_micros
 from lanner.datasets import service as datasets_service
+from lanner.db import Database
 from lanner.errors import BadRequest, NotFound
-from lanner.gpus import advisor
+from lanner.gpus import advisor, profile_cache
 from lanner.gpus.catalogue import Catalogue
 from lanner.projects import service as projects_service
 from lanner.training import refs
@@ -82,3 +84,19 @@ def estimate(session: Session, principal: Principal, body: EstimateRequest, *, c
                               tier=principal.tier, nc=nc or None,
                               source_image_size=(body.imageSize[0], body.imageSize[1]) if body.imageSize else None)
     return advise(session, catalogue, request)
+
+
+PROFILE_CACHE = "cache/model-profiles.json"  # under LANNER_HOME: what profiling models found (gpus.profile_cache)
+WARM_UP_MODELS = ("yolo11n.yaml",)  # what the train dialog and training.start start from by default
+
+
+def warm_up(db: Database, catalogue: Catalogue, home: Path, models: tuple[str, ...] = WARM_UP_MODELS) -> None:
+    """What the first estimate of a process would pay (torch and ultralytics imported, each model built,
+    profiled and traced: 6-10 s on a busy machine), paid before any request asks: keep profiles on disk under
+    ``home`` and estimate each default model once, as ``training.start`` would. Profiles already on disk make it
+    cheap (no torch at all). Meant for a background thread at server start."""
+    profile_cache.use_file(home / PROFILE_CACHE)
+    for model in models:
+        request = advisor.Request(model=model, train_images=100, val_images=20, train_args={}, tier="enterprise")
+        with db.session() as session:
+            advise(session, catalogue, request)

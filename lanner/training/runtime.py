@@ -7,16 +7,24 @@ request depends on at the ground floor (``lanner.context``) knows it exists; tra
 
 from __future__ import annotations
 
+import logging
+import threading
+
 from lanner.context import AppContext
 from lanner.gpus.catalogue import get_catalogue
+from lanner.training import estimates
 from lanner.training.executors import Executor, make_executor
 from lanner.training.group_commit import GroupCommitWriter
 from lanner.training.supervisor import Supervisor
 
+log = logging.getLogger("lanner.training")
+
 
 class TrainingRuntime:
-    def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
+    def __init__(self, ctx: AppContext, executor: Executor | None = None, *, prepare_estimates: bool = False) -> None:
         self.ctx = ctx
+        self.prepare_estimates = prepare_estimates
+        self.estimates_ready = threading.Event()  # set once the start-up estimate is done (or failed)
         self.writer = GroupCommitWriter(ctx.db, ctx.settings.public_url, get_catalogue(ctx.settings))
         self._executor = executor
         self._supervisor: Supervisor | None = None
@@ -45,6 +53,18 @@ class TrainingRuntime:
         self.writer.start()
         if self.ctx.settings.supervisor_interval_seconds > 0:
             self.supervisor.start()
+        if self.prepare_estimates and self.ctx.settings.prepare_estimates:
+            threading.Thread(target=self._prepare_estimates, name="lanner-estimate-warm-up", daemon=True).start()
+
+    def _prepare_estimates(self) -> None:
+        """The cold first estimate (estimates.warm_up), off the request path: training.start's first call
+        would otherwise pay it."""
+        try:
+            estimates.warm_up(self.ctx.db, get_catalogue(self.ctx.settings), self.ctx.settings.resolved_home)
+        except Exception:  # the first request will pay it then, and say what is wrong
+            log.exception("could not prepare the first estimate")
+        finally:
+            self.estimates_ready.set()
 
     def stop(self) -> None:
         if self._supervisor is not None:

@@ -182,17 +182,18 @@ def import_report(owner: str, slug: str, request: Request, user: PageUser, sessi
 # --- a dataset ---------------------------------------------------------------------------------------------------
 
 def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, page: int, split: str | None,
-          class_id: int | None, labeled: str | None, issue: str | None) -> dict[str, Any]:
+          class_id: int | None, labeled: str | None, issue: str | None, name: str | None = None) -> dict[str, Any]:
     split = split if split in SPLITS else None
+    name = (name or "").strip()[:NAME_MAX] or None
     issue = issue if issue in ISSUE_CODES else None
     labeled = labeled if labeled in ("yes", "no") else None
     names = list(dataset.class_names or [])
     class_id = class_id if class_id is not None and 0 <= class_id < max(len(names), 1) else None
-    filters = {"split": split, "class": class_id, "labeled": labeled, "issue": issue}
+    filters = {"split": split, "class": class_id, "labeled": labeled, "issue": issue, "q": name}
     result = listing.list_images(
         session, dataset, signer=signer, limit=PER_PAGE, offset=(page - 1) * PER_PAGE, cursor=None,
         include_total=True, split=split, has_error=None, has_label=None if labeled is None else labeled == "yes",
-        class_ids=None if class_id is None else str(class_id), text=None, issue=issue, sort="name",
+        class_ids=None if class_id is None else str(class_id), text=name, issue=issue, sort="name",
         thumbnails=True, urls=False, labels=True)
     pages = max(1, math.ceil(result.get("total", 0) / PER_PAGE))
     images = [{**image, "shapes": _shapes(image.get("labels") or [], image["width"], image["height"])}
@@ -230,16 +231,18 @@ def dataset_page(owner: str, slug: str, request: Request, user: PageUser, sessio
                  catalogue: CurrentCatalogue, runtime: Runtime,
                  page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
                  split: str | None = None, class_id: Annotated[str | None, Query(alias="class")] = None,
-                 labeled: str | None = None, issue: str | None = None) -> Response:
-    """The whole page, or (htmx: the filter form and paging) just the grid."""
+                 labeled: str | None = None, issue: str | None = None,
+                 q: Annotated[str | None, Query(max_length=1000)] = None) -> Response:
+    """The whole page, or (htmx: the filter form and paging) just the grid. ``q``: part of the file name."""
     dataset = _dataset(session, user, owner, slug)
     owner = owner.lower()
     base = _base(dataset, owner)
     grid = _grid(session, dataset, ctx.signer, base, page=page, split=split, labeled=labeled, issue=issue,
-                 class_id=int(class_id) if class_id and class_id.isdigit() else None)
+                 class_id=int(class_id) if class_id and class_id.isdigit() else None, name=q)
     if is_fragment_request(request):  # the grid shows nothing of the rest: no health report, counts or size
-        return render(request, "dataset.html", {**grid, "base": base}, fragment="_dataset_grid.html", user=user,
-                      active="datasets")
+        editable = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
+        return render(request, "dataset.html", {**grid, "base": base, "is_owner": editable},
+                      fragment="_dataset_grid.html", user=user, active="datasets")
     return _page(request, session, user, dataset, owner, grid, catalogue, runtime)
 
 
@@ -252,8 +255,12 @@ def image_page(owner: str, slug: str, image_id: str, request: Request, user: Pag
     detail = listing.image_detail(session, user, image_id)
     props = detail["properties"]
     url = listing.image_urls(session, user, [image_id], signer=ctx.signer)["urls"].get(image_id)
+    base = _base(dataset, owner.lower())
+    previous, following = listing.neighbours(session, dataset, image_id.removeprefix(dataset.id + "-"))
     return render(request, "dataset_image.html", {
-        "dataset": dataset, "base": _base(dataset, owner.lower()), "image": props, "url": url,
+        "dataset": dataset, "base": base, "image": props, "url": url,
+        "prev_url": f"{base}/images/{dataset.id}-{previous}" if previous else None,
+        "next_url": f"{base}/images/{dataset.id}-{following}" if following else None,
         "labels": detail["labels"], "class_names": detail["classNames"],
         "shapes": _shapes(detail["labels"], props["width"], props["height"]),
         "can_edit": permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write"),
@@ -363,7 +370,7 @@ def export_dataset(owner: str, slug: str, user: PageUser, session: DbSession, ct
     if format not in EXPORT_FORMATS:
         raise BadRequest(f"format must be one of {', '.join(EXPORT_FORMATS)}")
     result = exports.export(session, dataset, version=v, pinned_version_id=None, kind=format, owner=owner.lower(),
-                            blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings)
+                            blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings, named=True)
     return RedirectResponse(result["downloadUrl"], status_code=303)
 
 

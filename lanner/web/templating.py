@@ -48,24 +48,33 @@ def static_url(name: str) -> str:
 # --- filters ---------------------------------------------------------------------------------------------------
 
 def money(micros: int | None, *, signed: bool = False) -> str:
-    """``$1.23``; sub-cent amounts (per-second charges) keep four decimals: ``$0.0042``. ``signed``: ``+$1.00``."""
+    """``$1.23``, in whole cents (half a cent rounds up); an amount under a cent (a few seconds' charge) is
+    ``<$0.01``, never a $0.00 that hides it. ``signed``: ``+$1.00``."""
     if micros is None:
         return ""
     sign = "-" if micros < 0 else ("+" if signed and micros > 0 else "")
     value = abs(micros)
-    text = f"{value / 1_000_000:,.2f}" if value % 10_000 == 0 else f"{value / 1_000_000:,.4f}"
-    return f"{sign}${text}"
+    if 0 < value < 10_000:
+        return f"{sign}<$0.01"
+    return f"{sign}${(value + 5_000) // 10_000 / 100:,.2f}"
 
 
-def when(value: datetime | None, *, date_only: bool = False) -> str:
+def _datetime(value: datetime | str) -> datetime:
+    """A datetime, or the API's ISO text of one (``2026-12-04T13:05:00Z``), as an aware datetime."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def when(value: datetime | str | None, *, date_only: bool = False) -> str:
     """``2026-12-04 13:05 UTC``, or ``2026-12-04``."""
     if not value:
         return ""
-    return value.astimezone(UTC).strftime("%Y-%m-%d" if date_only else "%Y-%m-%d %H:%M UTC")
+    return _datetime(value).astimezone(UTC).strftime("%Y-%m-%d" if date_only else "%Y-%m-%d %H:%M UTC")
 
 
-def iso_time(value: datetime | None) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else ""
+def iso_time(value: datetime | str | None) -> str:
+    return _datetime(value).astimezone(UTC).isoformat().replace("+00:00", "Z") if value else ""
 
 
 def size(value: float | int | None) -> str:

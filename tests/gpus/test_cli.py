@@ -110,3 +110,66 @@ def test_gpus_probe_measures_this_machine_and_stores_a_calibration_point(lanner_
     assert point.source == "probe" and point.gpu_type == "cpu" and point.imgsz == 64 and point.batch == 4
     assert point.train_images == 8 and point.epoch_seconds > 0
 
+
+
+def _estimate_at(lanner_cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, columns: int,
+                 *extra: str) -> list[str]:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = lanner_cli("estimate", "--model", "yolo11n.yaml", "--train-images", "1000", "--val-images", "100",
+                        "--owner", "alice", *extra)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert all(len(line) <= columns for line in lines), max(lines, key=len)
+    return [line.rstrip() for line in lines]
+
+
+def test_estimate_fits_80_columns_with_every_gpu_type_whole_and_its_availability(
+        lanner_cli: Callable[..., Any], alice: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lanner.gpus.catalogue import load_catalogue
+
+    lines = _estimate_at(lanner_cli, monkeypatch, 80)
+    assert not any("…" in line for line in lines)  # no cut cell
+    header = next(line for line in lines if line.startswith("GPU type"))
+    assert header.split()[-1] == "available"
+    rows = {line.split()[0]: line for line in lines[lines.index(header) + 1:] if line.split()
+            and line.split()[0] in {gpu.id for gpu in load_catalogue().offered()}}
+    assert set(rows) == {gpu.id for gpu in load_catalogue().offered()}
+    # The local executor runs one CPU run at a time and finds no NVIDIA GPU here: what gpu-availability says.
+    assert rows["cpu"].endswith("free now") and rows["h200-sxm"].endswith("none here")
+    assert "needs the pro tier: " in "\n".join(lines) and "h200-sxm" in next(
+        line for line in lines if line.startswith("needs the pro tier"))  # alice is on the free tier
+
+
+def test_estimate_with_autobatch_fits_80_columns_with_each_types_batch(
+        lanner_cli: Callable[..., Any], alice: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _estimate_at(lanner_cli, monkeypatch, 80, "--batch", "-1", "--epochs", "300")
+    assert not any("…" in line for line in lines)
+    header = next(line for line in lines if line.startswith("GPU type"))
+    assert header.split()[:4] == ["GPU", "type", "$/h", "batch"] and header.split()[-1] == "available"
+    assert int(next(line for line in lines if line.startswith("b300 ")).split()[2]) > 16  # AutoBatch's own batch
+
+
+def test_estimate_narrower_than_any_table_shows_one_block_per_gpu_type(
+        lanner_cli: Callable[..., Any], alice: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _estimate_at(lanner_cli, monkeypatch, 60)
+    assert not any("…" in line for line in lines)
+    cpu = lines.index(next(line for line in lines if line.startswith("cpu ")))
+    assert lines[cpu].endswith("free now") and lines[cpu + 1].startswith("  batch 16, memory ")
+    assert "total " in " ".join(lines[cpu + 1:cpu + 5]) and " min, cost $" in " ".join(lines[cpu + 1:cpu + 5])
+
+
+def test_estimate_counts_runs_the_database_knows_as_busy(lanner_cli: Callable[..., Any], app: Any, alice: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI launched no worker: a run the server launched on the CPU (in the database) makes the CPU busy."""
+    from sqlalchemy import update
+
+    from lanner.training.models import Run
+    from tests.ledger import make_run
+
+    run_id, _ = make_run(app.state.lanner.db, alice.user_id, gpu="cpu")
+    lines = _estimate_at(lanner_cli, monkeypatch, 80)
+    assert next(line for line in lines if line.startswith("cpu ")).endswith("free now")  # not launched
+    with app.state.lanner.db.session() as session:
+        session.execute(update(Run).where(Run.id == run_id).values(executor="local", external_id="1:2:3:1:cpu:"))
+    lines = _estimate_at(lanner_cli, monkeypatch, 80)
+    assert next(line for line in lines if line.startswith("cpu ")).endswith("all busy")

@@ -186,6 +186,7 @@ def test_versions_are_saved_and_compared(client, app, alice, tmp_path):
               for r in compare.select("#compare-splits tbody tr")}
     assert splits["val"] == [str(VAL + 1), str(VAL), "-1"]
     assert splits["images"][2] == "-1"
+    assert splits["labelled images"][2] == "-1" and "labels" in splits  # British spelling, as everywhere
     classes = {text(r.select_one("th")): [int(text(td)) for td in r.select("td")]
                for r in compare.select("#compare-classes tbody tr")}
     assert set(classes) == {"circle", "square"}
@@ -215,6 +216,8 @@ def test_delete_goes_to_the_trash_and_restore_brings_it_back(client, app, alice,
     assert "moved to the trash" in text(trash.select_one("#messages"))
     row = trash.select_one("#trash-list tbody tr")
     assert "shapes" in text(row)
+    deleted = row.select_one("time")  # a human time, the ISO one for machines
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", text(deleted)) and deleted["datetime"].endswith("Z")
     assert client.get(base).status_code == 404
     assert not soup(client.get("/datasets")).select("#dataset-list li")
     restored = client.post(row.select_one("form")["action"], data={"csrf_token": token}, follow_redirects=False)

@@ -4,7 +4,8 @@
 
   function dollars(value) {
     if (value == null) { return ''; }
-    return '$' + (value >= 0.01 || value === 0 ? value.toFixed(2) : value.toFixed(4));
+    // As the server's money filter: whole cents, and "<$0.01" for a day of a few seconds' charges.
+    return value > 0 && value < 0.01 ? '<$0.01' : '$' + value.toFixed(2);
   }
 
   // Axis labels: cents, or finer when the largest day is under a dime (per-second billing makes such days).

@@ -34,3 +34,54 @@
     if (container && window.uPlot) { draw(container); }
   });
 })();
+
+// The grid's bulk actions (its owner): tick images, then move them to a split or remove them, through the images
+// API's bulk routes (PATCH / DELETE /api/images/bulk); the page reloads to show the result. Delegated: htmx
+// swaps the grid (and with it the selection) on every filter and page.
+(function () {
+  'use strict';
+
+  function selected() {
+    return Array.prototype.map.call(document.querySelectorAll('#ds-grid .ds-select:checked'),
+                                    function (box) { return box.value; });
+  }
+
+  function refresh() {
+    const ids = selected();
+    const count = document.getElementById('ds-bulk-count');
+    if (!count) { return; }
+    count.textContent = ids.length ? ids.length + ' selected' : 'None selected';
+    document.getElementById('ds-bulk-move').disabled = !ids.length;
+    document.getElementById('ds-bulk-delete').disabled = !ids.length;
+  }
+
+  function send(method, body, done) {
+    lanner.fetch('/api/images/bulk', {method: method, headers: {'Content-Type': 'application/json'},
+                                      body: JSON.stringify(body)})
+      .then(function (response) {
+        return response.json().then(function (answer) {
+          if (!response.ok) { throw new Error(answer.error || 'The images could not be changed.'); }
+          return answer;
+        });
+      })
+      .then(done)
+      .catch(function (error) { lanner.showMessage(error.message, 'error'); });
+  }
+
+  document.addEventListener('change', function (event) {
+    if (event.target.classList && event.target.classList.contains('ds-select')) { refresh(); }
+  });
+  document.addEventListener('click', function (event) {
+    const ids = selected();
+    if (!ids.length) { return; }
+    if (event.target.id === 'ds-bulk-move') {
+      const split = document.getElementById('ds-bulk-split').value;
+      send('PATCH', {imageIds: ids, split: split}, function () { window.location.reload(); });
+    } else if (event.target.id === 'ds-bulk-delete') {
+      if (!window.confirm('Remove ' + ids.length + ' image' + (ids.length === 1 ? '' : 's') + ' from the dataset?')) {
+        return;
+      }
+      send('DELETE', {imageIds: ids}, function () { window.location.reload(); });
+    }
+  });
+})();
