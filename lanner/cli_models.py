@@ -50,7 +50,7 @@ def _download(name: str, folder: Path) -> Path:
     instead = (f"copy {file} here from a machine that has it and run `lanner models add-official ./{file}` (or put "
                "it in the folder LANNER_OFFICIAL_MODELS_DIR names)")
     from ultralytics.utils import is_online  # start-up cost: only when a download is asked for
-    from ultralytics.utils.downloads import attempt_download_asset
+    from ultralytics.utils.downloads import attempt_download_asset  # start-up cost, as above
 
     if not is_online():
         fail(f"cannot download {file}: this host is offline; {instead}")

@@ -63,8 +63,8 @@ def test_train_from_home_offers_what_runs_here_keeps_start_in_view_and_starts_a_
     for gpu in offered - {"cpu"}:
         expect(elsewhere.locator(f'tr[data-gpu="{gpu}"]')).to_contain_text("$")
     elsewhere.locator("summary").click()
-    for label, value in (("Epochs", "1"), ("Image size", "64"), ("Batch", "4"), ("Project", "demo"),
-                         ("Model name", "quick")):
+    expect(page.get_by_label("Image size", exact=True)).to_have_value("64")  # the dataset's images are 64 px
+    for label, value in (("Epochs", "1"), ("Batch", "4"), ("Project", "demo"), ("Model name", "quick")):
         with page.expect_response(_estimate):  # htmx re-estimates on change (debounced): wait for the answer
             page.get_by_label(label, exact=True).fill(value)
             page.get_by_label(label, exact=True).blur()
