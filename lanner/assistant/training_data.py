@@ -65,8 +65,10 @@ def refresh(session: Session, principal: Principal, source: Dataset, derived: Da
 
 
 def _ensure_val(session: Session, manifest_id: int) -> None:
+    # By file name: the same labels give the same split on every run (keys are random per upload, and which
+    # images validate changed a round's mAP50 from 0.14 to 0.31 between two uploads of the same images).
     items = list(session.scalars(select(DatasetItem).where(DatasetItem.manifest_id == manifest_id)
-                                 .order_by(DatasetItem.key)))
+                                 .order_by(DatasetItem.name, DatasetItem.key)))
     wanted = max(MIN_VAL, math.ceil(VAL_SHARE * len(items)))
     val_names = {item.name for item in items if item.split == "val"}
     missing = wanted - len(val_names)
