@@ -32,6 +32,13 @@ def availability_now(executor: Executor, catalogue: Catalogue,
     return out
 
 
+def runnable_types(executor: Executor, levels: Mapping[str, str | None]) -> set[str]:
+    """The GPU types a run can start on now, from ``availability_now``'s levels: those a device here has (level
+    not None); where none has (a Ray cluster with no node yet), those the executor would queue."""
+    return {gpu for gpu, level in levels.items() if level is not None} or {
+        gpu for gpu in levels if executor.offers(gpu)}
+
+
 def busy_in_database(session: Session, executor_name: str) -> dict[str, int]:
     """Launched workers per GPU type not yet known to be gone: what any process (the CLI, another server) knows
     of runs it did not launch."""

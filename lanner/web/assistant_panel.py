@@ -19,9 +19,8 @@ from lanner.assistant import service as assistant_service
 from lanner.assistant.schemas import MAX_EPOCHS, MAX_IMGSZ, MAX_LABELS, MIN_IMGSZ, AssistantUpdate
 from lanner.datasets.models import Dataset
 from lanner.gpus.catalogue import Catalogue
-from lanner.training.capacity import availability_now
+from lanner.training.capacity import availability_now, runnable_types
 from lanner.web.train_form import integer
-from lanner.web.train_pages import runnable_types
 
 STATUS_LABELS = {"off": "Off", "waiting": "Waiting for labels", "starting": "Starting", "training": "Training",
                  "ready": "Ready", "failed": "Failed"}
@@ -68,7 +67,7 @@ class AssistantForm:
 
 
 def runnable(runtime: Any, catalogue: Catalogue) -> set[str]:
-    """The GPU types a round can run on here: the train dialog's rule (``train_pages.runnable_types``)."""
+    """The GPU types a round can run on here: the train dialog's rule (``capacity.runnable_types``)."""
     return runnable_types(runtime.executor, availability_now(runtime.executor, catalogue))
 
 

@@ -22,7 +22,7 @@ from lanner.gpus.catalogue import TIERS, Catalogue
 from lanner.projects import service as projects_service
 from lanner.slugs import slugify, unique_slug
 from lanner.training import estimates, launch, refs
-from lanner.training.capacity import availability_now
+from lanner.training.capacity import availability_now, runnable_types
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.training.schemas import EstimateRequest, StartRequest
 from lanner.web import train_chart, train_form, train_models
@@ -88,13 +88,6 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
             "model": result["model"], "images": result["images"], "accuracy": result["accuracy"],
             "guidance": result.get("guidance"), "hold_micros": hold, "available_micros": available,
             "after_micros": available - hold, "constrained": deadline is not None or budget is not None}
-
-
-def runnable_types(executor: Any, levels: dict[str, str | None]) -> set[str]:
-    """The GPU types a run can start on now: those a device here has (``availability`` not None); where none
-    has (a Ray cluster with no node yet), those the executor would queue."""
-    return {gpu for gpu, level in levels.items() if level is not None} or {
-        gpu for gpu in levels if executor.offers(gpu)}
 
 
 def prefill(session: Session, user: Principal, form: TrainForm, datasets: list[dict[str, Any]], *,
