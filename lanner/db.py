@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -13,6 +15,11 @@ from sqlalchemy import JSON, DateTime, MetaData, String, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
+
+log = logging.getLogger("lanner.db")
+# Every SQLite transaction takes the write lock (BEGIN IMMEDIATE, below), so one held for long stalls every
+# request behind it for up to the busy timeout (30 s): such a transaction is logged with where it ended.
+SLOW_TRANSACTION_SECONDS = 5.0
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -88,6 +95,18 @@ def _json_dumps(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+def _begin_immediate(conn: Any) -> None:
+    conn.connection.driver_connection.execute("BEGIN IMMEDIATE")
+    conn.info["lock_taken_at"] = time.monotonic()
+
+
+def _lock_released(conn: Any) -> None:
+    taken = conn.info.pop("lock_taken_at", None)
+    if taken is not None and (held := time.monotonic() - taken) > SLOW_TRANSACTION_SECONDS:
+        log.warning("a transaction held the database's write lock for %.1f s: requests waited behind it",
+                    held, stack_info=True)
+
+
 def make_engine(url: str, *, auto_checkpoint: bool = True) -> Engine:
     """``auto_checkpoint=False``: SQLite connections that never checkpoint the write-ahead log themselves, for a
     writer that has ``lanner.wal.WalCheckpointer`` do it off its commits (other connections still do)."""
@@ -100,7 +119,9 @@ def make_engine(url: str, *, auto_checkpoint: bool = True) -> Engine:
         # SQLite's own BEGIN is deferred; take the write lock up front so concurrent writers queue
         # instead of failing with "database is locked" on lock upgrade. On the driver's connection: SQLAlchemy's
         # statement machinery cost a fifth of an empty transaction (~30 µs, every transaction of every request).
-        event.listen(engine, "begin", lambda conn: conn.connection.driver_connection.execute("BEGIN IMMEDIATE"))
+        event.listen(engine, "begin", _begin_immediate)
+        event.listen(engine, "commit", _lock_released)
+        event.listen(engine, "rollback", _lock_released)
 
         @event.listens_for(engine, "connect")
         def _no_pysqlite_begin(dbapi_connection: Any, _record: Any) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi.testclient import TestClient
 
+from lanner import db
 from lanner.accounts.models import User
 from lanner.deps import DbSession
 
@@ -24,3 +26,23 @@ def test_a_commit_that_fails_is_the_requests_error_not_a_lost_write(app: Any, al
     assert response.status_code == 500 and response.json()["code"] == "internal"
     with app.state.lanner.db.session() as session:
         assert session.query(User).filter_by(username="alice").count() == 1
+
+
+def test_a_transaction_that_holds_the_write_lock_long_is_logged_with_where(tmp_path: Any, monkeypatch: Any,
+                                                                          caplog: Any) -> None:
+    """Every SQLite transaction takes the write lock: one held for long stalls every request behind it (a
+    first-hour CI run timed out a GET after 30 s). The log says so, and from where, so it can be found."""
+    database = db.Database(f"sqlite:///{tmp_path / 'lock.db'}")
+    monkeypatch.setattr(db, "SLOW_TRANSACTION_SECONDS", 2.0)
+    with caplog.at_level("WARNING", logger="lanner.db"):
+        with database.session() as session:
+            session.connection()  # begins: the lock is taken, and released at once
+        with database.session() as session:
+            session.connection()
+            deadline = time.monotonic() + 2.1
+            while time.monotonic() < deadline:  # slow work inside the transaction, holding the lock
+                pass
+    database.dispose()
+    slow = [r for r in caplog.records if "write lock" in r.getMessage()]
+    assert len(slow) == 1, [r.getMessage() for r in caplog.records]
+    assert "test_request_session.py" in (slow[0].stack_info or "")

@@ -93,7 +93,13 @@ class WebServer:
         return self.users[username]
 
     def api(self, user: User, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return httpx.request(method, f"{self.url}{path}", headers=user.headers, timeout=30, **kwargs)
+        """A request as ``user``; a server that does not answer in 30 s fails with the end of its log (which names
+        a transaction that held the database's write lock for long: ``lanner.db``)."""
+        try:
+            return httpx.request(method, f"{self.url}{path}", headers=user.headers, timeout=30, **kwargs)
+        except httpx.TimeoutException as exc:
+            tail = self.server.log.read_text(errors="replace")[-6000:]
+            raise AssertionError(f"{method} {path}: no answer in 30 s ({exc}); the server's log ends:\n{tail}") from exc
 
     def stop(self) -> None:
         if self._db is not None:
