@@ -36,6 +36,7 @@ from lanner.inference.predictor import Predictor
 from lanner.inference.router import router as inference_router
 from lanner.maintenance.loop import Maintenance
 from lanner.migrate import upgrade_database
+from lanner.periodic import BackgroundLoop
 from lanner.projects.router import router as projects_router
 from lanner.security_headers import SecurityHeaders
 from lanner.storage.router import router as storage_router
@@ -148,6 +149,15 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
 
     logging.getLogger("lanner").setLevel(logging.INFO)
     return app
+
+
+def background_loops(app: FastAPI) -> dict[str, BackgroundLoop]:
+    """Every background loop of ``app`` by name, as they are now (``TrainingRuntime.use_executor`` replaces the
+    supervisor): where a status view, or a lease among several server processes, reads their heartbeats."""
+    state = app.state
+    loops = (state.training.supervisor, state.imports, state.exports, state.maintenance, state.deployments.supervisor,
+             state.deployments.requests, state.assistant)
+    return {loop.name: loop for loop in loops}
 
 
 def create_served_app() -> FastAPI:

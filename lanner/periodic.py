@@ -1,77 +1,120 @@
-"""A background thread that runs one job every few seconds until stopped: the supervisor and the maintenance
-loop are both this. A failing pass is logged and the next one retries, so one bad row never stops the loop."""
+"""The one base of every background loop of a server process (``BackgroundLoop``): the training supervisor, the
+import and export queues, maintenance, the endpoint supervisor and its request log, the assistants. Ground
+floor: it knows no domain.
+
+Why one base: each loop had its own start, wake and stop, and scaling to several server processes (leases,
+heartbeats, taking over a dead process's work) has to be written once, for all of them. A loop says what one
+pass does (``one_pass``); the base runs passes on a thread of its own:
+
+- ``start``: only when the interval is positive (0 turns the loop off: tests drive the passes by hand with
+  ``run_once``), with a first pass at once for what a previous server left (unless the loop says it has
+  nothing urgent at start);
+- ``wake``: the next pass now rather than at the end of the wait (a request changed something, once it
+  committed);
+- ``stop``: the thread ends after its current pass; what the loop watches (workers, processes) is left to it;
+- errors: a failing pass is logged and the next one retries, so one bad row never stops the loop;
+- the heartbeat (``heartbeat()``): when the last pass completed and when one last failed, with why; what a
+  status view reads, and what a lease among several processes will renew.
+
+A pass driven by hand and one of the thread never overlap (``run_once`` holds the loop's lock)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 
-class PeriodicThread:
-    def __init__(self, name: str, job: Callable[[], object], interval: Callable[[], float],
-                 log: logging.Logger) -> None:
+@dataclass(frozen=True)
+class Heartbeat:
+    name: str
+    started: bool  # its thread runs (False: off, or stopped; passes may still be driven by hand)
+    interval: float  # seconds between passes, as read now
+    last_pass_at: datetime | None  # when the last pass completed
+    last_failure_at: datetime | None  # when the last pass failed
+    last_error: str | None  # why it failed (kept after later passes succeed: compare the two times)
+
+
+class BackgroundLoop(ABC):
+    def __init__(self, name: str, interval: Callable[[], float], log: logging.Logger, *,
+                 first_pass_at_start: bool = True) -> None:
         """``interval`` is read before every wait, so a test or an operator can change it while it runs."""
         self.name = name
-        self._job = job
         self._interval = interval
         self._log = log
-        self._stop = threading.Event()
+        self._first_pass_at_start = first_pass_at_start
         self._wake = threading.Event()
+        self._stopping = threading.Event()  # a fresh one per thread: a stopped thread never sees a later start
         self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()  # start and stop
+        self._passing = threading.Lock()  # one pass at a time
+        self._last_pass_at: datetime | None = None
+        self._last_failure_at: datetime | None = None
+        self._last_error: str | None = None
+
+    @abstractmethod
+    def one_pass(self) -> Any:
+        """The loop's work, once: what it returns, ``run_once`` returns."""
 
     def interval(self) -> float:
         return self._interval()
 
     @property
-    def running(self) -> bool:
+    def started(self) -> bool:
         return self._thread is not None
 
+    def run_once(self) -> Any:
+        """One pass now, on the caller's thread: errors are raised (the thread logs them), the heartbeat beats."""
+        with self._passing:
+            try:
+                result = self.one_pass()
+            except Exception as error:
+                self._last_failure_at, self._last_error = datetime.now(UTC), f"{type(error).__name__}: {error}"[:500]
+                raise
+            self._last_pass_at = datetime.now(UTC)
+            return result
+
+    def heartbeat(self) -> Heartbeat:
+        return Heartbeat(name=self.name, started=self.started, interval=self.interval(),
+                         last_pass_at=self._last_pass_at, last_failure_at=self._last_failure_at,
+                         last_error=self._last_error)
+
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-            self._thread.start()
+        if self.interval() <= 0:
+            return
+        with self._guard:
+            if self._thread is None:
+                self._stopping = threading.Event()
+                self._thread = threading.Thread(target=self._loop, args=(self._stopping,), name=self.name,
+                                                daemon=True)
+                self._thread.start()
+        if self._first_pass_at_start:
+            self._wake.set()
 
     def wake(self) -> None:
-        """Run the next pass now instead of at the end of the current wait."""
-        self._wake.set()
+        """Run the next pass now instead of at the end of the current wait (nothing when not started)."""
+        if self.started:
+            self._wake.set()
 
     def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
+        with self._guard:
+            thread, self._thread = self._thread, None
+            self._stopping.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout)
-            self._thread = None
+        if thread is not None:
+            thread.join(timeout=timeout)
 
-    def _loop(self) -> None:
+    def _loop(self, stopping: threading.Event) -> None:
         while True:
-            self._wake.wait(self._interval())
+            self._wake.wait(self.interval())
             self._wake.clear()
-            if self._stop.is_set():
+            if stopping.is_set():
                 return
             try:
-                self._job()
+                self.run_once()
             except Exception:
                 self._log.exception("%s pass failed; the next pass retries", self.name)
-
-
-class BackgroundLoop:
-    """``start``/``wake``/``stop`` for a service whose passes a ``PeriodicThread`` (``self._thread``) runs: started
-    only when its interval is positive (0 turns the loop off, as tests do to drive passes by hand), with a first
-    pass at once for what a previous server left; woken when a request changed something; stopped without
-    touching the workers it watches (the next start finds them again)."""
-
-    _thread: PeriodicThread
-
-    def start(self) -> None:
-        if self._thread.interval() > 0:
-            self._thread.start()
-            self._thread.wake()
-
-    def wake(self) -> None:
-        if self._thread.running:
-            self._thread.wake()
-
-    def stop(self) -> None:
-        self._thread.stop()

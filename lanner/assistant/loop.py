@@ -10,7 +10,6 @@ each assistant with work is stepped, in its own transactions, so one broken data
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from functools import partial
 
@@ -24,7 +23,7 @@ from lanner.datasets.models import Dataset, DatasetItem
 from lanner.gpus.catalogue import get_catalogue
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Predictor, Weights
-from lanner.periodic import BackgroundLoop, PeriodicThread
+from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
 from lanner.training.executors import Executor
 
@@ -36,24 +35,21 @@ SCORE_IOU = 0.7
 class AssistantLoop(BackgroundLoop):
     def __init__(self, ctx: AppContext, *, executor: Callable[[], Executor], predictor: Predictor) -> None:
         """``executor``: the training runtime's current executor (tests swap it for a fake one)."""
+        super().__init__("lanner-assistant", lambda: ctx.settings.assistant_poll_seconds, log)
         self.ctx = ctx
         self._executor = executor
         self.predictor = predictor
-        self._lock = threading.Lock()
-        self._thread = PeriodicThread("lanner-assistant", self.run_once,
-                                      lambda: ctx.settings.assistant_poll_seconds, log)
 
-    def run_once(self) -> None:
-        with self._lock:
-            with self.ctx.db.session() as session:
-                busy = select(AssistantRound.assistant_id).where(AssistantRound.status.in_((TRAINING, SCORING)))
-                ids = list(session.scalars(select(Assistant.id).where(
-                    or_(Assistant.enabled.is_(True), Assistant.id.in_(busy))).order_by(Assistant.created_at)))
-            for assistant_id in ids:
-                try:
-                    self.step(assistant_id)
-                except Exception:
-                    log.exception("assistant %s: pass failed; the next pass retries", assistant_id)
+    def one_pass(self) -> None:
+        with self.ctx.db.session() as session:
+            busy = select(AssistantRound.assistant_id).where(AssistantRound.status.in_((TRAINING, SCORING)))
+            ids = list(session.scalars(select(Assistant.id).where(
+                or_(Assistant.enabled.is_(True), Assistant.id.in_(busy))).order_by(Assistant.created_at)))
+        for assistant_id in ids:
+            try:
+                self.step(assistant_id)
+            except Exception:
+                log.exception("assistant %s: pass failed; the next pass retries", assistant_id)
 
     def step(self, assistant_id: str) -> None:
         with self.ctx.db.session() as session:

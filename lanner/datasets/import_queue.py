@@ -39,7 +39,7 @@ from lanner.context import AppContext
 from lanner.datasets import import_jobs, state
 from lanner.datasets.models import ImportJob
 from lanner.db import utcnow
-from lanner.periodic import PeriodicThread
+from lanner.periodic import BackgroundLoop
 
 log = logging.getLogger("lanner.datasets.import")
 
@@ -56,8 +56,13 @@ class _Worker:
     name: str  # the job's ``worker``: a job requeued and claimed by someone else is no longer this one's
 
 
-class ImportQueue:
+class ImportQueue(BackgroundLoop):
+    """A ``BackgroundLoop`` that, unlike the others, owns its workers: ``stop`` stops them and queues their jobs
+    again, and ``wake`` starts it when it is not running (an import must run in an app whose lifespan never
+    started it too, such as a test client used without ``with``)."""
+
     def __init__(self, ctx: AppContext) -> None:
+        super().__init__("lanner-imports", lambda: ctx.settings.import_poll_seconds, log)
         self.ctx = ctx
         self.host = socket.gethostname()
         self.instance = secrets.token_hex(4)  # several apps may share one process (tests)
@@ -65,32 +70,25 @@ class ImportQueue:
         self.worker_command = [sys.executable, "-m", "lanner.datasets.import_worker"]  # reads its job on stdin
         self._last_heartbeat = 0.0
         self._passes_to_recovery = 0  # the first pass recovers
-        self._thread = PeriodicThread("lanner-imports", self.run_once,
-                                      lambda: ctx.settings.import_poll_seconds, log)
 
     def worker_name(self) -> str:
         """``host:server-pid:queue:attempt``: whom a running job belongs to, and which attempt it is."""
         return f"{self.host}:{os.getpid()}:{self.instance}:{secrets.token_hex(4)}"
 
-    @property
-    def running(self) -> int:
-        return len(self._workers)
-
     def start(self) -> None:
         self._passes_to_recovery = 0  # a queue started again (after stop) recovers on its first pass too
-        self._thread.start()
-        self._thread.wake()  # recover what a previous server left, now rather than after the first interval
+        super().start()  # its first pass at once recovers what a previous server left
 
     def wake(self) -> None:
         """A job was queued (called once its request committed)."""
-        if not self._thread.running:
+        if not self.started:
             self.start()
-        self._thread.wake()
+        super().wake()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
         """Stop dispatching; the jobs still running here are queued again for the next start (or another
         server), and their workers stop."""
-        self._thread.stop()
+        super().stop(timeout)
         for job_id, worker in list(self._workers.items()):
             worker.process.kill()
             worker.process.wait()
@@ -100,7 +98,7 @@ class ImportQueue:
                     import_jobs.interrupted(session, job, "the server stopped")
         self._workers.clear()
 
-    def run_once(self) -> None:
+    def one_pass(self) -> None:
         self._reap()
         if self._passes_to_recovery <= 0:
             self._recover()  # a failure leaves the count at zero: the next pass tries again

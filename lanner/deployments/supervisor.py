@@ -20,7 +20,6 @@ a minute, and the pruning of old logs ride along."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,7 +35,7 @@ from lanner.deployments import metering, state
 from lanner.deployments.backends import Launch, LocalBackend, Observation, RayBackend, Seen
 from lanner.deployments.models import Deployment, DeploymentLog, DeploymentSample
 from lanner.deployments.service import RETIRING
-from lanner.periodic import BackgroundLoop, PeriodicThread
+from lanner.periodic import BackgroundLoop
 from lanner.training.refs import SCHEME
 
 log = logging.getLogger("lanner.deployments")
@@ -75,12 +74,10 @@ def backoff(crashes: int) -> float:
 class Supervisor(BackgroundLoop):
     def __init__(self, ctx: AppContext, backends: dict[str, Any] | None = None,
                  on_change: Any = None) -> None:
+        super().__init__("lanner-deployments", lambda: ctx.settings.endpoint_poll_seconds, log)
         self.ctx = ctx
         self._backends: dict[str, Any] = dict(backends or {})
         self._on_change = on_change or (lambda _id: None)
-        self._thread = PeriodicThread("lanner-deployments", self.run_once,
-                                      lambda: ctx.settings.endpoint_poll_seconds, log)
-        self._lock = threading.Lock()
         self._unhealthy: dict[str, int] = {}
         self._metered: dict[str, float] = {}
         self._sampled: dict[str, float] = {}
@@ -95,18 +92,17 @@ class Supervisor(BackgroundLoop):
         """Serve ``name`` regions through ``backend`` (tests; an operator's own backend)."""
         self._backends[name] = backend
 
-    def run_once(self) -> None:
-        with self._lock:
-            with self.ctx.db.session() as session:
-                ids = list(session.scalars(select(Deployment.id).where(or_(
-                    Deployment.status.in_([*state.RUNNING, state.STOPPING]), Deployment.external_id.is_not(None),
-                    Deployment.deleted_at.is_not(None), Deployment.billing_since.is_not(None)))))
-            for deployment_id in ids:
-                try:
-                    self._visit(deployment_id)
-                except Exception:
-                    log.exception("deployment %s: this pass failed; the next one retries", deployment_id)
-            self._prune()
+    def one_pass(self) -> None:
+        with self.ctx.db.session() as session:
+            ids = list(session.scalars(select(Deployment.id).where(or_(
+                Deployment.status.in_([*state.RUNNING, state.STOPPING]), Deployment.external_id.is_not(None),
+                Deployment.deleted_at.is_not(None), Deployment.billing_since.is_not(None)))))
+        for deployment_id in ids:
+            try:
+                self._visit(deployment_id)
+            except Exception:
+                log.exception("deployment %s: this pass failed; the next one retries", deployment_id)
+        self._prune()
 
     # --- one deployment ----------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from lanner.db import Database, iso, utcnow
 from lanner.deployments.models import Deployment, DeploymentLog
 from lanner.errors import Unprocessable
-from lanner.periodic import PeriodicThread
+from lanner.periodic import BackgroundLoop
 
 log = logging.getLogger("lanner.deployments")
 FLUSH_SECONDS = 1.0
@@ -57,19 +57,18 @@ class Request:
                              user_agent=(self.user_agent or None) and self.user_agent[:300])
 
 
-class RequestLog:
+class RequestLog(BackgroundLoop):
+    """A ``BackgroundLoop`` whose pass writes what requests reported; ``stop`` writes what is still pending."""
+
     def __init__(self, db: Database) -> None:
+        super().__init__("lanner-endpoint-log", lambda: FLUSH_SECONDS, log)
         self.db = db
         self._pending: list[Request] = []
         self._lock = threading.Lock()
-        self._thread = PeriodicThread("lanner-endpoint-log", self.flush, lambda: FLUSH_SECONDS, log)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._thread.stop()
-        self.flush()
+    def stop(self, timeout: float = 30.0) -> None:
+        super().stop(timeout)
+        self.run_once()
 
     def record(self, request: Request) -> None:
         with self._lock:
@@ -77,8 +76,9 @@ class RequestLog:
             if len(self._pending) > MAX_PENDING:
                 del self._pending[: len(self._pending) - MAX_PENDING]
 
-    def flush(self) -> int:
-        """Write what requests reported; returns how many rows (those of deleted deployments are dropped)."""
+    def one_pass(self) -> int:
+        """Write what requests reported; returns how many rows (those of deleted deployments are dropped). A
+        failure keeps them for the next pass."""
         with self._lock:
             pending, self._pending = self._pending, []
         if not pending:

@@ -22,9 +22,7 @@ import json
 import logging
 import os
 import sys
-import threading
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +36,7 @@ from lanner.exports import jobs
 from lanner.exports.formats import FORMATS
 from lanner.exports.models import ModelExport
 from lanner.exports.worker import SPEC_ENV, error_from_log
-from lanner.periodic import BackgroundLoop, PeriodicThread
+from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
 from lanner.storage.signing import URLSigner
 from lanner.training.executors.base import (
@@ -52,10 +50,9 @@ from lanner.training.executors.base import (
 )
 from lanner.training.executors.local import LocalExecutor
 from lanner.training.executors.ray import RayExecutor
+from lanner.training.executors.watch import LAUNCHING, JobWatch
 
 log = logging.getLogger("lanner.exports")
-LAUNCHING = "launching:"  # external_id while a pass launches the attempt
-STALE_LAUNCH_SECONDS = 300.0
 STOP_GRACE_SECONDS = 60.0  # a finished job's worker still running this long is killed
 
 
@@ -78,10 +75,10 @@ class ExportQueue(BackgroundLoop):
     """``wake`` when a request queued or cancelled a job (once it committed); ``stop`` leaves workers running."""
 
     def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
+        super().__init__("lanner-exports", lambda: ctx.settings.export_poll_seconds, log)
         self.ctx = ctx
         self._executor = executor
-        self._thread = PeriodicThread("lanner-exports", self.run_once, lambda: ctx.settings.export_poll_seconds, log)
-        self._lock = threading.Lock()
+        self.jobs = JobWatch(ctx.db, ModelExport, what="export", log=log)
         self._ended: dict[str, float] = {}  # job -> when its worker was first seen alive after the job ended
 
     @property
@@ -90,10 +87,9 @@ class ExportQueue(BackgroundLoop):
             self._executor = make_export_executor(self.ctx.settings)
         return self._executor
 
-    def run_once(self) -> None:
-        with self._lock:
-            self.watch()
-            self.dispatch()
+    def one_pass(self) -> None:
+        self.watch()
+        self.dispatch()
 
     # --- dispatch --------------------------------------------------------------------------------
 
@@ -123,11 +119,7 @@ class ExportQueue(BackgroundLoop):
 
     def _launch(self, job_id: str) -> None:
         with self.ctx.db.session() as session:
-            claimed = session.execute(update(ModelExport).where(
-                ModelExport.id == job_id, ModelExport.status == jobs.QUEUED, ModelExport.external_id.is_(None))
-                .values(external_id=f"{LAUNCHING}{utcnow().isoformat()}")
-                .execution_options(synchronize_session=False)).rowcount
-            if claimed != 1:
+            if not self.jobs.claim(session, job_id, ModelExport.status == jobs.QUEUED):
                 return
             job = session.get(ModelExport, job_id)
             assert job is not None
@@ -205,25 +197,10 @@ class ExportQueue(BackgroundLoop):
     # --- watch -----------------------------------------------------------------------------------
 
     def watch(self) -> None:
-        with self.ctx.db.session() as session:
-            launched = list(session.execute(select(ModelExport.id, ModelExport.external_id).where(
-                ModelExport.external_id.is_not(None))))
-        for job_id, external_id in launched:
-            if external_id.startswith(LAUNCHING):
-                claimed_at = datetime.fromisoformat(external_id.removeprefix(LAUNCHING))
-                if elapsed_seconds(claimed_at, utcnow()) > STALE_LAUNCH_SECONDS:
-                    self._release(job_id)  # a pass died between its claim and the launch
-                continue
-            try:
-                status = self.executor.status(external_id)
-            except Exception:
-                log.exception("could not poll export %s (%s)", job_id, external_id)
-                continue
-            with self.ctx.db.session() as session:
-                job = session.get(ModelExport, job_id)
-                if job is None or job.external_id != external_id:
-                    continue
-                self._observe(session, job, status)
+        """Every job with a worker that may be alive: a pass that died between its claim and the launch gives
+        the job back (``_release``); the others are observed. A status that cannot be read is only logged: the
+        next pass asks again."""
+        self.jobs.poll(self.executor, observe=self._observe, release_stale=lambda job_id, _claim: self._release(job_id))
 
     def _observe(self, session: Any, job: ModelExport, status: JobStatus) -> None:
         if status.state in FINISHED:

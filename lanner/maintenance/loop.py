@@ -26,7 +26,7 @@ from lanner.maintenance.gc import (
     delete_unreferenced,
     sweep,
 )
-from lanner.periodic import PeriodicThread
+from lanner.periodic import BackgroundLoop
 from lanner.projects.official import OfficialFolder
 
 log = logging.getLogger("lanner.maintenance")
@@ -41,15 +41,19 @@ class Pass:
     official_models: list[str] | None = None
 
 
-class Maintenance:
+class Maintenance(BackgroundLoop):
+    """Its first pass comes one interval after the start, not at once: nothing here is urgent, ``lanner serve``
+    registers the official models itself before its workers start, and a server restarted in a loop (or several
+    workers starting together) would otherwise sweep the blob store on every start."""
+
     def __init__(self, ctx: AppContext) -> None:
+        super().__init__("lanner-maintenance", lambda: ctx.settings.maintenance_interval_seconds, log,
+                         first_pass_at_start=False)
         self.ctx = ctx
         self._next_shard = 0
         self.official = OfficialFolder(ctx.settings.official_models_dir)
-        self._thread = PeriodicThread("lanner-maintenance", self.run_once,
-                                      lambda: ctx.settings.maintenance_interval_seconds, log)
 
-    def run_once(self) -> Pass:
+    def one_pass(self) -> Pass:
         checkpoints = purged = swept = None
         ctx = self.ctx
         try:
@@ -83,10 +87,3 @@ class Maintenance:
             log.exception("registering official models failed; the next pass retries")
         return Pass(checkpoints=checkpoints, purged_datasets=purged, swept=swept, expired_sessions=sessions,
                     official_models=official)
-
-    def start(self) -> None:
-        if self.ctx.settings.maintenance_interval_seconds > 0:
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._thread.stop()

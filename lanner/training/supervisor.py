@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -33,10 +32,11 @@ from lanner.billing.metering import elapsed_seconds
 from lanner.context import AppContext
 from lanner.db import iso, utcnow
 from lanner.gpus.catalogue import get_catalogue
-from lanner.periodic import PeriodicThread
+from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
 from lanner.training.charging import Charging
 from lanner.training.executors import Capability, Executor, JobState, LaunchDeferred, LaunchSpec
+from lanner.training.executors.watch import LAUNCHING, JobWatch
 from lanner.training.keys import issue_run_key, revoke_run_key
 from lanner.training.learn import learn_from_running
 from lanner.training.models import Run, StagedUpload
@@ -44,42 +44,32 @@ from lanner.training.state import RunStatus, try_transition
 from lanner.training.worker import SPEC_ENV
 
 log = logging.getLogger("lanner.supervisor")
-EXIT_GRACE_SECONDS = 15.0
-LAUNCHING = "launching:"  # external_id while a pass launches the attempt
+EXIT_GRACE_SECONDS = 15.0  # events still in flight after a worker exits (the final upload, training_complete)
 LEARN_EVERY_SECONDS = 60.0
-STALE_LAUNCH_SECONDS = 300.0  # events still in flight after a worker exits (the final upload, training_complete)
 KILL_AFTER_GRACE_SECONDS = 60.0  # a finished run's worker still running this long after its stop is killed
 
 
-class Supervisor:
+class Supervisor(BackgroundLoop):
+    """A ``BackgroundLoop`` every ``LANNER_SUPERVISOR_INTERVAL_SECONDS``; ``stop`` leaves workers running (the
+    next start finds them again)."""
+
     def __init__(self, ctx: AppContext, executor: Executor) -> None:
+        super().__init__("lanner-supervisor", lambda: ctx.settings.supervisor_interval_seconds, log)
         self.ctx = ctx
         self.executor = executor
         self.settings = ctx.settings
         self.catalogue = get_catalogue(ctx.settings)
         self.charging = Charging(ctx, self.catalogue)
-        self._thread = PeriodicThread("lanner-supervisor", self.tick,
-                                      lambda: self.settings.supervisor_interval_seconds, log)
+        self.jobs = JobWatch(ctx.db, Run, what="run", log=log)
         self._exits: dict[int, datetime] = {}  # run -> when its worker was first seen gone
-        self._unreadable: dict[int, datetime] = {}  # run -> first of the status polls failing since
         self._learned_at = float("-inf")  # monotonic time of the last refresh of running runs' calibration
-        self._lock = threading.Lock()
 
-    # --- loop ------------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._thread.stop()
-
-    def tick(self) -> None:
-        with self._lock:
-            self.watch()  # first: after a restart, workers still running are seen before any slot counts as free
-            self.dispatch()
-            self.charging.meter()
-            self.charging.settle()
-            self.learn()
+    def one_pass(self) -> None:
+        self.watch()  # first: after a restart, workers still running are seen before any slot counts as free
+        self.dispatch()
+        self.charging.meter()
+        self.charging.settle()
+        self.learn()
 
     # --- dispatch --------------------------------------------------------------------------------
 
@@ -102,11 +92,7 @@ class Supervisor:
                     room = capacity.get(gpu_type)
                     if room is None or room.free <= 0:
                         continue
-                # Claim it: another server process running its own passes must not launch it too.
-                claimed = session.execute(update(Run).where(Run.id == run_id, Run.external_id.is_(None))
-                                          .values(external_id=f"{LAUNCHING}{utcnow().isoformat()}")
-                                          .execution_options(synchronize_session=False)).rowcount
-                if claimed != 1:
+                if not self.jobs.claim(session, run_id):  # another server process launches it
                     continue
                 spec = self._prepare(session, run)
             try:
@@ -196,26 +182,10 @@ class Supervisor:
     # --- watch -----------------------------------------------------------------------------------
 
     def watch(self) -> None:
-        with self.ctx.db.session() as session:
-            launched = list(session.execute(select(Run.id, Run.external_id).where(
-                Run.executor.is_not(None), Run.external_id.is_not(None), Run.worker_exited_at.is_(None))))
-        for run_id, external_id in launched:
-            if external_id.startswith(LAUNCHING):
-                self._release_stale_claim(run_id, external_id)
-                continue
-            try:
-                status = self.executor.status(external_id)
-            except Exception:
-                log.exception("could not poll run %s (%s)", run_id, external_id)
-                since = self._unreadable.setdefault(run_id, utcnow())
-                self._check_silence(run_id, external_id, since)
-                continue
-            self._unreadable.pop(run_id, None)
-            with self.ctx.db.session() as session:
-                run = session.get(Run, run_id)
-                if run is None or run.external_id != external_id:
-                    continue
-                self._observe(session, run, status)
+        """Every attempt whose worker may be alive: a pass that died between its claim and the launch gives the
+        run back to dispatch (``_release_claim``); the others are observed, or checked for silence."""
+        self.jobs.poll(self.executor, where=(Run.executor.is_not(None), Run.worker_exited_at.is_(None)),
+                       observe=self._observe, release_stale=self._release_claim, unreadable=self._check_silence)
 
     def _check_silence(self, run_id: int, external_id: str, unreadable_since: datetime) -> None:
         """The executor cannot say how the worker is (e.g. Ray forgot the job after a head restart): the run's
@@ -232,25 +202,19 @@ class Supervisor:
                 if elapsed_seconds(heard, now) > self.settings.run_lost_after_seconds:
                     self._kill(run)
                     self._lost(session, run, f"no event for {int(elapsed_seconds(heard, now))} s and no job status")
-                    self._unreadable.pop(run_id, None)
+                    self.jobs.forget(run_id)
             elif run.status == RunStatus.PENDING:
                 if elapsed_seconds(unreadable_since, now) > self.settings.run_lost_after_seconds:
                     self._kill(run)
                     self._lost(session, run, "its queued job's status could not be read")
-                    self._unreadable.pop(run_id, None)
+                    self.jobs.forget(run_id)
             elif RunStatus(run.status).is_terminal():
                 grace = max(self._grace(run), KILL_AFTER_GRACE_SECONDS)
                 if elapsed_seconds(max(unreadable_since, run.completed_at or unreadable_since), now) > grace:
                     self._kill(run)
                     run.worker_exited_at = now
                     self._revoke_key(session, run)
-                    self._unreadable.pop(run_id, None)
-
-    def _release_stale_claim(self, run_id: int, external_id: str) -> None:
-        """A pass that claimed a run and died before launching it: give the run back to dispatch."""
-        claimed_at = datetime.fromisoformat(external_id.removeprefix(LAUNCHING))
-        if elapsed_seconds(claimed_at, utcnow()) > STALE_LAUNCH_SECONDS:
-            self._release_claim(run_id, external_id)
+                    self.jobs.forget(run_id)
 
     def _release_claim(self, run_id: int, external_id: str | None = None, *, unlaunched: bool = False) -> None:
         """Give a claimed run back to dispatch (only the claim ``external_id``, when given). ``unlaunched``: the

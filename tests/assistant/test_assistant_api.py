@@ -1,5 +1,5 @@
 """The assistant's API and its round rules, with the fake executor: nothing trains; the supervisor and the
-assistants' loop run by hand (``tick``, ``run_once``)."""
+assistants' loop run by hand (``run_once``)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_rounds_start_at_min_labels_then_every_n_never_twice_at_once(app, client
                                                       headers=alice.headers).json()["images"]}
     assert set(names) == set(sorted(raw)[:3]) and "val" in names.values() and "train" in names.values()
 
-    supervisor.tick()
+    supervisor.run_once()
     assert len(fake_executor.launched) == 1
     label_some(client, alice, raw, 3, start=3)  # 6 labelled: due by count, but round 1 still trains
     loop.run_once()
@@ -116,7 +116,7 @@ def test_rounds_start_at_min_labels_then_every_n_never_twice_at_once(app, client
         "event": "training_failed", "modelId": model["id"], "data": {"error": "CUDA out of memory"}})
     assert failed.status_code == 200, failed.text
     fake_executor.set(run_id_of(spec), spec.attempt, JobState.FAILED, 1, "exited 1")
-    supervisor.tick()
+    supervisor.run_once()
     loop.run_once()  # sees the failure; 6 - 3 >= 2 labels since: round 2 starts in the same pass
     state = client.get(f"{A}/assistant", headers=alice.headers).json()
     assert state["rounds"][0]["status"] == "failed" and "CUDA out of memory" in state["rounds"][0]["reason"]
@@ -167,3 +167,4 @@ def test_label_next_puts_the_least_sure_first_then_what_was_not_scored(app, clie
     assert body["basis"] == "assistant round 1"
     assert [(i["name"], i["score"]) for i in body["images"]] == [
         (names[2], 0.9), (names[3], 0.5), (names[1], 0.2), (names[4], None), (names[5], None)]
+

@@ -1,4 +1,4 @@
-"""Training API tests run the supervisor by hand (``tick``) against a fake executor (``fake_executor``, shared
+"""Training API tests run the supervisor by hand (``run_once``) against a fake executor (``fake_executor``, shared
 with the web tests from ``tests/conftest.py``): no real processes, full control over what the executor reports
 (running, killed, exited, queued)."""
 

@@ -57,7 +57,7 @@ def test_a_running_run_keeps_its_newest_resume_checkpoint_and_a_settled_run_none
                                                                                  supervisor, fake_executor):
     ctx = app.state.lanner
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     key = fake_executor.launched[0].env["ULTRALYTICS_API_KEY"]
     first, second = upload(client, key, run_id, b"epoch-1"), upload(client, key, run_id, b"epoch-2")
     time.sleep(0.01)  # upload times are ordered
@@ -76,14 +76,14 @@ def test_a_running_run_keeps_its_newest_resume_checkpoint_and_a_settled_run_none
     assert ctx.blobs.exists(first) and not ctx.blobs.exists(second) and ctx.blobs.exists(newest)
 
     fake_executor.set(run_id, 1, JobState.LOST, -9, "worker killed by signal 9")
-    supervisor.tick()
-    supervisor.tick()
+    supervisor.run_once()
+    supervisor.run_once()
     spec = json.loads(fake_executor.launched[-1].env["LANNER_WORKER_SPEC"])
     assert spec["resume"] is True and newest in spec["checkpointUrl"]  # the relaunch gets the kept checkpoint
     assert client.get(spec["checkpointUrl"]).content == b"epoch-3"
 
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
-    supervisor.tick()
+    supervisor.run_once()
     assert run_row(app, run_id).settled_at is not None
     collect_checkpoints(ctx.db, ctx.blobs, GRACE)
     assert staged_digests(app, run_id) == {newest}  # settled just now: kept for the grace period

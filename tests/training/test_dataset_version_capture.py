@@ -31,7 +31,7 @@ def test_a_captured_version_is_what_the_worker_trains_on(shapes, app, alice, cli
     assert live == 18
     _start(client, alice, shapes, "pinned", captureDatasetVersion=True)
     _start(client, alice, shapes, "floating")
-    supervisor.tick()
+    supervisor.run_once()
     pinned, floating = ({"Authorization": f"Bearer {spec.env['ULTRALYTICS_API_KEY']}"}
                         for spec in fake_executor.launched)
 

@@ -31,7 +31,7 @@ def test_training_starts_from_the_installed_official_weights(shapes, app, alice,
         with ctx.db.session() as session:
             assert session.get(Run, started[name]["runId"]).launch["trainArgs"]["model"] == expected
 
-    supervisor.tick()
+    supervisor.run_once()
     worker = {"Authorization": f"Bearer {fake_executor.launched[0].env['ULTRALYTICS_API_KEY']}"}
     files = client.get("/api/models/ultralytics/yolo11/yolo11n/files", headers=worker)
     assert files.status_code == 200, files.text

@@ -115,17 +115,17 @@ def test_twenty_concurrent_starts_against_credit_for_five(shapes, app, alice, cl
         thread.join()
     assert sorted(results) == [200] * 5 + [402] * 15
 
-    supervisor.tick()  # the five launch and are metered
+    supervisor.run_once()  # the five launch and are metered
     assert len(fake_executor.launched) == 5
     with app.state.lanner.db.session() as session:
         assert billing.balances(session, user_id=alice.user_id).available >= 0
     backdate(app, seconds=50)  # the five have run for 50 s: metering charges them (within their holds)
-    supervisor.tick()
+    supervisor.run_once()
     for model_id in model_ids:
         response = client.delete(f"/api/models/alice/p/{model_slug(model_ids, model_id)}/training",
                                  headers=alice.headers)
         assert response.status_code in (200, 409)
-    supervisor.tick()
+    supervisor.run_once()
     with app.state.lanner.db.session() as session:
         balances = billing.balances(session, user_id=alice.user_id)
         charges = session.scalar(select(func.coalesce(func.sum(LedgerPosting.amount_micros), 0))

@@ -70,7 +70,7 @@ def launch_run(shapes, app, alice, client, supervisor, fake_executor) -> Callabl
         model_id = new_model(shapes, name)
         started = client.post("/api/training/start", headers=alice.headers, json={
             "modelId": model_id, "gpuType": "cpu", "trainArgs": {**ARGS, **train_args}, **body}).json()
-        supervisor.tick()
+        supervisor.run_once()
         worker = {"Authorization": f"Bearer {fake_executor.launched[-1].env['ULTRALYTICS_API_KEY']}"}
 
         def send(event: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def test_launch_gives_the_worker_a_run_scoped_key_and_a_clean_spec(shapes, app, 
                                                                    fake_executor):
     run_id = started_run(shapes, app, alice)
     assert run_row(app, run_id).status == "pending"
-    supervisor.tick()
+    supervisor.run_once()
     assert run_row(app, run_id).status == "starting"
     spec = fake_executor.launched[0]
     worker = json.loads(spec.env["LANNER_WORKER_SPEC"])
@@ -113,15 +113,15 @@ def test_launch_gives_the_worker_a_run_scoped_key_and_a_clean_spec(shapes, app, 
 
 def test_metering_charges_per_second_and_settlement_releases_the_rest(shapes, app, alice, client, supervisor):
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=3600, alive=True)
-    supervisor.tick()
+    supervisor.run_once()
     hour = charged(app, run_id)
     assert HOUR <= hour <= charge_for(3602, HOUR)  # one hour at $0.50 (a started second counts)
-    supervisor.tick()
+    supervisor.run_once()
     assert charged(app, run_id) <= charge_for(3602, HOUR)  # a repeated pass adds only the new seconds
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
-    supervisor.tick()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert run.status == "cancelled" and run.settled_at is not None
     assert HOUR <= charged(app, run_id) <= charge_for(3605, HOUR)
@@ -129,7 +129,7 @@ def test_metering_charges_per_second_and_settlement_releases_the_rest(shapes, ap
     with app.state.lanner.db.session() as session:
         assert billing.run_held(session, run_id) == 0
         assert billing.balance_micros(session, user_id=alice.user_id) == 10_000_000 - total
-    supervisor.tick()
+    supervisor.run_once()
     supervisor.charging.settle()
     assert kinds(app, run_id).get("release", 0) <= 1  # settled once
 
@@ -137,38 +137,38 @@ def test_metering_charges_per_second_and_settlement_releases_the_rest(shapes, ap
 def test_lost_worker_is_relaunched_with_resume_and_lost_time_refunded(shapes, app, alice, supervisor,
                                                                       fake_executor):
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=600)
     with app.state.lanner.db.session() as session:  # last heard from 400 s ago, 200 s into the attempt
         run = session.get(Run, run_id)
         run.last_event_at = run.attempt_started_at + timedelta(seconds=200)
         run.status = "running"
-    supervisor.tick()  # metered up to now: 600 s
+    supervisor.run_once()  # metered up to now: 600 s
     assert charge_for(600, HOUR) <= charged(app, run_id) <= charge_for(602, HOUR)
     fake_executor.set(run_id, 1, JobState.LOST, -9, "worker killed by signal 9")
-    supervisor.watch()  # a whole tick would relaunch at once; look in between
+    supervisor.watch()  # a whole pass would relaunch at once; look in between
     run = run_row(app, run_id)
     assert run.status == "pending" and run.attempt == 1 and 199 <= run.billed_seconds <= 201
     assert charged(app, run_id) == charge_for(run.billed_seconds, HOUR)  # the 400 silent s refunded
     assert kinds(app, run_id)["refund"] == 1
-    supervisor.tick()
+    supervisor.run_once()
     assert run_row(app, run_id).attempt == 2
     assert json.loads(fake_executor.launched[-1].env["LANNER_WORKER_SPEC"])["resume"] is True
     fake_executor.set(run_id, 2, JobState.LOST, None, "worker process is gone")
-    supervisor.tick()
-    supervisor.tick()
+    supervisor.run_once()
+    supervisor.run_once()
     fake_executor.set(run_id, 3, JobState.LOST, None, "node died")
-    supervisor.tick()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert run.status == "failed" and run.error["code"] == "lost" and "3 times" in run.error["message"]
-    assert run.settled_at is not None or (supervisor.tick() or run_row(app, run_id).settled_at is not None)
+    assert run.settled_at is not None or (supervisor.run_once() or run_row(app, run_id).settled_at is not None)
 
 
 def test_silent_worker_is_killed_and_relaunched(shapes, app, alice, supervisor, fake_executor):
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=601)  # no event for longer than run_lost_after_seconds (600)
-    supervisor.tick()
+    supervisor.run_once()
     assert fake_executor.killed == [f"fake-{run_id}-1"]
     assert run_row(app, run_id).status in ("pending", "starting")
 
@@ -177,10 +177,10 @@ def test_worker_that_fails_by_itself_fails_the_run_with_its_log(shapes, app, ali
                                                                 monkeypatch):
     monkeypatch.setattr(supervisor_module, "EXIT_GRACE_SECONDS", 0.0)
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     fake_executor.set(run_id, 1, JobState.FAILED, 1, "worker exited with code 1")
-    supervisor.tick()
-    supervisor.tick()
+    supervisor.run_once()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert run.status == "failed" and "exited with code 1" in run.error["message"]
     assert "Traceback" in run.error["message"] and run.attempt == 1  # not relaunched
@@ -196,9 +196,9 @@ def test_budget_cap_cancels_through_the_protocol_and_kills_the_worker(shapes, ap
         "modelId": model_id, "gpuType": "cpu", "trainArgs": ARGS, "maxCostCents": 2}).json()
     run_id = started["runId"]
     assert started["holdCents"] <= 2
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=3600, alive=True)
-    supervisor.tick()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert run.status == "cancelled" and run.termination_reason == "budget_reached"
     assert charged(app, run_id) == 20_000  # exactly the cap
@@ -206,10 +206,10 @@ def test_budget_cap_cancels_through_the_protocol_and_kills_the_worker(shapes, ap
     reply = client.post("/api/webhooks/training/metrics", headers=worker, json={
         "event": "training_progress", "modelId": model_id, "data": {}}).json()
     assert reply["cancelled"] is True  # the trainer's own key hears it: it stops itself on its next event
-    supervisor.tick()  # grace is 0 in tests: the worker is stopped for certain
+    supervisor.run_once()  # grace is 0 in tests: the worker is stopped for certain
     assert fake_executor.stopped == [f"fake-{run_id}-1"]
     assert client.get("/api/datasets/alice/shapes", headers=worker).status_code == 200  # until it is seen gone
-    supervisor.tick()
+    supervisor.run_once()
     assert client.get("/api/datasets/alice/shapes", headers=worker).status_code == 401  # then revoked
 
 
@@ -218,10 +218,10 @@ def test_empty_account_stops_the_run_and_never_goes_negative(shapes, app, alice,
     credit(app, alice, 20_000)  # two cents
     client.post("/api/training/start", headers=alice.headers,
                 json={"modelId": model_id, "gpuType": "cpu", "trainArgs": ARGS})
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=7200, alive=True)
-    supervisor.tick()
-    supervisor.tick()
+    supervisor.run_once()
+    supervisor.run_once()
     with app.state.lanner.db.session() as session:
         assert billing.balances(session, user_id=alice.user_id) == billing.Balances(available=0, held=0)
     assert shapes.models.training("alice", "p", "dry")["job"]["status"] == "cancelled"
@@ -229,11 +229,11 @@ def test_empty_account_stops_the_run_and_never_goes_negative(shapes, app, alice,
 
 def test_ledger_transactions_read_back_through_the_sdk(shapes, app, alice, client, supervisor):
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=36)
-    supervisor.tick()
+    supervisor.run_once()
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
-    supervisor.tick()
+    supervisor.run_once()
     from tests.sdk_types import assert_sdk_type
 
     extras = {"kind", "availableCents", "description"}
@@ -252,9 +252,9 @@ def test_ledger_transactions_read_back_through_the_sdk(shapes, app, alice, clien
 
 def test_every_transaction_balances(shapes, app, alice, supervisor):
     started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=100)
-    supervisor.tick()
+    supervisor.run_once()
     with app.state.lanner.db.session() as session:
         sums = session.execute(select(LedgerPosting.transaction_id, func.sum(LedgerPosting.amount_micros))
                                .group_by(LedgerPosting.transaction_id)).all()
@@ -275,7 +275,7 @@ def test_quick_run_re_estimates_the_full_run_from_its_measured_speed(shapes, app
         session.execute(update(EpochMetric).where(EpochMetric.epoch == 1)
                         .values(created_at=first + timedelta(seconds=3)))
     send("training_complete", {"results": {"metrics": {"fitness": 0.1}}, "runId": started["runId"]})
-    supervisor.tick()
+    supervisor.run_once()
     estimate = shapes.models.retrieve("alice", "p", "quick")["model"]["fullRunEstimate"]
     assert estimate["epochs"] == 50 and estimate["measuredEpochSeconds"] == 3.0
     assert estimate["correction"] == pytest.approx(3.0 / estimate["predictedQuickEpochSeconds"], rel=1e-2)
@@ -290,8 +290,8 @@ def test_a_run_is_launched_once_even_by_two_supervisors(shapes, app, alice, supe
 
     run_id = started_run(shapes, app, alice)
     other = Supervisor(app.state.lanner, fake_executor)  # a second server process's passes
-    supervisor.tick()
-    other.tick()
+    supervisor.run_once()
+    other.run_once()
     assert [s.run_id for s in fake_executor.launched] == [run_id]
 
 
@@ -302,8 +302,8 @@ def test_a_launch_that_fails_fails_the_run_and_releases_the_hold(shapes, app, al
 
     monkeypatch.setattr(fake_executor, "launch", broken)
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
-    supervisor.tick()
+    supervisor.run_once()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert run.status == "failed" and "could not start the worker (RuntimeError)" in run.error["message"]
     assert "no such interpreter" not in run.error["message"]  # internal text stays in the server log
@@ -329,10 +329,10 @@ def test_an_executor_not_ready_yet_leaves_the_run_pending_for_the_next_pass(shap
 
     monkeypatch.setattr(fake_executor, "launch", not_yet)
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert run.status == "pending" and run.external_id is None and not fake_executor.launched
-    supervisor.tick()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert [s.run_id for s in fake_executor.launched] == [run_id] and run.status == "starting"
     assert run.attempt == 1 and run.settled_at is None
@@ -343,7 +343,7 @@ def test_a_model_with_an_unsettled_run_cannot_be_deleted(shapes, app, alice, cli
     assert client.delete("/api/models/alice/p/m", headers=alice.headers).status_code == 409
     assert client.delete("/api/projects/alice/p", headers=alice.headers).status_code == 409
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
-    supervisor.tick()
+    supervisor.run_once()
     assert run_row(app, run_id).settled_at is not None
     assert client.delete("/api/models/alice/p/m", headers=alice.headers).status_code == 200
     with app.state.lanner.db.session() as session:
@@ -361,18 +361,18 @@ def test_a_queued_job_lost_before_it_ran_is_launched_again(shapes, app, alice, s
         return external_id
 
     fake_executor.launch = queue
-    supervisor.tick()
+    supervisor.run_once()
     assert run_row(app, run_id).status == "pending"
     fake_executor.set(run_id, 1, JobState.EXPIRED, None, "Job supervisor actor failed to start within 900 s")
-    supervisor.tick()  # expired in Ray's queue: submitted again as the same attempt
-    supervisor.tick()
+    supervisor.run_once()  # expired in Ray's queue: submitted again as the same attempt
+    supervisor.run_once()
     assert run_row(app, run_id).attempt == 1 and len(fake_executor.launched) == 2
     fake_executor.set(run_id, 1, JobState.LOST, None, "runtime env setup failed")
-    supervisor.tick()  # noticed: the run goes back to dispatch
-    supervisor.tick()
+    supervisor.run_once()  # noticed: the run goes back to dispatch
+    supervisor.run_once()
     assert run_row(app, run_id).attempt == 2 and run_row(app, run_id).status == "pending"
     fake_executor.set(run_id, 2, JobState.RUNNING)
-    supervisor.tick()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert run.status == "starting" and run.attempt_started_at is not None  # the clock starts when Ray runs it
 
@@ -380,14 +380,14 @@ def test_a_queued_job_lost_before_it_ran_is_launched_again(shapes, app, alice, s
 def test_a_silent_run_whose_status_cannot_be_read_is_lost_not_metered_forever(shapes, app, alice, supervisor,
                                                                               fake_executor):
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     job = f"fake-{run_id}-1"
 
     def unknown(external_id: str) -> JobStatus:
         raise RuntimeError(f"Job {external_id} does not exist")  # as Ray answers after a head restart
 
     fake_executor.status = unknown
-    supervisor.tick()
+    supervisor.run_once()
     assert run_row(app, run_id).status in ("starting", "running")  # not silent yet: nothing to conclude
     backdate(app, seconds=3600)
     supervisor.watch()
@@ -410,7 +410,7 @@ def test_a_one_epoch_quick_run_re_estimates_from_its_only_epoch(shapes, app, sup
         row.launch = {**row.launch, "trainerStartedAt": ready.isoformat()}
         session.execute(update(EpochMetric).where(EpochMetric.run_id == row.id).values(created_at=utcnow()))
     send("training_complete", {"results": {"metrics": {"fitness": 0.1}}, "runId": started["runId"]})
-    supervisor.tick()
+    supervisor.run_once()
     estimate = shapes.models.retrieve("alice", "p", "one")["model"]["fullRunEstimate"]
     assert estimate["epochs"] == 40 and estimate["measuredEpochSeconds"] == pytest.approx(4.0, abs=0.2)
     assert estimate["basis"].startswith("first epoch only")

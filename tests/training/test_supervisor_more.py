@@ -72,9 +72,9 @@ def test_a_capped_run_tells_its_worker_through_its_own_key_even_after_a_restart(
     model_id = new_model(shapes, "capped")
     run_id = client.post("/api/training/start", headers=alice.headers, json={
         "modelId": model_id, "gpuType": "cpu", "trainArgs": ARGS, "maxCostCents": 2}).json()["runId"]
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=3600, alive=True)
-    supervisor.tick()  # meter reaches the cap and settle runs in the same pass
+    supervisor.run_once()  # meter reaches the cap and settle runs in the same pass
     run = run_row(app, run_id)
     assert run.status == "cancelled" and run.settled_at is not None
     key = worker_key(fake_executor)
@@ -84,7 +84,7 @@ def test_a_capped_run_tells_its_worker_through_its_own_key_even_after_a_restart(
     later = restart(app, Forgetful(5, states))
     assert report(client, key, model_id).json()["cancelled"] is True
     later.executor.set(run_id, 1, JobState.SUCCEEDED, 0)  # the trainer read it and exited
-    later.tick()
+    later.run_once()
     assert report(client, key, model_id).status_code == 401  # gone: its key with it
     assert run_row(app, run_id).worker_exited_at is not None
 
@@ -93,15 +93,15 @@ def test_a_worker_that_ignores_its_stop_is_killed_and_loses_its_key(shapes, app,
                                                                     fake_executor, monkeypatch):
     monkeypatch.setattr(fake_executor, "stop", lambda external_id: fake_executor.stopped.append(external_id))
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     model_id = run_row(app, run_id).model_id
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
-    supervisor.tick()
+    supervisor.run_once()
     key = worker_key(fake_executor)
     assert fake_executor.stopped and not fake_executor.killed
     assert report(client, key, model_id).json()["cancelled"] is True  # within the stop's reach: still told
     ended_ago(app, run_id, KILL_AFTER_GRACE_SECONDS + 1)
-    supervisor.tick()
+    supervisor.run_once()
     assert fake_executor.killed == [f"fake-{run_id}-1"]
     assert report(client, key, model_id).status_code == 401
 
@@ -109,7 +109,7 @@ def test_a_worker_that_ignores_its_stop_is_killed_and_loses_its_key(shapes, app,
 def test_a_cancelled_run_whose_status_cannot_be_read_still_loses_its_key(shapes, app, alice, client, supervisor,
                                                                          fake_executor):
     run_id = started_run(shapes, app, alice)
-    supervisor.tick()
+    supervisor.run_once()
     model_id = run_row(app, run_id).model_id
 
     def unknown(external_id: str) -> JobStatus:
@@ -117,12 +117,12 @@ def test_a_cancelled_run_whose_status_cannot_be_read_still_loses_its_key(shapes,
 
     fake_executor.status = unknown
     client.delete("/api/models/alice/p/m/training", headers=alice.headers)
-    supervisor.tick()
+    supervisor.run_once()
     key = worker_key(fake_executor)
     assert report(client, key, model_id).json()["cancelled"] is True  # it may still be out there: tell it
     ended_ago(app, run_id, 3600)
-    supervisor._unreadable[run_id] -= timedelta(seconds=3600)
-    supervisor.tick()
+    supervisor.jobs.unreadable_since[run_id] -= timedelta(seconds=3600)
+    supervisor.run_once()
     assert report(client, key, model_id).status_code == 401
     assert run_row(app, run_id).worker_exited_at is not None and f"fake-{run_id}-1" in fake_executor.killed
 
@@ -141,12 +141,12 @@ def test_a_queued_job_whose_status_cannot_be_read_is_submitted_again(shapes, app
 
     fake_executor.launch = queue
     fake_executor.status = unknown
-    supervisor.tick()
-    supervisor.tick()
+    supervisor.run_once()
+    supervisor.run_once()
     assert run_row(app, run_id).status == "pending" and len(fake_executor.launched) == 1  # not for long enough
-    supervisor._unreadable[run_id] -= timedelta(seconds=601)
-    supervisor.tick()
-    supervisor.tick()
+    supervisor.jobs.unreadable_since[run_id] -= timedelta(seconds=601)
+    supervisor.run_once()
+    supervisor.run_once()
     run = run_row(app, run_id)
     assert run.status == "pending" and len(fake_executor.launched) == 2 and run.attempt == 2
 
@@ -157,26 +157,26 @@ def test_a_queued_job_whose_status_cannot_be_read_is_submitted_again(shapes, app
 def test_a_restart_does_not_double_book_a_slot(shapes, app, alice, client, supervisor, fake_executor):
     fake_executor.slots = 1
     first = started_run(shapes, app, alice, "first")
-    supervisor.tick()
+    supervisor.run_once()
     assert run_row(app, first).status == "starting"
     later = restart(app, Forgetful(1, fake_executor.states))
     second = started_run(shapes, app, alice, "second")
-    later.tick()
+    later.run_once()
     assert run_row(app, second).status == "pending" and later.executor.launched == []
     client.delete("/api/models/alice/p/first/training", headers=alice.headers)
-    later.tick()  # stopped
-    later.tick()  # seen gone: its slot is free
+    later.run_once()  # stopped
+    later.run_once()  # seen gone: its slot is free
     assert [s.run_id for s in later.executor.launched] == [second]
 
 
 def test_a_worker_whose_status_cannot_be_read_still_holds_its_slot(shapes, app, alice, supervisor, fake_executor):
     fake_executor.slots = 1
     first = started_run(shapes, app, alice, "first")
-    supervisor.tick()
+    supervisor.run_once()
     later = restart(app, Forgetful(1, fake_executor.states, unreadable=frozenset({f"fake-{first}-1"})))
     second = started_run(shapes, app, alice, "second")
-    later.tick()
-    later.tick()
+    later.run_once()
+    later.run_once()
     assert run_row(app, second).status == "pending" and later.executor.launched == []  # the database knows
 
 
@@ -184,14 +184,14 @@ def test_local_runs_beyond_capacity_queue_until_a_slot_frees(shapes, app, alice,
                                                              fake_executor):
     fake_executor.slots = 2
     runs = [started_run(shapes, app, alice, name) for name in ("a", "b", "c")]
-    supervisor.tick()
-    supervisor.tick()
+    supervisor.run_once()
+    supervisor.run_once()
     assert [run_row(app, r).status for r in runs] == ["starting", "starting", "pending"]
     assert run_row(app, runs[2]).external_id is None and len(fake_executor.launched) == 2
     client.delete("/api/models/alice/p/a/training", headers=alice.headers)
-    supervisor.tick()  # its worker is told to stop; the slot is free once it is seen gone
+    supervisor.run_once()  # its worker is told to stop; the slot is free once it is seen gone
     assert run_row(app, runs[2]).status == "pending"
-    supervisor.tick()
+    supervisor.run_once()
     assert run_row(app, runs[2]).status == "starting"
     assert [s.run_id for s in fake_executor.launched] == runs
 
@@ -221,7 +221,7 @@ def test_gpu_availability_follows_the_executors_free_slots(shapes, app, alice, c
     assert all(level is None for gpu, level in first.items() if gpu not in ("cpu", "h100-sxm"))  # none here
     for name, level in (("a", "High"), ("b", "Medium"), ("c", "Low")):  # 2 of 3 free, 1 of 3, none
         run_id = started_run(shapes, app, alice, name)
-        supervisor.tick()
+        supervisor.run_once()
         assert run_row(app, run_id).status == "starting"
         assert levels()["cpu"] == level
     assert levels()["h100-sxm"] == "High"

@@ -81,11 +81,11 @@ def test_the_team_pays_for_a_run_a_member_starts_on_another_members_dataset(app,
     with app.state.lanner.db.session() as session:
         run = session.get(Run, started["runId"])
         assert run.started_by_id == ada.user_id and run.launch["project"] == "acme/line"
-    supervisor.tick()
+    supervisor.run_once()
     backdate(app, seconds=60)
-    supervisor.tick()
+    supervisor.run_once()
     assert client.delete("/api/models/acme/line/first/training", headers=ada.headers).status_code == 200
-    supervisor.tick()
+    supervisor.run_once()
     team = balances(app, "acme")["acme"]
     with app.state.lanner.db.session() as session:
         charged = billing.run_charged(session, started["runId"])
@@ -162,7 +162,7 @@ def test_the_activity_log_names_who_did_what_to_the_teams_things(app, client, sd
     model_id = team_model(client, ada, "logged")
     sdk(ada).training.start(model_id=model_id, gpu_type="cpu", train_args=ARGS)
     assert client.delete("/api/models/acme/line/logged/training", headers=ed.headers).status_code == 200
-    supervisor.tick()  # the worker is gone: the run ends and the model may go
+    supervisor.run_once()  # the worker is gone: the run ends and the model may go
     assert client.delete("/api/datasets/acme/parts", headers=ed.headers).status_code == 200
     assert client.delete("/api/models/acme/line/logged", headers=ada.headers).status_code == 200
     assert client.post("/api/projects", json={"name": "mine"}, headers=ada.headers).status_code == 201  # personal

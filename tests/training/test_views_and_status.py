@@ -36,7 +36,7 @@ def test_job_and_cost_views_use_the_operator_catalogue(shapes, app, alice, clien
     credit(app, alice, 100_000_000)
     model_id = new_model(shapes, "lab")
     shapes.training.start(model_id=model_id, gpu_type="h100-sxm", train_args=ARGS)
-    supervisor.tick()
+    supervisor.run_once()
     job = shapes.models.training("alice", "p", "lab")["job"]
     assert job["compute"] == {"gpuType": "h100-sxm", "gpuDisplayName": "Lab H100", "gpuMemoryGb": 96.0}
     model = shapes.models.retrieve("alice", "p", "lab")["model"]
@@ -48,7 +48,7 @@ def test_a_launched_run_starts_its_history_at_creation_and_its_model_follows(sha
     credit(app, alice, 10_000_000)
     model_id = new_model(shapes, "history")
     run_id = shapes.training.start(model_id=model_id, gpu_type="cpu", train_args=ARGS)["runId"]
-    supervisor.tick()
+    supervisor.run_once()
     history = shapes.models.retrieve("alice", "p", "history")["model"]["runHistory"]
     assert [(h["from"], h["to"]) for h in history] == [(None, "pending"), ("pending", "starting")]
     assert history[0]["reason"] == "training.start"
