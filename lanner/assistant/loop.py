@@ -107,8 +107,7 @@ class AssistantLoop(BackgroundLoop):
             assistant = session.get(Assistant, assistant_id)
             entry = session.scalar(select(AssistantRound).where(AssistantRound.assistant_id == assistant_id,
                                                                 AssistantRound.round == number))
-            if assistant is None or entry is None or entry.status != SCORING:
+            if assistant is None or entry is None or not rounds.store_scores(session, assistant, entry, scores):
                 return
-            rounds.store_scores(session, assistant, entry, scores)
             session.commit()
         log.info("assistant %s: round %d scored %d unlabelled images", assistant_id, number, len(scores))

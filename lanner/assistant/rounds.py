@@ -4,6 +4,8 @@ the reason it failed) and the scoring of the unlabelled images by its model.
     (due) -> training -> scoring -> completed
              training -> failed     (the run failed or was cancelled; or it could not start: no credit...)
 
+Every change goes through ``lanner.status`` (``_change``), like every other row with a status: guarded by the
+statuses it may come from (``ALLOWED``), so a stale writer changes nothing, and recorded as a ``StatusEvent``.
 Only one round of an assistant is ever training or scoring (``due``), and the round number is unique per
 assistant, so two server processes that both find a round due start it once: the second insert fails and its
 transaction, run and credit hold included, rolls back."""
@@ -26,11 +28,14 @@ from lanner.gpus.catalogue import Catalogue
 from lanner.projects import service as projects_service
 from lanner.projects import starting
 from lanner.projects.models import ModelRecord, Project
+from lanner.status import record_created, try_change_status
 from lanner.training import launch
 from lanner.training.executors import Executor
 from lanner.training.models import Run
 from lanner.training.schemas import StartRequest
 from lanner.training.state import RunStatus
+
+ALLOWED = {SCORING: (TRAINING,), FAILED: (TRAINING,), COMPLETED: (SCORING,)}
 
 
 def latest_round(session: Session, assistant: Assistant) -> AssistantRound | None:
@@ -113,7 +118,7 @@ def start(session: Session, assistant: Assistant, dataset: Dataset, labelled: in
     entry = AssistantRound(assistant_id=assistant.id, round=number, labelled=labelled, status=TRAINING,
                            started_at=utcnow())
     session.add(entry)
-    session.flush()
+    record_created(session, entry, reason=f"{labelled} labelled images")
     owner = session.get(User, dataset.owner_id)
     assert owner is not None
     principal = Principal.of(owner)
@@ -135,8 +140,7 @@ def start(session: Session, assistant: Assistant, dataset: Dataset, labelled: in
                 modelId=model.id, gpuType=assistant.gpu_type, captureDatasetVersion=True, trainArgs=args),
                 catalogue=catalogue, executor=executor, executor_name=executor_name)
     except LannerError as error:
-        entry.status, entry.reason, entry.completed_at = FAILED, f"the round could not start: {error.message}"[
-            :500], utcnow()
+        _fail(session, entry, f"the round could not start: {error.message}")
         return entry
     entry.model_id, entry.run_id = model.id, int(started["runId"])
     return entry
@@ -148,22 +152,28 @@ def watch(session: Session, entry: AssistantRound) -> None:
     run = session.get(Run, entry.run_id) if entry.run_id is not None else None
     model = session.get(ModelRecord, entry.model_id) if entry.model_id else None
     if run is None or model is None:
-        _fail(entry, "its model or run was deleted")
+        _fail(session, entry, "its model or run was deleted")
         return
     status = RunStatus(run.status)
     if status is RunStatus.COMPLETED and model.weights_sha256:
-        entry.map50 = map50(model.metrics or {})
-        entry.status = SCORING
+        _change(session, entry, SCORING, reason=f"run {run.id} completed", map50=map50(model.metrics or {}))
     elif status is RunStatus.COMPLETED and run.settled_at is not None:
-        _fail(entry, "the run completed without weights")
+        _fail(session, entry, "the run completed without weights")
     elif status in (RunStatus.FAILED, RunStatus.CANCELLED):
         error = run.error or model.training_error
         detail = error.get("message") if isinstance(error, dict) else None
-        _fail(entry, f"the run {status.value}: {detail or run.termination_reason or status.value}")
+        _fail(session, entry, f"the run {status.value}: {detail or run.termination_reason or status.value}")
 
 
-def _fail(entry: AssistantRound, reason: str) -> None:
-    entry.status, entry.reason, entry.completed_at = FAILED, reason[:500], utcnow()
+def _change(session: Session, entry: AssistantRound, to: str, *, reason: str, **values: Any) -> bool:
+    """The one way a round's status changes; False (and nothing changed) when it was no longer in a status
+    ``to`` may come from."""
+    return try_change_status(session, entry, to, allowed_from=ALLOWED[to], reason=reason[:300], **values)
+
+
+def _fail(session: Session, entry: AssistantRound, reason: str) -> None:
+    if _change(session, entry, FAILED, reason=reason, completed_at=utcnow()):
+        entry.reason = reason[:500]  # the round's own column (``reason=`` above is the event's)
 
 
 def map50(metrics: dict[str, Any]) -> float | None:
@@ -175,9 +185,13 @@ def map50(metrics: dict[str, Any]) -> float | None:
     return None
 
 
-def store_scores(session: Session, assistant: Assistant, entry: AssistantRound, scores: dict[str, float]) -> None:
-    """The round's scores replace the previous round's; the round is complete."""
+def store_scores(session: Session, assistant: Assistant, entry: AssistantRound, scores: dict[str, float]) -> bool:
+    """The round is complete and its scores replace the previous round's; False (nothing stored) when the round
+    was no longer scoring."""
+    if not _change(session, entry, COMPLETED, reason=f"unlabelled images scored: {len(scores)}", scored=len(scores),
+                   completed_at=utcnow()):
+        return False
     session.execute(delete(AssistantScore).where(AssistantScore.assistant_id == assistant.id))
     session.add_all(AssistantScore(assistant_id=assistant.id, item_key=key, round=entry.round, score=score)
                     for key, score in scores.items())
-    entry.scored, entry.status, entry.completed_at = len(scores), COMPLETED, utcnow()
+    return True

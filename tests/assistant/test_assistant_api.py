@@ -168,3 +168,38 @@ def test_label_next_puts_the_least_sure_first_then_what_was_not_scored(app, clie
     assert [(i["name"], i["score"]) for i in body["images"]] == [
         (names[2], 0.9), (names[3], 0.5), (names[1], 0.2), (names[4], None), (names[5], None)]
 
+
+def _round_events(session: Any) -> list[tuple[str | None, str, str | None]]:
+    from sqlalchemy import select
+
+    from lanner.status import StatusEvent
+
+    return [(e.from_status, e.to_status, e.reason) for e in session.scalars(
+        select(StatusEvent).where(StatusEvent.entity == "assistant_rounds").order_by(StatusEvent.id))]
+
+
+def test_a_round_changes_status_through_the_one_path_with_an_event(app, client, alice, raw, fake_executor):
+    from lanner.assistant import rounds
+    from lanner.assistant.models import FAILED, SCORING, Assistant, AssistantRound, AssistantScore
+
+    client.put(f"{A}/assistant", headers=alice.headers, json={"enabled": True, "minLabels": 3, "every": 50})
+    label_some(client, alice, raw, 3)
+    app.state.assistant.run_once()  # no credit: round 1 is created, then fails to start
+    with app.state.lanner.db.session() as session:
+        assistant = session.query(Assistant).one()
+        (first,) = session.query(AssistantRound).all()
+        assert first.status == FAILED and first.reason.startswith("the round could not start:")
+        created, failed = _round_events(session)
+        assert created == (None, "training", "3 labelled images")
+        assert failed[:2] == ("training", "failed") and failed[2] == first.reason[:300]
+        # A failed round is never completed: refused, nothing stored, no event.
+        assert not rounds.store_scores(session, assistant, first, {"k": 0.5})
+        assert first.status == FAILED and session.query(AssistantScore).count() == 0
+        assert len(_round_events(session)) == 2
+        scoring = AssistantRound(assistant_id=assistant.id, round=2, labelled=3, status=SCORING)
+        session.add(scoring)
+        session.flush()
+        assert rounds.store_scores(session, assistant, scoring, {"k": 0.5})
+        assert (scoring.status, scoring.scored, session.query(AssistantScore).count()) == ("completed", 1, 1)
+        assert _round_events(session)[-1] == ("scoring", "completed", "unlabelled images scored: 1")
+
