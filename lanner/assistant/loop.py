@@ -66,7 +66,7 @@ class AssistantLoop(BackgroundLoop):
             else:
                 number = None
                 labelled = training_data.labelled_count(session, dataset)
-                images = datasets_service.counts(session, dataset.manifest_id)["images"]
+                images = datasets_service.dataset_counts(session, dataset)["images"]
                 if rounds.due(assistant, labelled, last, images):
                     entry = rounds.start(session, assistant, dataset, labelled,
                                          catalogue=get_catalogue(self.ctx.settings), executor=self._executor(),

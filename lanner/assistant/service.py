@@ -98,7 +98,7 @@ def view(session: Session, dataset: Dataset, assistant: Assistant | None) -> dic
                                    .order_by(AssistantRound.round))) if assistant else []
     last = entries[-1] if entries else None
     labelled = training_data.labelled_count(session, dataset)
-    images = datasets_service.counts(session, dataset.manifest_id)["images"]
+    images = datasets_service.dataset_counts(session, dataset)["images"]
     next_at = rounds.next_round_at(defaults, last, images)
     state, reason = status(assistant, last, labelled=labelled, next_at=next_at)
     newest = rounds.newest_model_round(session, assistant) if assistant else None

@@ -32,8 +32,13 @@ def labelled(manifest_id: int) -> list:
 
 
 def labelled_count(session: Session, dataset: Dataset) -> int:
-    return int(session.scalar(select(func.count()).select_from(DatasetItem)
-                              .where(*labelled(dataset.manifest_id))) or 0)
+    """Remembered per revision (``datasets_service.remembered_count``: every label change bumps it): the
+    assistants' loop asks on every poll, and most polls find nothing changed."""
+    return datasets_service.remembered_count(session, dataset, "assistant-labelled", _count_labelled)
+
+
+def _count_labelled(session: Session, manifest_id: int) -> int:
+    return int(session.scalar(select(func.count()).select_from(DatasetItem).where(*labelled(manifest_id))) or 0)
 
 
 def refresh(session: Session, principal: Principal, source: Dataset, derived: Dataset | None) -> Dataset:

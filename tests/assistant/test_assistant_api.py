@@ -203,3 +203,23 @@ def test_a_round_changes_status_through_the_one_path_with_an_event(app, client, 
         assert (scoring.status, scoring.scored, session.query(AssistantScore).count()) == ("completed", 1, 1)
         assert _round_events(session)[-1] == ("scoring", "completed", "unlabelled images scored: 1")
 
+
+def test_the_loop_counts_a_dataset_again_only_once_it_changed(app, client, alice, raw, monkeypatch):
+    from lanner.assistant import training_data
+    from lanner.datasets import service as datasets_service
+
+    client.put(f"{A}/assistant", headers=alice.headers, json={"enabled": True, "minLabels": 10, "every": 50})
+    label_some(client, alice, raw, 1)
+    loop = app.state.assistant
+    loop.run_once()  # counts the dataset at its current revision (or finds the view's counts)
+    counted: list[str] = []
+    counts, labelled = datasets_service.counts, training_data._count_labelled
+    monkeypatch.setattr(datasets_service, "counts", lambda *a: counted.append("images") or counts(*a))
+    monkeypatch.setattr(training_data, "_count_labelled", lambda *a: counted.append("labelled") or labelled(*a))
+    loop.run_once()
+    loop.run_once()
+    assert counted == []  # nothing changed: nothing counted again
+    label_some(client, alice, raw, 1, start=1)
+    loop.run_once()
+    assert sorted(counted) == ["images", "labelled"]
+    assert client.get(f"{A}/assistant", headers=alice.headers).json()["labelled"] == 2
