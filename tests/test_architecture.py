@@ -115,3 +115,31 @@ def test_every_top_level_package_and_module_is_placed_and_described() -> None:
     undescribed = [n for n in _top_level() if not re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", doc)]
     assert not unplaced, f"not in a layer or ground-floor contract of pyproject.toml: {unplaced}"
     assert not undescribed, f"not described in docs/architecture.md: {undescribed}"
+
+
+def test_the_benchmarks_import_no_circle() -> None:
+    """The benchmarks are scripts importing each other by file name (``from common import ...``): import-linter
+    does not see them, so their graph is checked here (anywhere in a file, a function's import included)."""
+    folder = ROOT / "benchmarks"
+    stems = {p.stem for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+        graph[path.stem] = (imported & stems) - {path.stem}
+    circles = []
+
+    def visit(stem: str, trail: list[str]) -> None:
+        for target in sorted(graph[stem]):
+            if target in trail:
+                circles.append(" -> ".join([*trail[trail.index(target):], target]))
+            else:
+                visit(target, [*trail, target])
+
+    for stem in sorted(graph):
+        visit(stem, [stem])
+    assert not circles, circles
