@@ -7,7 +7,7 @@ STAMP := $(VENV)/.lanner-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint system-test-deps browser-test-deps screenshots bench clean
+.PHONY: run test test-fast lint system-test-deps browser-test-deps screenshots bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ lint: $(STAMP)
 # order): most tests wait on servers, trainers and browsers, so two of them share two cores well.
 test: $(STAMP) system-test-deps browser-test-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
+
+# The edit-run loop: SQLite only, no browser, no real server or trainer (e2e), so no PostgreSQL, chromium or Ray
+# to install; `make test` stays the whole suite and is what CI runs.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not e2e and not browser and not postgres"
 
 bench: $(STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)

@@ -658,9 +658,9 @@ def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--profile-sql":
         return _profile_sql_main(sys.argv[2])
     if "--listing-only" in sys.argv[1:]:  # only the listing, with its own options (image_listing.py --help)
-        from image_listing import main as listing_main
-
-        return listing_main([a for a in sys.argv[1:] if a != "--listing-only"])
+        # Run as its own program, not imported: image_listing imports this module's helpers (no import circle).
+        listing = str(Path(__file__).with_name("image_listing.py"))
+        return subprocess.call([sys.executable, listing, *[a for a in sys.argv[1:] if a != "--listing-only"]])
     parser = argparse.ArgumentParser(description="Datasets benchmark: import, listing at depth, clone.")
     parser.add_argument("--images", type=int, default=10_000, help="images in the import archive (default 10000)")
     parser.add_argument("--small-images", type=int, default=2_000,

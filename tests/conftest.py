@@ -45,6 +45,15 @@ def tests_never_write_into_the_repository() -> Iterator[None]:
     assert not written, f"tests wrote into the repository: {sorted(written)[:10]}"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need the PostgreSQL server (its fixture, or the postgresql case of a parametrised database) are
+    marked ``postgres``: ``make test-fast`` leaves them out with ``-m "not postgres"``."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if "postgres" in getattr(item, "fixturenames", ()) or (callspec is not None and "postgresql" in callspec.id):
+            item.add_marker(pytest.mark.postgres)
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresCluster]:
     cluster = PostgresCluster().start()

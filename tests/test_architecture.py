@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -87,3 +88,58 @@ def test_every_package_data_pattern_names_files() -> None:
     patterns = config["tool"]["setuptools"]["package-data"]["lanner"]
     empty = [pattern for pattern in patterns if not list(PACKAGE.glob(pattern))]
     assert not empty, f"package data patterns that match nothing: {empty}"
+
+
+def _contract_names() -> set[str]:
+    """Every module a layer or ground-floor contract of pyproject.toml names."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    names = set()
+    for contract in contracts:
+        for entry in [*contract.get("layers", []), *contract.get("source_modules", [])]:
+            names.update(part.strip() for part in entry.replace("|", ":").split(":"))
+    return names
+
+
+def _top_level() -> list[str]:
+    """The packages and modules directly under lanner/ (migrations are data, not code a layer holds)."""
+    packages = [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file() and p.name != "migrations"]
+    modules = [p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"]
+    return sorted(packages + modules)
+
+
+def test_every_top_level_package_and_module_is_placed_and_described() -> None:
+    """A new package or root module must be given a place in the layers (pyproject.toml) and a line in
+    docs/architecture.md: unplaced, import-linter checks nothing about it; undescribed, a reader cannot find it."""
+    names, doc = _contract_names(), (ROOT / "docs" / "architecture.md").read_text()
+    unplaced = [n for n in _top_level() if f"lanner.{n}" not in names]
+    undescribed = [n for n in _top_level() if not re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", doc)]
+    assert not unplaced, f"not in a layer or ground-floor contract of pyproject.toml: {unplaced}"
+    assert not undescribed, f"not described in docs/architecture.md: {undescribed}"
+
+
+def test_the_benchmarks_import_no_circle() -> None:
+    """The benchmarks are scripts importing each other by file name (``from common import ...``): import-linter
+    does not see them, so their graph is checked here (anywhere in a file, a function's import included)."""
+    folder = ROOT / "benchmarks"
+    stems = {p.stem for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+        graph[path.stem] = (imported & stems) - {path.stem}
+    circles = []
+
+    def visit(stem: str, trail: list[str]) -> None:
+        for target in sorted(graph[stem]):
+            if target in trail:
+                circles.append(" -> ".join([*trail[trail.index(target):], target]))
+            else:
+                visit(target, [*trail, target])
+
+    for stem in sorted(graph):
+        visit(stem, [stem])
+    assert not circles, circles

@@ -1,6 +1,7 @@
 """What the model page shows of a model's deployments (``lanner.web``): each one's status and why, where and how
 it runs, its last 24 hours (requests, p95, errors) and its latency over the last hour for a chart; and what the
-create form offers. Read with the caller's access, from the same services and metrics the API answers with."""
+create form offers (the regions by area, each named by its place: ``places``). Read with the caller's access,
+from the same services and metrics the API answers with."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
 from lanner.config import Settings
-from lanner.deployments import metrics, service, state
+from lanner.deployments import metrics, places, service, state
 from lanner.deployments.schemas import CPUS, MEMORY_GI, service_url
 from lanner.projects.models import ModelRecord
 
@@ -44,7 +45,7 @@ def section(session: Session, principal: Principal, record: ModelRecord, *, sett
                      "url": service_url(settings.public_url, principal.username, d.slug),
                      "api": f"/api/deployments/{principal.username}/{d.slug}", "chart": latency_chart(hour)})
     regions = sorted(service.offered_regions(settings))
-    return {"rows": rows, "changing": any(r["status"] in CHANGING for r in rows), "regions": regions,
+    return {"rows": rows, "changing": any(r["status"] in CHANGING for r in rows), "regions": places.grouped(regions),
             "default_region": "us-central1" if "us-central1" in regions else regions[0], "cpus": CPUS,
             "memories": MEMORY_GI, "default_name": f"{record.slug}-endpoint",
             "onnx": service.onnx_export(session, record) is not None}

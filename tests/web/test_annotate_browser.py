@@ -2,7 +2,8 @@
 detect, a segment and a pose dataset, a class changed, undone and redone, and everything read back from the
 annotation API and again after a reload; edits made while the API cannot be reached (Playwright routes fail the
 saves, the first one after the server applied it) are kept, survive a reload and are saved once when it comes
-back; two pages editing one image get the conflict dialog. Fails on any browser error (see ``conftest.page``)."""
+back; two pages editing one image get the conflict dialog; the shortcuts dialog opens at its top. Fails on any
+browser error (see ``conftest.page``)."""
 
 from __future__ import annotations
 
@@ -164,6 +165,33 @@ def test_keypoints_with_one_skipped(alice_page: Any, datasets: WebServer) -> Non
     assert person["keypoints"][:2] == pytest.approx([0.6, 0.6], abs=0.02)
     assert page.locator("#an-labels line.an-bone").count() >= 2  # the imported people's skeletons
     assert persisted(page, datasets, "people")[-1] == person
+
+
+def test_shortcuts_dialog_opens_at_its_top(alice_page: Any, datasets: WebServer) -> None:
+    """On a screen shorter than the list the dialog scrolls; opened by its button or by ``?`` (also after the
+    page was scrolled) it shows its title, not its Close button: showModal() scrolled to the first focusable
+    element, which was Close, under the table (issue 27)."""
+    page = alice_page
+    page.set_viewport_size({"width": 1024, "height": 600})
+    open_editor(page, "boxes")
+    dialog, title = page.locator("#an-help"), page.locator("#an-help-title")
+
+    def by_key() -> None:
+        page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        page.locator("#an-stage").focus()
+        page.keyboard.press("?")
+
+    for open_it in (lambda: page.get_by_role("button", name="Shortcuts").click(), by_key):
+        open_it()
+        expect(dialog).to_be_visible()
+        assert dialog.evaluate("d => d.scrollHeight > d.clientHeight + 100")  # it has to scroll at this size
+        assert dialog.evaluate("d => d.scrollTop") == 0
+        expect(title).to_be_in_viewport(ratio=1)
+        expect(title).to_be_focused()
+        page.keyboard.press("Tab")  # the heading is not in the Tab order: Close is next
+        expect(dialog.get_by_role("button", name="Close")).to_be_focused()
+        page.keyboard.press("Escape")
+        expect(dialog).to_be_hidden()
 
 
 def test_offline_edits_are_kept_and_saved_once(browser: Any, datasets: WebServer) -> None:

@@ -1,6 +1,7 @@
 """A model's endpoint from its page, in a real browser against a real server that runs real serving processes:
 deploy it from the form, watch it become ready (the table refreshes itself), try it with an image (the boxes
-the endpoint found are drawn on a canvas), then delete it (its process ends)."""
+the endpoint found are drawn on a canvas), then delete it (its process ends). The form's region picker names
+each region's place, grouped by area."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from lanner.deployments.places import AREAS
+from lanner.deployments.schemas import REGIONS
 from tests.deployments.conftest import image_file
 from tests.deployments.test_e2e_local import alive, server_context
 from tests.inference.conftest import shapes_detector  # noqa: F401  (a fixture)
 from tests.servers import wait_for
 from tests.trained import attach_weights
-from tests.web.conftest import WebServer, screenshot, signed_in
+from tests.web.conftest import WebServer, a_run, screenshot, signed_in
 
 pytestmark = pytest.mark.browser
 
@@ -92,3 +95,23 @@ def test_deploy_try_and_delete_from_the_model_page(page: Any, web_server: WebSer
         if pid is not None and alive(pid):
             os.killpg(pid, signal.SIGKILL)
 
+
+def test_the_region_picker_names_places_by_area(page: Any, web_server: WebServer) -> None:
+    """Issue 27's "42 regions in one unlabelled box": the SDK's 42 region ids were one flat list of bare ids."""
+    alice = web_server.user("alice")
+    a_run(web_server, alice, "regions", 5)
+    signed_in(page, alice, "/alice/shapes/regions")
+    picker = page.get_by_role("combobox", name="Region")
+    expect(picker).to_have_value("us-central1")
+    expect(picker.locator("option:checked")).to_have_text("Iowa, USA (us-central1)")
+    groups = picker.locator("optgroup")
+    expect(groups).to_have_count(len(AREAS))
+    assert [groups.nth(i).get_attribute("label") for i in range(len(AREAS))] == list(AREAS)
+    shown = picker.locator("option").all_inner_texts()
+    assert len(shown) == len(REGIONS) == 42
+    ids = [re.fullmatch(r"[A-Z][^()]+ \(([a-z0-9-]+)\)", t) for t in shown]  # a place, then the SDK's id
+    assert all(ids) and sorted(m.group(1) for m in ids if m) == sorted(REGIONS), shown
+    assert picker.locator("optgroup[label='Europe'] option").all_inner_texts()[:2] == [
+        "Belgium (europe-west1)", "Berlin, Germany (europe-west10)"]  # by place within an area
+    picker.select_option(label="Frankfurt, Germany (europe-west3)")
+    expect(picker).to_have_value("europe-west3")

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from lanner.app import create_app
 from lanner.config import Settings
+from lanner.deployments.places import AREAS
 from tests.conftest import Account
 from tests.inference.conftest import attach, shapes_detector  # noqa: F401  (a fixture)
 from tests.web.pages import PASSWORD, sign_in, soup, text
@@ -47,6 +48,8 @@ def test_the_owner_deploys_stops_starts_and_deletes_from_the_model_page(quiet_ap
         assert "Not deployed yet" in text(page.select_one("#deployment-list"))
         regions = [o["value"] for o in page.select("#deploy-region option")]
         assert len(regions) == 42 and page.select_one("#deploy-region option[selected]")["value"] == "us-central1"
+        assert [g["label"] for g in page.select("#deploy-region optgroup")] == list(AREAS)  # by area, by place
+        assert text(page.select_one("#deploy-region option[selected]")) == "Iowa, USA (us-central1)"
 
         created = client.post(f"{MODEL_PAGE}/deployments", data={"csrf_token": token, "name": "My Endpoint",
                                                                  "region": "europe-west4", "cpu": "2", "memory": "4"},

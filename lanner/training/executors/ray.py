@@ -19,15 +19,7 @@ from typing import Any
 
 import httpx
 
-from lanner.training.executors.base import (
-    Capability,
-    Capacity,
-    Executor,
-    JobState,
-    JobStatus,
-    LaunchDeferred,
-    LaunchSpec,
-)
+from lanner.training.executors import base
 
 log = logging.getLogger("lanner.executor.ray")
 RESOURCE_PREFIX = "lanner-gpu:"
@@ -37,9 +29,9 @@ def resource_for(gpu_type: str) -> str:
     return f"{RESOURCE_PREFIX}{gpu_type}"
 
 
-class RayExecutor(Executor):
+class RayExecutor(base.Executor):
     name = "ray"
-    capabilities = Capability.QUEUES_JOBS
+    capabilities = base.Capability.QUEUES_JOBS
 
     def __init__(self, address: str, *, num_gpus: float = 1.0, worker_dir: str = "~/.lanner-worker/runs",
                  client: Any = None) -> None:
@@ -63,16 +55,16 @@ class RayExecutor(Executor):
     def offers(self, gpu_type: str) -> bool:
         return True  # a node with this type may join at any time; until then Ray keeps the job queued
 
-    def capacity(self) -> dict[str, Capacity]:
+    def capacity(self) -> dict[str, base.Capacity]:
         try:
             usage = self._usage()
         except Exception as exc:
             log.warning("could not read Ray cluster status from %s: %s", self.address, exc)
             return {}
-        out: dict[str, Capacity] = {}
+        out: dict[str, base.Capacity] = {}
         for name, (used, total) in usage.items():
             if name.startswith(RESOURCE_PREFIX):
-                out[name[len(RESOURCE_PREFIX):]] = Capacity(total=int(total), free=max(0, int(total - used)))
+                out[name[len(RESOURCE_PREFIX):]] = base.Capacity(total=int(total), free=max(0, int(total - used)))
         return out
 
     def _usage(self) -> dict[str, tuple[float, float]]:
@@ -87,7 +79,7 @@ class RayExecutor(Executor):
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def launch(self, spec: LaunchSpec) -> str:
+    def launch(self, spec: base.LaunchSpec) -> str:
         # Unique per submission: a job that expired in Ray's queue is submitted again under a new id.
         submission_id = f"lanner-run-{spec.run_id}-attempt-{spec.attempt}-{secrets.token_hex(3)}"
         gpus = self.num_gpus if spec.gpu_type != "cpu" else 0
@@ -103,32 +95,32 @@ class RayExecutor(Executor):
             if "already exists" in str(exc):  # a retried launch: the job is there already
                 return submission_id
             if _transient(exc):
-                raise LaunchDeferred(str(exc)) from exc
+                raise base.LaunchDeferred(str(exc)) from exc
             raise
 
-    def status(self, external_id: str) -> JobStatus:
+    def status(self, external_id: str) -> base.JobStatus:
         info = self.client.get_job_info(external_id)
         state = str(getattr(info.status, "value", info.status)).upper()
         message = str(info.message or "")
         code = getattr(info, "driver_exit_code", None)
         if state == "PENDING":
-            return JobStatus(JobState.QUEUED, None, message)
+            return base.JobStatus(base.JobState.QUEUED, None, message)
         if state == "RUNNING":
-            return JobStatus(JobState.RUNNING, None, message)
+            return base.JobStatus(base.JobState.RUNNING, None, message)
         if state == "SUCCEEDED":
-            return JobStatus(JobState.SUCCEEDED, 0, message)
+            return base.JobStatus(base.JobState.SUCCEEDED, 0, message)
         if state == "STOPPED":
-            return JobStatus(JobState.STOPPED, code, message or "stopped")
+            return base.JobStatus(base.JobState.STOPPED, code, message or "stopped")
         # FAILED: the trainer's own non-zero exit (1..127) fails the run. A signal (the shell reports 128 + N,
         # e.g. 137 for SIGKILL), a dead node or job supervisor, or no exit code at all was not the run's doing:
         # relaunch. Only the first line is Ray's own; the rest is the job's log, which may say anything.
         first_line = message.splitlines()[0] if message else ""
         if str(getattr(info, "error_type", "") or "") == "JOB_SUPERVISOR_ACTOR_START_TIMEOUT":
             # Nothing offered its resource within RAY_JOB_START_TIMEOUT_SECONDS: it never ran.
-            return JobStatus(JobState.EXPIRED, None, first_line)
+            return base.JobStatus(base.JobState.EXPIRED, None, first_line)
         if code is not None and 0 < code < 128 and not _lost_words(first_line):
-            return JobStatus(JobState.FAILED, code, first_line)
-        return JobStatus(JobState.LOST, code, first_line or "Ray job lost")
+            return base.JobStatus(base.JobState.FAILED, code, first_line)
+        return base.JobStatus(base.JobState.LOST, code, first_line or "Ray job lost")
 
     def stop(self, external_id: str) -> None:
         try:
