@@ -45,9 +45,9 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
     """Time, memory, cost and availability on every GPU type, sorted by cost, the recommendation on top."""
     # start-up cost: the advisor's numbers (torch and ultralytics only for a model not profiled before)
     from lanner.errors import NotFound
-    from lanner.gpus import advisor, profile_cache
+    from lanner.gpus import profile_cache
     from lanner.gpus.catalogue import get_catalogue
-    from lanner.training.estimates import PROFILE_CACHE, advise, dataset_counts, model_architecture
+    from lanner.training.estimates import PROFILE_CACHE, estimate_named
 
     if (data is None) == (train_images is None):
         fail("give either --data ul://owner/datasets/slug or --train-images N")
@@ -65,20 +65,15 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
             except NotFound:
                 given = {"--owner": owner, "--data": data, "--model": model}[source]
                 fail(f"{source} {given}: user '{owner}' not found")
-        nc = None
-        if data is not None:
-            train, val, nc = dataset_counts(session, principal, data)
-        else:
-            train, val = int(train_images or 0), val_images
-        request = advisor.Request(
-            model=model_architecture(session, principal, model), train_images=train, val_images=val,
-            train_args={"epochs": epochs, "imgsz": imgsz, "batch": batch},
-            deadline_minutes=_duration(deadline) if deadline else None,
-            budget_cents=budget * 100 if budget is not None else None, tier=principal.tier, nc=nc or None)
         catalogue = get_catalogue(ctx.settings)
         profile_cache.use_file(ctx.settings.resolved_home / PROFILE_CACHE)
         try:
-            result = advise(session, catalogue, request)
+            result = estimate_named(
+                session, principal, catalogue, model=model, data=data,
+                images=(int(train_images or 0), val_images) if data is None else None,
+                train_args={"epochs": epochs, "imgsz": imgsz, "batch": batch},
+                deadline_minutes=_duration(deadline) if deadline else None,
+                budget_cents=budget * 100 if budget is not None else None)
         finally:
             profile_cache.use_file(None)  # this command's home only (tests run many in one process)
         levels = _availability(session, ctx.settings, catalogue)

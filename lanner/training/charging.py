@@ -25,7 +25,7 @@ from lanner.gpus.catalogue import Catalogue
 from lanner.projects.models import ModelRecord
 from lanner.training.keys import revoke_run_key
 from lanner.training.models import Run
-from lanner.training.quick_run import estimate_full_run
+from lanner.training.quick_run import estimate_full_run, prepare_estimate
 from lanner.training.state import RunStatus, try_transition
 
 log = logging.getLogger("lanner.supervisor")
@@ -98,9 +98,11 @@ class Charging:
 
     def settle(self) -> None:
         with self.ctx.db.session() as session:
-            ended = list(session.scalars(select(Run.id).where(
+            ended = list(session.execute(select(Run.id, Run.smoke).where(
                 Run.executor.is_not(None), Run.settled_at.is_(None), Run.status.in_(ENDED))))
-        for run_id in ended:
+        for run_id, smoke in ended:
+            if smoke:  # its re-estimate's model profiled outside the transaction that settles it
+                prepare_estimate(self.ctx.db, run_id)
             with self.ctx.db.session() as session:
                 run = session.get(Run, run_id)
                 if run is None or run.settled_at is not None:

@@ -1,6 +1,6 @@
-"""Estimates of a training run before launch (``POST /api/training/estimate``, ``lanner estimate``): resolve what
-the request names (a dataset's image counts, a model's architecture), then let the GPU advisor estimate it,
-priced by billing's own rule so an estimate costs what the run will be charged."""
+"""Estimates of a training run before launch (``POST /api/training/estimate``, the train dialog, ``lanner
+estimate``): what the request names is resolved as ``training.start`` resolves it (``training.inputs``), then the
+GPU advisor estimates it, priced by billing's own rule so an estimate costs what the run will be charged."""
 
 from __future__ import annotations
 
@@ -10,47 +10,24 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
-from lanner.billing.metering import cost_micros
-from lanner.datasets import service as datasets_service
 from lanner.db import Database
-from lanner.errors import BadRequest, NotFound
-from lanner.gpus import advisor, profile_cache
+from lanner.errors import BadRequest, LannerError, NotFound
+from lanner.gpus import profile_cache
 from lanner.gpus.catalogue import Catalogue
-from lanner.projects import service as projects_service
-from lanner.training import refs
+from lanner.training import inputs
 from lanner.training.schemas import EstimateRequest
 
-
-def dataset_counts(session: Session, principal: Principal, uri: str) -> tuple[int, int, int]:
-    """(train images, val images, classes) of ``ul://owner/datasets/slug``."""
-    parts = refs.dataset_parts(uri)
-    if parts is None:
-        raise BadRequest("dataset must look like ul://owner/datasets/slug")
-    try:
-        dataset = datasets_service.get_dataset(session, principal, owner=parts[0], slug=parts[1])
-    except NotFound:
-        raise NotFound(f"dataset: '{uri}' not found") from None
-    counts = datasets_service.dataset_counts(session, dataset)
-    return counts["train"], counts["val"], len(dataset.class_names or [])
-
-
-def model_architecture(session: Session, principal: Principal, model: str) -> str:
-    """The model name the advisor profiles: a ul:// model resolves to the architecture it was trained from."""
-    if not refs.is_model_uri(model):
-        return refs.profiled_name(model)
-    parts = refs.model_parts(model)
-    if parts is None:
-        raise BadRequest("model must look like ul://owner/project/model")
-    try:
-        record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1], model=parts[2])
-    except NotFound as exc:
-        raise NotFound(f"model: '{model}' not found ({exc.message})") from None
-    return refs.architecture_of(record)
-
-
-def advise(session: Session, catalogue: Catalogue, request: advisor.Request) -> dict[str, Any]:
-    """The advisor's estimate, priced as billing charges."""
-    return advisor.estimate(session, catalogue, request, price=cost_micros)
+# The estimate's refusals of what a request names (``inputs.Unresolved``), in its own words and status codes.
+WORDS: dict[tuple[str, str], tuple[type[LannerError], str]] = {
+    ("data", "shape"): (BadRequest, "dataset must look like ul://owner/datasets/slug"),
+    ("data", "missing"): (NotFound, "dataset: '{name}' not found"),
+    ("data", "empty"): (BadRequest, "dataset: '{name}' has no training images"),
+    ("model", "shape"): (BadRequest, "model must look like ul://owner/project/model"),
+    ("model", "missing"): (NotFound, "model: '{name}' not found ({detail})"),
+    ("model", "not_installed"): (NotFound, "model: '{name}' not found ({detail})"),
+    ("model", "name"): (BadRequest, "model must be a name such as yolo11s.yaml or yolo11s.pt, "
+                                    "or ul://owner/project/model"),
+}
 
 
 def _check_whole_numbers(train_args: dict[str, Any]) -> None:
@@ -63,27 +40,38 @@ def _check_whole_numbers(train_args: dict[str, Any]) -> None:
 
 
 def estimate(session: Session, principal: Principal, body: EstimateRequest, *, catalogue: Catalogue) -> dict[str, Any]:
-    """Time, memory and cost on every GPU type (or those asked for), with a recommendation."""
+    """Time, memory and cost on every GPU type (or those asked for), with a recommendation. Ends the session's
+    transaction, as ``estimate_named`` says."""
     if (body.dataset is None) == (body.imageCount is None):
         raise BadRequest("give either dataset (ul://owner/datasets/slug) or imageCount {train, val}")
-    nc = None
-    if body.dataset is not None:
-        train, val, nc = dataset_counts(session, principal, body.dataset)
-        if train == 0:
-            raise BadRequest(f"dataset: '{body.dataset}' has no training images")
-    else:
-        assert body.imageCount is not None
-        train, val = body.imageCount.train, body.imageCount.val
     _check_whole_numbers(body.trainArgs)
     if body.imageSize is not None and (len(body.imageSize) != 2 or min(body.imageSize) <= 0
                                        or max(body.imageSize) > 100_000):
         raise BadRequest("imageSize must be [width, height] with positive values (at most 100000)")
-    request = advisor.Request(model=model_architecture(session, principal, body.model), train_images=train,
-                              val_images=val, train_args=body.trainArgs, gpu_types=body.gpuTypes,
-                              deadline_minutes=body.deadlineMinutes, budget_cents=body.budgetCents,
-                              tier=principal.tier, nc=nc or None,
-                              source_image_size=(body.imageSize[0], body.imageSize[1]) if body.imageSize else None)
-    return advise(session, catalogue, request)
+    return estimate_named(session, principal, catalogue, model=body.model, data=body.dataset,
+                          images=(body.imageCount.train, body.imageCount.val) if body.imageCount else None,
+                          train_args=body.trainArgs, gpu_types=body.gpuTypes, deadline_minutes=body.deadlineMinutes,
+                          budget_cents=body.budgetCents,
+                          source_image_size=(body.imageSize[0], body.imageSize[1]) if body.imageSize else None)
+
+
+def estimate_named(session: Session, principal: Principal, catalogue: Catalogue, *, model: str, data: str | None,
+                   images: tuple[int, int] | None, train_args: dict[str, Any], gpu_types: list[str] | None = None,
+                   deadline_minutes: float | None = None, budget_cents: float | None = None,
+                   source_image_size: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The estimate of ``model`` trained on ``data`` (or on ``images``: train, val) with ``train_args``, as
+    ``principal`` (their tier, what they may read). The names are resolved in the session; its transaction is then
+    committed, so a model profiled for the first time (seconds) holds no lock (``inputs.TrainingInputs.profile``):
+    call it with nothing to roll back."""
+    try:
+        resolved = inputs.resolve(session, principal, model=model, data=data, images=images)
+    except inputs.Unresolved as exc:
+        raise inputs.refusal(exc, WORDS) from None
+    session.commit()
+    resolved.profile(train_args)
+    return resolved.estimate(session, catalogue, train_args, tier=principal.tier, gpu_types=gpu_types,
+                             deadline_minutes=deadline_minutes, budget_cents=budget_cents,
+                             source_image_size=source_image_size)
 
 
 PROFILE_CACHE = "cache/model-profiles.json"  # under LANNER_HOME: what profiling models found (gpus.profile_cache)
@@ -97,6 +85,6 @@ def warm_up(db: Database, catalogue: Catalogue, home: Path, models: tuple[str, .
     cheap (no torch at all). Meant for a background thread at server start."""
     profile_cache.use_file(home / PROFILE_CACHE)
     for model in models:
-        request = advisor.Request(model=model, train_images=100, val_images=20, train_args={}, tier="enterprise")
         with db.session() as session:
-            advise(session, catalogue, request)
+            estimate_named(session, Principal.operator(), catalogue, model=model, data=None, images=(100, 20),
+                           train_args={})

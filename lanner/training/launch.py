@@ -1,13 +1,13 @@
 """``training.start``: check everything a paid run needs before a cent is held, then queue it.
 
-Order matters: arguments, dataset and base model, GPU type and tier, the estimate (does the batch fit, what will
-it cost), and only then the credit hold, in the same transaction as the run, so a refused start leaves nothing
-behind and concurrent starts cannot spend the same credit (``billing.place_hold`` locks the account)."""
+Order matters: arguments, dataset and base model (resolved as the estimate resolves them, ``training.inputs``),
+GPU type and tier, the estimate (does the batch fit, what will it cost), and only then the credit hold, in the
+same transaction as the run, so a refused start leaves nothing behind and concurrent starts cannot spend the same
+credit (``billing.place_hold`` locks the account). ``prepare`` profiles the model before that transaction."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -18,16 +18,14 @@ from lanner.accounts.service import Principal
 from lanner.billing import service as billing
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset
-from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
-from lanner.gpus import advisor
+from lanner.errors import BadRequest, Conflict, Forbidden, LannerError, Unprocessable
 from lanner.gpus.catalogue import Catalogue, GpuType
-from lanner.projects import official, starting
-from lanner.projects import service as projects_service
-from lanner.projects.models import ModelRecord, Project
+from lanner.projects.models import Project
 from lanner.teams import permissions
-from lanner.training import budgets, refs
-from lanner.training.estimates import advise
+from lanner.training import budgets, inputs, service
 from lanner.training.executors import Executor
+from lanner.training.inputs import TrainingInputs
+from lanner.training.inputs import scratch_yaml as scratch_yaml  # the assistant's rounds ask launch for it
 from lanner.training.models import Run
 from lanner.training.schemas import StartRequest
 from lanner.training.state import ACTIVE, RunStatus, create_run
@@ -36,16 +34,6 @@ from lanner.training.state import ACTIVE, RunStatus, create_run
 SERVER_OWNED_ARGS = frozenset({"device", "project", "name", "exist_ok", "save_dir", "resume", "mode"})
 QUICK_RUN_MAX_EPOCHS = 5
 DEFAULT_FULL_EPOCHS = 100
-
-
-@dataclass
-class DatasetRef:
-    id: str
-    uri: str
-    train: int
-    val: int
-    nc: int | None
-    task: str
 
 
 def validate_train_args(raw: dict[str, Any]) -> dict[str, Any]:
@@ -73,56 +61,28 @@ def validate_train_args(raw: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def resolve_dataset(session: Session, principal: Principal, data: Any) -> DatasetRef:
-    uri = str(data or "")
-    parts = refs.dataset_parts(uri)
-    if parts is None or not all(parts):
-        raise Unprocessable("trainArgs.data: must be a Lanner dataset, ul://owner/datasets/slug")
+# ``training.start``'s refusals of what trainArgs name (``inputs.Unresolved``), in its own words and status codes.
+WORDS: dict[tuple[str, str], tuple[type[LannerError], str]] = {
+    ("data", "shape"): (Unprocessable, "trainArgs.data: must be a Lanner dataset, ul://owner/datasets/slug"),
+    ("data", "missing"): (Unprocessable, "trainArgs.data: dataset '{name}' not found"),
+    ("data", "not_ready"): (Conflict, "trainArgs.data: dataset '{name}' is {status}, not ready"),
+    ("data", "empty"): (Unprocessable, "trainArgs.data: dataset '{name}' has no training images"),
+    ("model", "shape"): (Unprocessable, "trainArgs.model: must look like ul://owner/project/model"),
+    ("model", "missing"): (Unprocessable, "trainArgs.model: model '{name}' not found"),
+    ("model", "not_installed"): (Unprocessable, "trainArgs.model: {detail}"),
+    ("model", "no_weights"): (Unprocessable, "trainArgs.model: model '{name}' has no weights to start from"),
+    ("model", "name"): (Unprocessable, "trainArgs.model: a model YAML or weights name (yolo11n.yaml), "
+                                       "or ul://owner/project/model"),
+}
+
+
+def resolve(session: Session, principal: Principal, args: dict[str, Any]) -> TrainingInputs:
+    """The dataset and base model ``args`` (validated trainer arguments) name, as a run will train on them."""
     try:
-        dataset = datasets_service.get_dataset(session, principal, owner=parts[0], slug=parts[1])
-    except NotFound:
-        raise Unprocessable(f"trainArgs.data: dataset '{uri}' not found") from None
-    if dataset.status != "ready":
-        raise Conflict(f"trainArgs.data: dataset '{uri}' is {dataset.status}, not ready")
-    counts = datasets_service.counts(session, dataset.manifest_id)
-    if counts["train"] == 0:
-        raise Unprocessable(f"trainArgs.data: dataset '{uri}' has no training images")
-    return DatasetRef(dataset.id, uri, counts["train"], counts["val"], len(dataset.class_names or []) or None,
-                      dataset.task)
-
-
-def resolve_base_model(session: Session, principal: Principal, model: Any, *, task: str) -> tuple[str, str]:
-    """(what the trainer loads, the architecture name the estimator profiles). No model named: the best
-    pretrained start this server has for the task (``projects.starting``), else a YAML (random weights)."""
-    if not model:
-        start = starting.best(session, principal, task)
-        model = start.uri if start is not None else scratch_yaml(task)
-    name = str(model)
-    if refs.is_model_uri(name):
-        parts = refs.model_parts(name)
-        if parts is None or not all(parts):
-            raise Unprocessable("trainArgs.model: must look like ul://owner/project/model")
-        try:
-            record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1],
-                                                model=parts[2])
-        except NotFound as exc:  # an official model not installed here: its message says how to add it
-            detail = exc.message if official.is_official_owner(parts[0]) else f"model '{name}' not found"
-            raise Unprocessable(f"trainArgs.model: {detail}") from None
-        if record.weights_sha256 is None:
-            raise Unprocessable(f"trainArgs.model: model '{name}' has no weights to start from")
-        return name, refs.architecture_of(record)
-    if not refs.is_plain_name(name):
-        raise Unprocessable("trainArgs.model: a model YAML or weights name (yolo11n.yaml), or ul://owner/project/model")
-    installed = official.find_by_weights_name(session, name)
-    if installed is not None:  # yolo11n.pt: the operator's copy of the official weights, nothing downloaded
-        return f"ul://{official.OWNER}/{official.split_name(name)[0]}/{installed.slug}", refs.yaml_name(name)
-    return name, refs.yaml_name(name)
-
-
-def scratch_yaml(task: str) -> str:
-    """The architecture a model of ``task`` trains from when no pretrained start exists (random weights)."""
-    suffix = {"segment": "-seg", "pose": "-pose", "obb": "-obb", "classify": "-cls"}.get(task, "")
-    return f"yolo11n{suffix}.yaml"
+        return inputs.resolve(session, principal, model=args.get("model"), data=str(args.get("data") or ""),
+                              to_train=True)
+    except inputs.Unresolved as exc:
+        raise inputs.refusal(exc, WORDS) from None
 
 
 def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, wanted: str | None) -> GpuType:
@@ -153,13 +113,11 @@ def is_quick_run(args: dict[str, Any]) -> bool:
     return fraction < 1.0 and int(args.get("epochs", DEFAULT_FULL_EPOCHS)) <= QUICK_RUN_MAX_EPOCHS
 
 
-def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, *, architecture: str,
-                 dataset: DatasetRef, args: dict[str, Any], gpu: GpuType) -> dict[str, Any]:
-    request = advisor.Request(model=architecture, train_images=dataset.train, val_images=dataset.val,
-                              train_args={k: v for k, v in args.items() if k not in ("model", "data")},
-                              gpu_types=[gpu.id], tier=principal.tier, nc=dataset.nc)
+def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, resolved: TrainingInputs,
+                 args: dict[str, Any], gpu: GpuType) -> dict[str, Any]:
+    """The estimate of one GPU type (an item of the advisor's answer), as ``principal`` pays."""
     try:
-        body = advise(session, catalogue, request)
+        body = resolved.estimate(session, catalogue, args, tier=principal.tier, gpu_types=[gpu.id])
     except BadRequest as exc:  # what the estimate endpoint calls a bad request is, in training.start, bad trainArgs
         raise Unprocessable(exc.message) from None
     return body["estimates"][0]
@@ -175,16 +133,26 @@ def hold_micros(estimate: dict[str, Any], max_cost_micros: int | None) -> int:
     return hold if max_cost_micros is None else min(hold, max_cost_micros)
 
 
+def prepare(session: Session, principal: Principal, train_args: dict[str, Any]) -> None:
+    """What ``start`` will estimate, profiled before its transaction (``inputs.TrainingInputs.profile``: seconds for
+    a model this process has not seen), so the lock ``start`` holds is not held through it: the transaction so
+    far (the caller's sign-in) is committed, nothing else is written. Call it before anything to roll back;
+    refusals are left to ``start``."""
+    session.commit()
+    try:
+        args = validate_train_args(train_args)  # imports ultralytics on first use: outside the lock too
+        resolved = resolve(session, principal, args)
+    except LannerError:
+        return
+    session.commit()
+    resolved.profile(args)
+
+
 def start(session: Session, principal: Principal, body: StartRequest, *, catalogue: Catalogue,
           executor: Executor, executor_name: str) -> dict[str, Any]:
-    model = session.get(ModelRecord, body.modelId)
-    if model is None:
-        raise NotFound(f"model '{body.modelId}' not found")
+    model = service.writable_model(session, principal, body.modelId)
     project = session.get(Project, model.project_id)
     assert project is not None
-    permissions.check(session, user_id=principal.user_id, owner_id=model.owner_id, visibility=project.visibility,
-                      action="train", missing=f"model '{body.modelId}' not found",
-                      read_only="this model is public but read-only for you")
     # The workspace pays and its plan decides the GPU types: a team's run is the team's, whoever starts it.
     payer = principal if model.owner_id == principal.user_id else Principal.of(session.get(User, model.owner_id))
     active = session.scalar(select(Run.id).where(Run.model_id == model.id,
@@ -192,12 +160,11 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     if active is not None:
         raise Conflict("this model is already training; cancel it or create a new model")
     args = validate_train_args(body.trainArgs)
-    dataset = resolve_dataset(session, principal, args.get("data"))
-    args["data"] = dataset.uri
-    args["model"], architecture = resolve_base_model(session, principal, args.get("model"), task=dataset.task)
+    resolved = resolve(session, principal, args)
+    assert resolved.dataset is not None
+    args["data"], args["model"] = resolved.dataset.uri, resolved.model.trainer
     gpu = choose_gpu(catalogue, executor, payer, body.gpuType)
-    estimate = run_estimate(session, catalogue, payer, architecture=architecture, dataset=dataset, args=args,
-                            gpu=gpu)
+    estimate = run_estimate(session, catalogue, payer, resolved, args, gpu)
     if not estimate["fits"]:
         raise Unprocessable(f"trainArgs.batch: batch {estimate['batch']} needs {estimate['memoryGb']} GB but "
                             f"{gpu.display_name} has {estimate['vramGb']} GB; the largest batch that fits is "
@@ -210,7 +177,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
 
     version = None
     if body.captureDatasetVersion:
-        version = capture_version(session, principal, dataset)
+        version = capture_version(session, principal, resolved.dataset)
     quick = is_quick_run(args)
     run = create_run(session, model, status=RunStatus.PENDING, reason="training.start",
                      executor=executor_name, gpu_type=gpu.id, epochs=int(args.get("epochs", DEFAULT_FULL_EPOCHS)),
@@ -227,7 +194,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     model.train_args = args
     model.epochs = run.epochs
     model.base_model = str(args["model"])
-    model.task = model.task or dataset.task
+    model.task = model.task or resolved.dataset.task
     model.completed_at = None
     model.training_error = None
     if version:
@@ -253,7 +220,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     }
 
 
-def capture_version(session: Session, principal: Principal, dataset: DatasetRef) -> dict[str, Any]:
+def capture_version(session: Session, principal: Principal, dataset: inputs.DatasetRef) -> dict[str, Any]:
     record = session.get(Dataset, dataset.id)
     assert record is not None
     if not permissions.can(session, user_id=principal.user_id, owner_id=record.owner_id, action="write"):

@@ -14,12 +14,15 @@ from sqlalchemy.orm import Session
 from lanner.accounts.models import User
 from lanner.accounts.service import Principal
 from lanner.billing.metering import cost_micros
+from lanner.db import Database
 from lanner.gpus.catalogue import Catalogue
 from lanner.gpus.estimator import Range, cost_range_cents
 from lanner.projects.models import ModelRecord
-from lanner.training.launch import resolve_base_model, resolve_dataset, run_estimate
+from lanner.training import launch
+from lanner.training.inputs import TrainingInputs
 from lanner.training.learn import epoch_timing
 from lanner.training.models import Run
+from lanner.training.state import RunStatus
 
 
 def measured_epoch_seconds(session: Session, run: Run) -> tuple[float, bool] | None:
@@ -39,25 +42,44 @@ def _scaled(value: dict[str, float], ratio: float, digits: int = 1) -> dict[str,
     return {key: round(number * ratio, digits) for key, number in value.items()}
 
 
-def estimate_full_run(session: Session, run: Run, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any] | None:
-    """The full run's time and cost, corrected by how fast this quick run really was; None without timings."""
-    timing = measured_epoch_seconds(session, run)
-    launch = run.launch or {}
-    args = dict(launch.get("trainArgs") or {})
-    if timing is None or not args or run.gpu_type is None:
-        return None
-    measured, first_epoch_only = timing
+def _resolved(session: Session, run: Run, model: ModelRecord) -> tuple[Principal, TrainingInputs, dict[str, Any]]:
+    """(the payer, what the run's arguments name resolved as ``training.start`` resolves them, the arguments)."""
     user = session.get(User, model.owner_id)
     assert user is not None
     principal = Principal.of(user)
+    args = dict((run.launch or {}).get("trainArgs") or {})
+    return principal, launch.resolve(session, principal, args), args
+
+
+def prepare_estimate(db: Database, run_id: int) -> None:
+    """A completed quick run's model profiled before the transaction that settles it (``estimate_full_run`` then
+    finds it remembered), so a model this process has not seen (seconds) holds no lock. Best effort: what fails
+    here fails again in ``estimate_full_run``, where settlement logs it."""
+    with db.session() as session:
+        run = session.get(Run, run_id)
+        model = session.get(ModelRecord, run.model_id) if run is not None else None
+        if (run is None or model is None or not run.smoke or run.status != RunStatus.COMPLETED
+                or measured_epoch_seconds(session, run) is None):
+            return
+        try:
+            _, resolved, args = _resolved(session, run, model)
+        except Exception:
+            return
+    resolved.profile(args)
+
+
+def estimate_full_run(session: Session, run: Run, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any] | None:
+    """The full run's time and cost, corrected by how fast this quick run really was; None without timings."""
+    timing = measured_epoch_seconds(session, run)
+    launch_args = run.launch or {}
+    if timing is None or not launch_args.get("trainArgs") or run.gpu_type is None:
+        return None
+    measured, first_epoch_only = timing
+    principal, resolved, args = _resolved(session, run, model)
     gpu = catalogue.get(run.gpu_type)
-    dataset = resolve_dataset(session, principal, args.get("data"))
-    _, architecture = resolve_base_model(session, principal, args.get("model"), task=dataset.task)
-    quick = run_estimate(session, catalogue, principal, architecture=architecture, dataset=dataset, args=args,
-                         gpu=gpu)
-    full_args = {**args, "fraction": 1.0, "epochs": int(launch.get("fullRunEpochs") or 100)}
-    full = run_estimate(session, catalogue, principal, architecture=architecture, dataset=dataset, args=full_args,
-                        gpu=gpu)
+    quick = launch.run_estimate(session, catalogue, principal, resolved, args, gpu)
+    full_args = {**args, "fraction": 1.0, "epochs": int(launch_args.get("fullRunEpochs") or 100)}
+    full = launch.run_estimate(session, catalogue, principal, resolved, full_args, gpu)
     predicted = float(quick["epochSeconds"]["value"]) or measured
     ratio = measured / predicted
     # Only the epochs run at the measured speed; start-up and final validation stay as estimated.

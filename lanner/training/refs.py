@@ -1,6 +1,6 @@
 """What a training request names, read one way: ``ul://`` URIs of datasets and models, model names, and the
-architecture a trained model was built from. Both the estimate and ``training.start`` parse through here; each
-says in its own words (and status codes) what it refuses."""
+architecture a trained model was built from. ``training.inputs`` resolves a request through these for both the
+estimate and ``training.start``."""
 
 from __future__ import annotations
 

@@ -84,6 +84,7 @@ def upload_checkpoint(body: UploadCheckpointRequest, principal: CurrentPrincipal
 def start_training(body: StartRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
                    runtime: Runtime, catalogue: CurrentCatalogue) -> dict[str, Any]:
     """Validate, estimate, hold credit and queue the run; the supervisor launches it on the executor."""
+    launch.prepare(session, principal, body.trainArgs)
     return launch.start(session, principal, body, catalogue=catalogue, executor=runtime.executor,
                         executor_name=ctx.settings.executor)
 

@@ -47,13 +47,15 @@ def resolve_project_for_start(session: Session, principal: Principal, project: s
 
 
 def writable_model(session: Session, principal: Principal, model_id: str) -> ModelRecord:
+    """The model ``principal`` may train, report on or upload to: ``training.start``, the trainer's protocol and
+    checkpoint uploads all check here."""
     model = session.get(ModelRecord, model_id)
     if model is None:
         raise NotFound(f"model '{model_id}' not found")
     project = session.get(Project, model.project_id)
     permissions.check(session, user_id=principal.user_id, owner_id=model.owner_id,
                       visibility=project.visibility if project is not None else "private", action="train",
-                      missing=f"model '{model_id}' not found", read_only="this API key may not write to this model")
+                      missing=f"model '{model_id}' not found", read_only="this model is public but read-only for you")
     return model
 
 

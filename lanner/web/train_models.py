@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from lanner.accounts.service import Principal
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.projects import starting
-from lanner.training import launch
+from lanner.training import inputs
 
 # Below this many training images, random weights learn next to nothing in a run of a sensible length (the first
 # hour's 40-image dataset: mAP 0.000 after 5 epochs, mAP50-95 0.062 after 60); fine-tuning is the norm there.
@@ -34,7 +34,7 @@ def starts(session: Session, user: Principal, task: str) -> list[dict[str, Any]]
 
 def default_model(offered: list[dict[str, Any]], task: str) -> str:
     """The model a dialog opened without one starts from: the best ready start, else random weights."""
-    return next((s["uri"] for s in offered if s["ready"]), launch.scratch_yaml(task))
+    return next((s["uri"] for s in offered if s["ready"]), inputs.scratch_yaml(task))
 
 
 def scratch_warning(model: str, train_images: int | None, offered: list[dict[str, Any]]) -> dict[str, Any] | None:

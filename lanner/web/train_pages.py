@@ -1,7 +1,8 @@
-"""The train dialog (``/train``) and the GPUs page (``/gpus``). The dialog asks the GPU advisor the estimate
-endpoint asks (``training.estimates``) for every GPU type, and launches through ``training.launch.start``, the
-service behind ``training.start``, with the signed-in user as principal: its refusals (402 credit, 403 tier,
-422 batch does not fit) are shown next to the field they are about."""
+"""The train dialog (``/train``) and the GPUs page (``/gpus``). The dialog estimates every GPU type as the estimate
+endpoint does (``training.estimates``), and launches through ``training.launch.start``, the service behind
+``training.start``, with the signed-in user as principal; both resolve the request's dataset and model one way
+(``training.inputs``). Launch refusals (402 credit, 403 tier, 422 batch does not fit) are shown next to the
+field they are about."""
 
 from __future__ import annotations
 
@@ -90,21 +91,29 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
             "after_micros": available - hold, "constrained": deadline is not None or budget is not None}
 
 
+def _task(form: TrainForm, datasets: list[dict[str, Any]]) -> str:
+    """The task of the form's dataset when it is one of the user's own (else detection)."""
+    return next((d["task"] for d in datasets if d["uri"] == form.dataset_ref), None) or "detect"
+
+
 def prefill(session: Session, user: Principal, form: TrainForm, datasets: list[dict[str, Any]], *,
-            given: frozenset[str] = frozenset()) -> TrainForm:
+            given: frozenset[str] = frozenset()) -> tuple[TrainForm, list[dict[str, Any]] | None]:
     """The dialog as a link opens it (Train on the home, dataset, project and model pages): a dataset that is not
     one of the user's own goes to the URI field; without one, the newest ready dataset; without a model, the best
     pretrained start for the dataset's task (``train_models``); without an image size (``given`` names the fields
     the link set), what the dataset's images need; without a project, one named after the dataset; without a
-    model name, the model's name, numbered when the project has it."""
+    model name, the model's name, numbered when the project has it. With the form, the pretrained starts it
+    looked up (None when the link named a model), so the page does not look them up again."""
     if form.dataset and form.dataset not in {d["uri"] for d in datasets} and not form.dataset_uri:
         form = replace(form, dataset="", dataset_uri=form.dataset)
     if not form.dataset_ref:
         form = replace(form, dataset=next((d["uri"] for d in datasets if d["status"] == "ready"), ""))
     mine = next((d for d in datasets if d["uri"] == form.dataset_ref), None)
+    offered = None
     if not form.model:
-        task = (mine or {}).get("task") or "detect"
-        form = replace(form, model=train_models.default_model(train_models.starts(session, user, task), task))
+        task = _task(form, datasets)
+        offered = train_models.starts(session, user, task)
+        form = replace(form, model=train_models.default_model(offered, task))
     if "imgsz" not in given and mine is not None:
         form = replace(form, imgsz=str(train_models.default_imgsz(session, mine["record"])))
     parts = refs.dataset_parts(form.dataset_ref)
@@ -118,17 +127,16 @@ def prefill(session: Session, user: Principal, form: TrainForm, datasets: list[d
         except NotFound:
             taken = []
         form = replace(form, name=unique_slug(stem, taken))
-    return form
+    return form, offered
 
 
 def _page(request: Request, session: Session, user: Principal, form: TrainForm, catalogue: Catalogue,
           runtime: Any, errors: dict[str, str] | None = None, status_code: int = 200,
-          datasets: list[dict[str, Any]] | None = None) -> Response:
+          datasets: list[dict[str, Any]] | None = None, offered: list[dict[str, Any]] | None = None) -> Response:
     errors = dict(errors or {})
     datasets = _datasets(session, user) if datasets is None else datasets
     estimate = _estimate(session, user, form, catalogue, runtime, errors)
-    task = next((d["task"] for d in datasets if d["uri"] == form.dataset_ref), None) or "detect"
-    offered = train_models.starts(session, user, task)
+    offered = train_models.starts(session, user, _task(form, datasets)) if offered is None else offered
     scratch = train_models.scratch_warning(form.model, estimate["images"]["train"] if estimate else None, offered)
     return render(request, "train.html", {
         "form": form, "errors": errors, "estimate": estimate, "datasets": datasets,
@@ -143,9 +151,9 @@ def train_dialog(request: Request, user: PageUser, session: DbSession, catalogue
                  runtime: Runtime) -> Response:
     """The dialog; with a dataset in the query (``/train?dataset=ul://...``) the GPU table as well."""
     datasets = _datasets(session, user)
-    form = prefill(session, user, TrainForm.read(request.query_params), datasets,
-                   given=frozenset(request.query_params))
-    return _page(request, session, user, form, catalogue, runtime, datasets=datasets)
+    form, offered = prefill(session, user, TrainForm.read(request.query_params), datasets,
+                            given=frozenset(request.query_params))
+    return _page(request, session, user, form, catalogue, runtime, datasets=datasets, offered=offered)
 
 
 @router.post("/train", response_class=HTMLResponse)
@@ -186,6 +194,7 @@ def _launch(session: Session, user: Principal, form: TrainForm, catalogue: Catal
         errors["name"] = "Name the model (letters or digits)."
     if errors:
         return ""
+    launch.prepare(session, user, args)  # before anything to roll back: the model is profiled outside the lock
     try:
         project = projects_service.get_project(session, user, owner=user.username, slug=slugify(form.project),
                                                write=True)

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
+from lanner.billing.metering import cost_micros
 from lanner.gpus import advisor
 from lanner.gpus.catalogue import load_catalogue
 from lanner.gpus.models import CalibrationPoint
-from lanner.training.estimates import advise
 
 ROOT = Path(__file__).parents[2]
 
@@ -50,7 +50,7 @@ def estimate(session: Session, catalogue, batch: int = 4) -> dict:
     request = advisor.Request(model="yolo11n.yaml", train_images=16, val_images=4,
                               train_args={"epochs": 2, "imgsz": 64, "batch": batch, "workers": 2},
                               gpu_types=["cpu"], tier="enterprise", nc=2)
-    [item] = advise(session, catalogue, request)["estimates"]
+    [item] = advisor.estimate(session, catalogue, request, price=cost_micros)["estimates"]
     return item
 
 

@@ -7,10 +7,10 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
+from lanner.billing.metering import cost_micros
 from lanner.gpus import advisor, memory
 from lanner.gpus.catalogue import load_catalogue
 from lanner.gpus.models import CalibrationPoint
-from lanner.training.estimates import advise
 
 COCO = {"train_images": 118_287, "val_images": 5_000}
 
@@ -25,7 +25,7 @@ def session() -> Session:
 def estimates(session: Session, catalogue, model: str = "yolov8n.yaml", **args) -> dict[str, dict]:
     request = advisor.Request(model=model, **COCO, train_args={"epochs": 1, **args},
                               gpu_types=["a100-80gb-sxm", "h100-sxm", "l40s"], tier="enterprise", nc=80)
-    return {e["gpuType"]: e for e in advise(session, catalogue, request)["estimates"]}
+    return {e["gpuType"]: e for e in advisor.estimate(session, catalogue, request, price=cost_micros)["estimates"]}
 
 
 def test_ultralytics_worker_rule():

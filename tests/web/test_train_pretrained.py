@@ -75,3 +75,19 @@ def test_the_demos_starting_model_is_on_its_way_then_pre_selected(app, client, s
     assert selected_model(page)["value"] == "ul://bob/starter/shapes-base"
     assert "Pretrained on this machine" in text(page.select_one("#field-model-hint"))
     assert not page.select_one("#scratch-warning")
+
+
+def test_the_dialog_looks_the_pretrained_starts_up_once(client, setup, monkeypatch):  # noqa: F811
+    setup()
+    asked: list[str] = []
+    real = starting.choices
+
+    def counted(session: Any, principal: Any, task: str) -> list[starting.Start]:
+        asked.append(task)
+        return real(session, principal, task)
+
+    monkeypatch.setattr(starting, "choices", counted)
+    for params in ({"dataset": DATASET}, {"dataset": DATASET, "model": "yolo11s.yaml"}):
+        asked.clear()
+        assert client.get("/train", params=params).status_code == 200
+        assert asked == ["detect"], params
