@@ -26,10 +26,9 @@ from lanner.db import utcnow
 from lanner.errors import LannerError
 from lanner.gpus.catalogue import Catalogue
 from lanner.projects import service as projects_service
-from lanner.projects import starting
 from lanner.projects.models import ModelRecord, Project
 from lanner.status import record_created, try_change_status
-from lanner.training import launch
+from lanner.training import inputs, launch
 from lanner.training.executors import Executor
 from lanner.training.models import Run
 from lanner.training.schemas import StartRequest
@@ -98,8 +97,7 @@ def base_model(session: Session, assistant: Assistant, principal: Principal, tas
     ref = model_ref(session, previous.model_id) if previous else None
     if ref:
         return f"ul://{ref}"
-    start = starting.best(session, principal, task)
-    return start.uri if start is not None else launch.scratch_yaml(task)
+    return inputs.default_base_model(session, principal, task)
 
 
 def small_data_args(labelled: int) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from lanner.teams import permissions
 from lanner.training import budgets, inputs, service
 from lanner.training.executors import Executor
 from lanner.training.inputs import TrainingInputs
-from lanner.training.inputs import scratch_yaml as scratch_yaml  # the assistant's rounds ask launch for it
 from lanner.training.models import Run
 from lanner.training.schemas import StartRequest
 from lanner.training.state import ACTIVE, RunStatus, create_run
@@ -203,7 +202,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     balance = billing.balances(session, user_id=model.owner_id)
     return {
         "modelId": model.id,
-        "status": "starting",
+        "status": "starting",  # the SDK's TrainingStartResponse allows only this; the run is pending (``queued``)
         "gpuType": gpu.id,
         "estimatedCost": {"pricePerHour": gpu.price_per_hour, "gpuMemoryGb": float(estimate["vramGb"])},
         "billing": {"estimatedCostCents": round(estimate["costCents"]["value"], 4),

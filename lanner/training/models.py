@@ -21,7 +21,7 @@ class Run(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String(20), default="starting")
+    status: Mapped[str] = mapped_column(String(20), default="pending")  # state.create_run sets it
     termination_reason: Mapped[str | None] = mapped_column(String(40))
     epochs: Mapped[int | None]
     device: Mapped[str | None] = mapped_column(String(100))

@@ -131,7 +131,7 @@ def test_the_model_is_profiled_outside_any_transaction(shapes, app, alice, clien
         "modelId": model_id, "gpuType": "cpu", "trainArgs": {**ARGS, "fraction": 0.5}, "fullRunEpochs": 50})
     assert started.status_code == 200 and started.json()["smokeRun"] and free == [True, True]
 
-    supervisor.tick()  # launched; its worker reports two epochs 3 s apart and the end
+    supervisor.run_once()  # launched; its worker reports two epochs 3 s apart and the end
     worker = {"Authorization": f"Bearer {fake_executor.launched[-1].env['ULTRALYTICS_API_KEY']}"}
     for event, data in (("training_started", {"epochs": 2, "device": "cpu"}),
                         ("epoch_end", {"epoch": 0, "metrics": {"metrics/mAP50(B)": 0.1}, "fitness": 0.1}),
@@ -145,6 +145,6 @@ def test_the_model_is_profiled_outside_any_transaction(shapes, app, alice, clien
     client.post("/api/webhooks/training/metrics", headers=worker, json={
         "event": "training_complete", "modelId": model_id,
         "data": {"results": {"metrics": {"fitness": 0.1}}, "runId": started.json()["runId"]}}).raise_for_status()
-    supervisor.tick()  # settled: the full run re-estimated from the quick run's speed
+    supervisor.run_once()  # settled: the full run re-estimated from the quick run's speed
     assert shapes.models.retrieve("alice", "p", "quick")["model"]["fullRunEstimate"]["epochs"] == 50
     assert free == [True, True, True]
