@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import service
 from lanner.datasets.models import Dataset, DatasetExport, DatasetVersion, ImportJob
 from lanner.db import iso, utcnow

@@ -22,7 +22,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import items
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.errors import Conflict, NotFound, PayloadTooLarge, Unprocessable
