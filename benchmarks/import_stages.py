@@ -28,7 +28,7 @@ STAGES = ("extract_archive", "plan_import", "_probe_all", "_keep_stored", "_inse
 
 def main() -> int:
     from lanner.accounts import service as accounts
-    from lanner.accounts.service import Principal
+    from lanner.accounts.principal import Principal
     from lanner.config import Settings
     from lanner.context import AppContext
     from lanner.datasets import ingest

@@ -114,7 +114,7 @@ def seed_dataset(home: Path, env: dict[str, str], images: int) -> None:
 def dataset_health_and_version(ctx: Any) -> None:
     """What an import of that many images leaves: the health report of the current content, and a version."""
     from lanner.accounts import service as accounts_service
-    from lanner.accounts.service import Principal
+    from lanner.accounts.principal import Principal
     from lanner.datasets import service as datasets_service
     from lanner.datasets.ingest import refresh_health
 

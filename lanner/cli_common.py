@@ -12,7 +12,7 @@ from rich.console import Console
 from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.config import get_settings
 from lanner.context import AppContext
 from lanner.errors import LannerError

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.cli_common import act_as, command_session, fail
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from lanner.accounts import passwords
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.billing import service as billing_service
 from lanner.context import AppContext
 from lanner.datasets import service as datasets_service

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from lanner import demo
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import service as datasets_service
 from lanner.projects import official, starting
 from lanner.projects.models import ModelRecord

@@ -18,8 +18,9 @@ from lanner.config import Settings
 from lanner.datasets.models import Dataset, ImportJob
 from lanner.datasets.probe_pool import cpus_available
 from lanner.db import Database
-from lanner.maintenance.gc import referenced_among, sweep
+from lanner.maintenance.gc import sweep
 from lanner.storage.blobs import LocalBlobStore
+from lanner.storage.references import referenced_among
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, wait_for_import
 from tests.servers import VENV_BIN, lanner_cli, lanner_env, start_server, wait_for

@@ -18,7 +18,7 @@ from lanner.config import Settings
 from lanner.datasets import trash
 from lanner.datasets.models import Dataset
 from lanner.db import Base, utcnow
-from lanner.maintenance.gc import BLOB_REFERENCES, REFERENCE_CHUNK, referenced_among
+from lanner.storage.references import BLOB_REFERENCES, REFERENCE_CHUNK, referenced_among
 
 
 def test_the_app_purges_expired_trash_by_itself(tmp_path: Path, database_url: str) -> None:
@@ -68,7 +68,7 @@ def test_referenced_among_asks_every_blob_column_in_one_query_per_chunk() -> Non
     import lanner.models_registry  # noqa: F401  (every table on the metadata)
 
     engine = create_engine("sqlite://")
-    columns = [reference.expression for reference in BLOB_REFERENCES]
+    columns = [Base.metadata.tables[table].c[column] for table, column in BLOB_REFERENCES]
     tables = list(dict.fromkeys(column.table for column in columns))
     Base.metadata.create_all(engine, tables=tables)  # SQLite leaves foreign keys unchecked: one row per column
     held = {f"{i:064x}" for i in range(len(columns))}

@@ -22,9 +22,9 @@ from lanner.accounts import passwords
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
 from lanner.errors import BadRequest, Conflict, Forbidden
-from lanner.maintenance.gc import referenced_among
 from lanner.projects import official
 from lanner.projects.models import ModelRecord
+from lanner.storage.references import referenced_among
 from tests.sdk_types import assert_sdk_type
 from tests.trained import attach_weights
 

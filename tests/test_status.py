@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.projects import service as projects_service
 from lanner.status import InvalidStatusChange, StatusEvent, change_status, record_created, try_change_status
 

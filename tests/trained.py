@@ -101,7 +101,8 @@ def localizer_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def attach_weights(app: Any, account: Any, weights: Path, *, project: str = "shapes", model: str = "tiny") -> str:
     """Give ``account`` a model ``project/model`` whose weights are ``weights``; returns the model's id."""
-    from lanner.accounts.service import Principal, get_user_by_username
+    from lanner.accounts.principal import Principal
+    from lanner.accounts.service import get_user_by_username
     from lanner.errors import NotFound
     from lanner.projects import service as projects_service
 

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.accounts.sessions import SESSION_COOKIE, principal_from_cookie
 from lanner.context import AppContext
 from lanner.db import set_actor

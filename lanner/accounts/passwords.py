@@ -15,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts import service
 from lanner.accounts.models import User
+from lanner.accounts.principal import Principal
 from lanner.accounts.security import hash_password, hash_password_async, verify_password_async
-from lanner.accounts.service import Principal
 from lanner.accounts.sessions import end_all_sessions, start_session
 from lanner.context import AppContext
 from lanner.db import Database

@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session
 from lanner.accounts import passwords, service
 from lanner.accounts.dependencies import CurrentPrincipal, FastPrincipal, client_address
 from lanner.accounts.models import User
+from lanner.accounts.principal import Principal
 from lanner.accounts.schemas import ApiKeyCreate, FollowRequest, LoginRequest, PasswordChange
-from lanner.accounts.service import Principal
 from lanner.accounts.sessions import SESSION_COOKIE, clear_session_cookie, end_session, set_session_cookie
 from lanner.billing import service as billing_service
 from lanner.context import AppContext

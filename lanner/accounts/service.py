@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import ApiKey, Follow, User
+from lanner.accounts.principal import Principal
 from lanner.accounts.security import hash_password, key_digest, looks_like_api_key, new_api_key
 from lanner.db import utcnow
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
@@ -23,27 +23,6 @@ RESERVED = {"api", "datasets", "settings", "login", "logout", "static", "admin",
 # Owners that belong to the server, not to a person (``ultralytics`` holds the official models): nobody may
 # register one, sign in as one or hold a key of one, so what they own is readable by all and writable by none.
 SYSTEM_USERNAMES = frozenset({"ultralytics"})
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: cached per API key so the hot webhook path skips a lookup."""
-
-    user_id: str
-    username: str
-    tier: str
-    key_id: str | None
-    run_id: int | None = None  # set for a run-scoped worker key
-
-    @classmethod
-    def of(cls, user: User, *, key_id: str | None = None, run_id: int | None = None) -> Principal:
-        """The one way to act as ``user`` (a key's owner, a cookie's user, the CLI acting for someone)."""
-        return cls(user_id=user.id, username=user.username, tier=user.tier, key_id=key_id, run_id=run_id)
-
-    @classmethod
-    def operator(cls) -> Principal:
-        """The server's operator at the command line: no user, no tier limit, no private data."""
-        return cls(user_id="", username="", tier="enterprise", key_id=None)
 
 
 def get_user_by_username(session: Session, *, username: str) -> User | None:

@@ -18,7 +18,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.annotation.models import LabelProposal
 from lanner.context import AppContext
 from lanner.datasets.models import Dataset, DatasetItem

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.annotation import proposals
 from lanner.annotation.proposals import acceptance, propose
 from lanner.annotation.schemas import SaveLabels, label_state

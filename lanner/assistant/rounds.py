@@ -18,7 +18,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.assistant import training_data
 from lanner.assistant.models import COMPLETED, FAILED, SCORING, TRAINING, Assistant, AssistantRound, AssistantScore
 from lanner.datasets.models import Dataset

@@ -16,7 +16,7 @@ import math
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetItem, Manifest
 from lanner.slugs import slugify, unique_slug

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.billing.models import AVAILABLE, FUNDING, HELD, REVENUE, TRANSFERS, LedgerPosting, LedgerTransaction
 from lanner.db import ACTOR_KEY
 from lanner.errors import BadRequest, PaymentRequired

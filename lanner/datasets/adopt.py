@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import items, service
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.db import utcnow

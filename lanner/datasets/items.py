@@ -11,7 +11,7 @@ import orjson
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.bounds import INT32_MAX
 from lanner.datasets import service
 from lanner.datasets.models import Dataset, DatasetItem

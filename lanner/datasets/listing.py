@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Integer, Select, and_, bindparam, func, null, or_, select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import items, service
 from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob
 from lanner.datasets.records import SPLITS

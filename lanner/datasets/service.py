@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import state
 from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob, Manifest
 from lanner.datasets.records import TASKS, Label

@@ -4,8 +4,8 @@ good. The trash listing promises ``daysRemaining``; whoever runs maintenance kee
 
 A purged dataset takes its versions, cached exports, import jobs and every manifest (with its items) that no
 other dataset or version shares, and its image rows that nothing else uses. Image bytes are content-addressed and
-may be shared with other datasets: purging returns the digests it let go of, and the caller has the collector
-(``maintenance.gc.delete_unreferenced``) delete those nothing refers to any more once the purge committed.
+may be shared with other datasets: purging returns the digests it let go of, and the caller deletes those nothing
+refers to any more once the purge committed (``storage.references.delete_unreferenced``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import service
 from lanner.datasets.models import Dataset, DatasetExport, DatasetVersion, ImportJob
 from lanner.db import iso, utcnow

@@ -13,7 +13,7 @@ from lanner.datasets import service
 from lanner.datasets import trash as trash_service
 from lanner.datasets.schemas import EmptyTrashRequest, TrashRequest
 from lanner.deps import Ctx, DbSession
-from lanner.maintenance.gc import collect_after_commit
+from lanner.storage.references import collect_after_commit
 
 router = APIRouter(tags=["datasets"])
 OWNER = Query(default=None, max_length=100, description="Lanner: a team's trash instead of yours (listing: any "

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import service, state
 from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion
 from lanner.errors import Conflict, NotFound

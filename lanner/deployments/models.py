@@ -1,6 +1,6 @@
 """A dedicated endpoint (``deployments.*``): one serving process, or one Ray Serve application, for one model.
 
-Blob references (``maintenance.gc``): ``weights_sha256`` (the checkpoint) and ``artefact_sha256`` (what is
+Blob references (``storage.references``): ``weights_sha256`` (the checkpoint) and ``artefact_sha256`` (what is
 served: the same checkpoint, or the ONNX export's file) stay alive as long as the deployment exists, so it can
 be restarted whatever happens to its model or its export.
 

@@ -24,7 +24,7 @@ from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import Database
 from lanner.deployments import serving, state
 from lanner.deployments.models import Deployment

@@ -26,7 +26,6 @@ from lanner.errors import Unprocessable
 from lanner.inference import schemas as inference
 from lanner.inference.predictor import Options
 from lanner.inference.service import NOT_AN_IMAGE, source_bytes
-from lanner.maintenance.gc import referenced_among
 
 router = APIRouter(tags=["deployments"])
 OWNER = "/api/deployments/{owner}"
@@ -185,5 +184,4 @@ def _source(ctx: Any, request: Request, source: str) -> bytes:
     with ctx.db.session() as session:
         return source_bytes(session, source, signer=ctx.signer, blobs=ctx.blobs,
                             origins=(ctx.settings.public_url, str(request.base_url)),
-                            referenced=lambda s, digest: bool(referenced_among(s, [digest])),
                             max_bytes=ctx.settings.inference_max_bytes)

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.config import Settings
 from lanner.deployments import metrics, places, service, state
 from lanner.deployments.schemas import CPUS, MEMORY_GI, service_url

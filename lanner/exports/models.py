@@ -16,7 +16,7 @@ class ModelExport(TimestampMixin, Base):
     """``fingerprint`` names what the artefact is made of (the weights' digest, the format, the normalised
     arguments and, for TensorRT, the GPU type): the same export asked again reuses this one.
 
-    Blob references (``maintenance.gc``): ``source_sha256`` keeps the weights alive while the job may still
+    Blob references (``storage.references``): ``source_sha256`` keeps the weights alive while the job may still
     download them and is cleared when it ends; ``sha256`` is the artefact's, for as long as the row exists."""
 
     __tablename__ = "model_exports"

@@ -15,7 +15,7 @@ from lanner.exports import jobs, service
 from lanner.exports.queue import ExportQueue
 from lanner.exports.schemas import REGION, ExportCreate, MobileResolve, StatusName, export_item
 from lanner.gpus.catalogue import get_catalogue
-from lanner.maintenance.gc import collect_after_commit
+from lanner.storage.references import collect_after_commit
 
 router = APIRouter(tags=["exports"])
 EXPORTS = "/api/models/{owner}/{project}/{model}/exports"

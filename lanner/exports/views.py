@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import utcnow
 from lanner.exports import jobs, service
 from lanner.exports.formats import FORMATS, unavailable

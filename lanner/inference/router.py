@@ -19,7 +19,6 @@ from lanner.errors import Unprocessable
 from lanner.inference import schemas, service
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Options, Predictor
-from lanner.maintenance.gc import referenced_among
 
 router = APIRouter(tags=["inference"])
 PREDICT_PATH = "/api/models/{owner}/{project}/{model}/predict"
@@ -31,11 +30,6 @@ async def get_predictor(request: Request) -> Predictor:
 
 
 Engine = Annotated[Predictor, Depends(get_predictor)]
-
-
-def is_referenced(session: Any, sha256: str) -> bool:
-    """Whether a row still refers to ``sha256`` (the signed links serve only such bytes)."""
-    return bool(referenced_among(session, [sha256]))
 
 
 def _json(body: dict[str, Any]) -> Response:
@@ -65,9 +59,6 @@ async def predict(
     settings = ctx.settings
     origins = (settings.public_url, str(request.base_url))
 
-    def _referenced(session: Any, digest: str) -> bool:
-        return bool(referenced_among(session, [digest]))
-
     def prepare() -> tuple[service.Target, Any]:
         with ctx.db.session() as session:
             target = service.resolve_model(session, principal, owner=owner, project=project, model=model,
@@ -76,7 +67,7 @@ async def predict(
                 data, field = upload, "file"
             elif source is not None:
                 data, field = service.source_bytes(
-                    session, source, signer=ctx.signer, blobs=ctx.blobs, origins=origins, referenced=_referenced,
+                    session, source, signer=ctx.signer, blobs=ctx.blobs, origins=origins,
                     max_bytes=settings.inference_max_bytes), "source"
             else:
                 raise Unprocessable(f"no image: {service.NOT_AN_IMAGE}", code="no_image")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from urllib.parse import SplitResult, parse_qs, urlsplit
@@ -22,7 +22,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import items
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.errors import Conflict, NotFound, PayloadTooLarge, Unprocessable
@@ -30,6 +30,7 @@ from lanner.inference.predictor import Weights
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.storage.blobs import BlobStore
+from lanner.storage.references import is_referenced
 from lanner.storage.signing import URLSigner
 from lanner.training import refs
 
@@ -86,7 +87,7 @@ def resolve_model_id(session: Session, principal: Principal, model_id: str, *, b
 
 
 def source_bytes(session: Session, source: str, *, signer: URLSigner, blobs: BlobStore, origins: Sequence[str],
-                 referenced: Callable[[Session, str], bool], max_bytes: int) -> bytes:
+                 max_bytes: int) -> bytes:
     """The image a ``source`` names: a ``data:`` URI or plain base64, or a signed link of this server (whose
     ``origins`` are the public URL and the address the request came to)."""
     text = source.strip()
@@ -99,8 +100,7 @@ def source_bytes(session: Session, source: str, *, signer: URLSigner, blobs: Blo
         return _base64(payload, max_bytes)
     parts = urlsplit(text)
     if parts.scheme.lower() in ("http", "https") or text.startswith("/api/"):  # base64 JPEG starts "/9j/"
-        return _linked(session, parts, signer=signer, blobs=blobs, origins=origins, referenced=referenced,
-                       max_bytes=max_bytes)
+        return _linked(session, parts, signer=signer, blobs=blobs, origins=origins, max_bytes=max_bytes)
     if "://" in text:
         raise Unprocessable(f"source: '{parts.scheme}' links are not read; {NOT_AN_IMAGE}")
     return _base64(text, max_bytes)
@@ -117,7 +117,7 @@ def _base64(payload: str, max_bytes: int) -> bytes:
 
 
 def _linked(session: Session, parts: SplitResult, *, signer: URLSigner, blobs: BlobStore, origins: Sequence[str],
-            referenced: Callable[[Session, str], bool], max_bytes: int) -> bytes:
+            max_bytes: int) -> bytes:
     scheme, netloc, path, query = parts.scheme, parts.netloc, parts.path, parts.query
     if netloc:
         origin = f"{scheme.lower()}://{netloc.lower()}"
@@ -133,7 +133,7 @@ def _linked(session: Session, parts: SplitResult, *, signer: URLSigner, blobs: B
     if not signer.verify("GET", path, _one(values, "expires"), _one(values, "signature")):
         raise Unprocessable("source: the link's signature is invalid or expired; ask for a new link")
     digest = match.group("sha256")
-    if not referenced(session, digest) or not blobs.exists(digest):
+    if not is_referenced(session, digest) or not blobs.exists(digest):
         raise NotFound("source: the linked file no longer exists")
     with blobs.open(digest) as handle:
         data = handle.read(max_bytes + 1)

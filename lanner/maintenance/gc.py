@@ -1,13 +1,11 @@
 """The one garbage collector: blobs, upload sessions, half-written uploads and scratch folders nobody needs.
 
-Blobs are content-addressed and shared (two models may hold the same weights, a dataset image may be in many
-datasets), so a blob is deleted only when no row anywhere refers to it *and* nobody wrote it for a grace period
-(every write, a deduplicated one too, refreshes its write time; an import refreshes its images just before it
-references them). ``BLOB_REFERENCES`` lists every column that holds a blob digest; a test fails when a table
-gains such a column without being listed here.
+A blob is deleted only when no row refers to it and nobody wrote it for a grace period: which rows refer to
+blobs, and deleting those nothing refers to, is ``storage.references``. What the collector adds is finding them.
 
 Who frees what:
-- ``delete_unreferenced``: the digests a known event let go of (superseded checkpoints, a purged dataset);
+- ``collect_checkpoints``: superseded checkpoint uploads and their blobs;
+- ``storage.references.collect_after_commit``: the digests a purge or a deleted export let go of;
 - ``sweep``: everything else, by walking the store a few shards per pass: images stored by an import that was
   killed before it committed, archives of expired uploads, bytes of a PUT that lost a race, dataset exports
   past their expiry; plus expired upload sessions, half-written uploads and scratch folders of dead processes.
@@ -16,65 +14,32 @@ Who frees what:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, union
+from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from lanner import scratch
 from lanner.config import Settings
-from lanner.context import AppContext
 from lanner.datasets import service as datasets_service
-from lanner.datasets.models import DatasetExport, DatasetItem, ImageBlob, ImportJob
-from lanner.db import after_commit, utcnow
-from lanner.deployments.models import Deployment
-from lanner.exports.models import ModelExport
-from lanner.projects.models import ModelRecord
+from lanner.datasets.models import DatasetExport
+from lanner.db import utcnow
 from lanner.storage import upload_sessions
 from lanner.storage.blobs import BlobStore
 from lanner.storage.models import UploadSession
+from lanner.storage.references import delete_unreferenced
 from lanner.training.models import Run, StagedUpload
 
 log = logging.getLogger(__name__)
 
-BLOB_REFERENCES: tuple[Any, ...] = (
-    ImageBlob.sha256,
-    ImageBlob.thumb_sha256,
-    DatasetItem.sha256,
-    DatasetExport.sha256,
-    ModelRecord.weights_sha256,
-    UploadSession.sha256,
-    StagedUpload.sha256,
-    ImportJob.source_sha256,
-    ModelExport.source_sha256,
-    ModelExport.sha256,
-    Deployment.weights_sha256,
-    Deployment.artefact_sha256,
-)
 SHARDS = tuple(f"{i:02x}" for i in range(256))
 SHARDS_PER_PASS = 16  # a full sweep every 16 maintenance passes (16 minutes at the default interval)
 # A half-written file is being written right now unless it sat still this long, whatever the grace period: every
 # chunk a PUT or an import writes refreshes its time, and deleting it under its writer fails that write.
 PARTIAL_MIN_IDLE_SECONDS = 600.0
-# Digests per reference query: one bound value per digest and column, far under SQLite's and PostgreSQL's limits.
-REFERENCE_CHUNK = 500
-
-
-def referenced_among(session: Session, digests: Iterable[str]) -> set[str]:
-    """Which of ``digests`` some row refers to. One query per chunk: a ``UNION`` of one indexed ``IN`` per
-    column of ``BLOB_REFERENCES``, so asking costs a round trip per 500 digests whatever the number of tables
-    (the signed download route asks for one digest per request, the sweep for thousands per pass)."""
-    ordered = sorted(set(digests))
-    found: set[str] = set()
-    for start in range(0, len(ordered), REFERENCE_CHUNK):
-        chunk = ordered[start:start + REFERENCE_CHUNK]
-        found.update(session.scalars(union(*(select(column.label("sha256")).where(column.in_(chunk))
-                                             for column in BLOB_REFERENCES))))
-    return found
 
 
 @dataclass(frozen=True)
@@ -121,33 +86,6 @@ def collect_checkpoints(db: Any, blobs: BlobStore, grace_seconds: float) -> Coll
     if collected["blobs"]:
         log.info("deleted %d superseded checkpoint blobs (%d bytes)", collected["blobs"], collected["bytes"])
     return Collected(uploads=len(rows), **collected)
-
-
-def delete_unreferenced(db: Any, blobs: BlobStore, digests: dict[str, int] | set[str], grace_seconds: float
-                        ) -> dict[str, int]:
-    """Delete those of ``digests`` that nothing refers to and nobody wrote for ``grace_seconds``."""
-    sizes = digests if isinstance(digests, dict) else dict.fromkeys(digests, 0)
-    ordered = sorted(sizes)
-    with db.session() as session:
-        live = referenced_among(session, ordered)
-    deleted = freed = 0
-    for sha256 in ordered:
-        if sha256 not in live and blobs.delete_if_idle(sha256, grace_seconds):
-            deleted, freed = deleted + 1, freed + sizes[sha256]
-    return {"blobs": deleted, "bytes": freed}
-
-
-def collect_after_commit(session: Session, ctx: AppContext, digests: set[str]) -> None:
-    """Once ``session`` commits (a purge), delete those of ``digests`` nothing refers to any more. A failure
-    here loses nothing: the sweep finds the same blobs later."""
-    def collect() -> None:
-        try:
-            delete_unreferenced(ctx.db, ctx.blobs, digests, ctx.settings.blob_grace_seconds)
-        except Exception:
-            log.exception("deleting the blobs of a purge failed; the sweep will find them")
-
-    if digests:
-        after_commit(session, collect)
 
 
 @dataclass(frozen=True)

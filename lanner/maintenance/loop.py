@@ -23,11 +23,11 @@ from lanner.maintenance.gc import (
     Collected,
     Swept,
     collect_checkpoints,
-    delete_unreferenced,
     sweep,
 )
 from lanner.periodic import BackgroundLoop
 from lanner.projects.official import OfficialFolder
+from lanner.storage.references import delete_unreferenced
 
 log = logging.getLogger("lanner.maintenance")
 

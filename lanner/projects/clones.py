@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects import service
 from lanner.projects.models import ModelRecord, Project

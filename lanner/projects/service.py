@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, defer
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import iso
 from lanner.errors import BadRequest, Conflict, NotFound
 from lanner.projects import official

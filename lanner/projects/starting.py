@@ -22,7 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.projects import official
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project, StartingPoint

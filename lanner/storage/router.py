@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 
 from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
-from lanner.maintenance.gc import referenced_among
+from lanner.storage.references import is_referenced
 from lanner.storage.signing import blob_path
 
 router = APIRouter(tags=["storage"])
@@ -22,7 +22,7 @@ def get_blob(sha256: str, filename: str, request: Request, ctx: Ctx, session: Db
     """A link dies with what it points at: bytes nothing refers to any more (a purged dataset's images, an
     expired upload) answer 404 at once, even before the collector has deleted them."""
     ctx.signer.require("GET", blob_path(sha256, filename), request.query_params)
-    if not referenced_among(session, [sha256]):
+    if not is_referenced(session, sha256):
         raise NotFound("file not found")
     try:
         path = ctx.blobs.local_path(sha256)  # the one use of a path: sendfile

@@ -16,8 +16,8 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from lanner.accounts.models import User
+from lanner.accounts.principal import Principal
 from lanner.accounts.security import key_digest
-from lanner.accounts.service import Principal
 from lanner.db import iso, utcnow
 from lanner.errors import BadRequest, NotFound
 from lanner.teams import service

@@ -17,8 +17,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
+from lanner.accounts.principal import Principal
 from lanner.accounts.security import key_digest
-from lanner.accounts.service import Principal, create_user, get_user_by_username
+from lanner.accounts.service import create_user, get_user_by_username
 from lanner.db import Base, iso, utcnow
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
 from lanner.slugs import slugify

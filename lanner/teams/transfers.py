@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.errors import BadRequest, Conflict
 from lanner.teams import permissions
 from lanner.teams.models import ResourceMove

@@ -9,7 +9,7 @@ import secrets
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import utcnow
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects.models import ModelRecord

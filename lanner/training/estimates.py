@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import Database
 from lanner.errors import BadRequest, LannerError, NotFound
 from lanner.gpus import profile_cache

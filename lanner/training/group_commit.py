@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import Database
 from lanner.errors import LannerError
 from lanner.gpus.catalogue import Catalogue

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.billing.metering import cost_micros
 from lanner.datasets import service as datasets_service
 from lanner.errors import LannerError, NotFound

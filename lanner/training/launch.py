@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.billing import service as billing
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset

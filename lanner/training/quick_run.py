@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.billing.metering import cost_micros
 from lanner.db import Database
 from lanner.gpus.catalogue import Catalogue

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import CurrentPrincipal, FastPrincipal, get_principal_nonblocking
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.context import AppContext
 from lanner.deps import Ctx, DbSession
 from lanner.direct_route import DirectRoute, json_response, parse_body, served_by

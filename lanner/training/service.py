@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project

@@ -16,7 +16,7 @@ from sqlalchemy import Text, cast, or_, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetVersion
 from lanner.db import iso

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.config import Settings
 from lanner.datasets.models import Dataset
 from lanner.db import iso, utcnow

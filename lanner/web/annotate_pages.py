@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.assistant import rounds
 from lanner.assistant import service as assistant_service
 from lanner.datasets import items, listing, service

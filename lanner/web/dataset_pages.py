@@ -18,7 +18,7 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.annotation import service as annotation_service
 from lanner.assistant import service as assistant_service
 from lanner.assistant.dependencies import Loop

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.dependencies import OptionalPrincipal
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.accounts.sessions import set_session_cookie, start_session
 from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, NotFound

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.billing import service as billing_service
 from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, NotFound, PaymentRequired

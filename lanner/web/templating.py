@@ -20,7 +20,7 @@ from fastapi.templating import Jinja2Templates
 
 from lanner.accounts.csrf import CSRF_FIELD, CSRF_HEADER, csrf_token
 from lanner.accounts.dependencies import OptionalPrincipal
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.deps import DbSession
 
 WEB_DIR = Path(__file__).parent

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.projects import starting
 from lanner.training import inputs

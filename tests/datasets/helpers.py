@@ -10,7 +10,7 @@ from ultralytics_platform.cli import package_dataset
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import import_jobs
 from lanner.datasets import service as datasets_service
 from lanner.datasets.ingest import commit_import, prepare_import

@@ -23,9 +23,10 @@ from lanner.datasets.import_queue import ImportQueue, recovery_passes
 from lanner.datasets.importers.untrusted import load_yaml
 from lanner.datasets.models import Dataset, ImportJob
 from lanner.datasets.records import ImportRefused
-from lanner.maintenance.gc import referenced_among, sweep
+from lanner.maintenance.gc import sweep
 from lanner.status import StatusEvent
 from lanner.storage import upload_sessions
+from lanner.storage.references import referenced_among
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, queue_import, upload_dataset, wait_for_import
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import service, state, trash
 from lanner.datasets.models import Dataset, DatasetExport, DatasetItem, DatasetVersion, Manifest
 from lanner.db import after_commit, utcnow

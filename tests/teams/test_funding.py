@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lanner.accounts import service as accounts
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.teams import service
 
 DOLLAR = 1_000_000

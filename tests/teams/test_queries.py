@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select, update
 
 from lanner.accounts import service as accounts
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import utcnow
 from lanner.errors import BadRequest, Forbidden, NotFound
 from lanner.teams import queries, service

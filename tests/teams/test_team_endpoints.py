@@ -37,6 +37,7 @@ def status_of(call: Any) -> int:
 
 def test_a_teams_endpoints_by_role_and_paid_by_the_team(quiet: Settings, shapes_detector: Path) -> None:  # noqa: F811
     from lanner.accounts import service as accounts
+    from lanner.accounts.principal import Principal
     from lanner.billing import service as billing
     from lanner.deployments import metering
     from lanner.deployments.models import Deployment
@@ -55,7 +56,7 @@ def test_a_teams_endpoints_by_role_and_paid_by_the_team(quiet: Settings, shapes_
                 team = teams.create_team(session, name="acme", owner=users["olga"])
                 team_id = team.id
                 billing.top_up(session, user_id=team.id, micros=5_000_000)
-                olga = accounts.Principal.of(users["olga"])
+                olga = Principal.of(users["olga"])
                 teams.add_member(session, olga, "acme", "ed", "editor")
                 teams.add_member(session, olga, "acme", "vic", "viewer")
             attach(app, Account("acme", team_id, "", {}), shapes_detector)  # the team's model acme/shapes/tiny

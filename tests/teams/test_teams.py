@@ -13,7 +13,7 @@ from sqlalchemy import update
 from typer.testing import CliRunner
 
 from lanner.accounts import service as accounts
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import utcnow
 from lanner.errors import BadRequest, Conflict, Forbidden, NotFound
 from lanner.teams import queries, service

@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import String, select, update
 
 from lanner.db import Base, utcnow
-from lanner.maintenance.gc import BLOB_REFERENCES, collect_checkpoints
+from lanner.maintenance.gc import collect_checkpoints
 from lanner.projects.models import ModelRecord
 from lanner.storage.blobs import LocalBlobStore
+from lanner.storage.references import BLOB_REFERENCES
 from lanner.training.executors import JobState
 from lanner.training.models import Run, StagedUpload
 from tests.training.conftest import new_model
@@ -110,7 +111,7 @@ def test_a_blob_written_again_during_the_grace_is_kept(tmp_path):
 def test_every_column_holding_a_blob_digest_is_known_to_the_collector():
     import lanner.models_registry  # noqa: F401  (every table on the metadata)
 
-    listed = {(column.expression.table.name, column.expression.name) for column in BLOB_REFERENCES}
+    listed = set(BLOB_REFERENCES)
     digests = {(table.name, column.name) for table in Base.metadata.tables.values() for column in table.columns
                if "sha256" in column.name and isinstance(column.type, String)}
     assert digests == listed

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select, update
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.gpus import advisor
 from lanner.projects import official
 from lanner.projects.models import ModelRecord

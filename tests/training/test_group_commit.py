@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.db import utcnow
 from lanner.errors import NotFound, Unprocessable
 from lanner.training import dashboard, writes

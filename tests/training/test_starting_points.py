@@ -5,7 +5,7 @@ then the starting points the operator offers, such as the demo's), and only a se
 from __future__ import annotations
 
 from lanner.accounts.models import User
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.projects import official, starting
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select, update
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.annotation.models import LabelProposal
 from lanner.assistant.models import COMPLETED, FAILED, TRAINING, Assistant, AssistantRound, AssistantScore
 from lanner.datasets.models import Dataset, DatasetItem

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.datasets import service as datasets_service
 from lanner.datasets.ingest import commit_import, prepare_import
 from lanner.synthetic import make_detection_dataset

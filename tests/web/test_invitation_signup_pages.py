@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lanner.accounts import service as accounts
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.teams import service
 from tests.web.pages import PASSWORD, soup, text, token_of
 

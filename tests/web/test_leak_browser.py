@@ -27,7 +27,7 @@ from fastapi.routing import APIRoute
 from playwright.sync_api import expect
 
 from lanner.accounts import service as accounts_service
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.app import ROUTERS
 from lanner.billing import service as billing_service
 from lanner.synthetic import CLASSES, make_detection_dataset

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.gpus.catalogue import get_catalogue
 from lanner.web import live
 from lanner.web.project_pages import live_reader

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lanner.accounts import service as accounts
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.config import Settings
 from lanner.exports import jobs
 from lanner.exports.formats import available

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import update
 
 from lanner.accounts import service as accounts
-from lanner.accounts.service import Principal
+from lanner.accounts.principal import Principal
 from lanner.billing import service as billing
 from lanner.db import utcnow
 from lanner.teams import queries, service
