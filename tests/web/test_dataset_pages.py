@@ -12,7 +12,7 @@ import pytest
 from lanner.accounts import service as accounts_service
 from lanner.accounts.service import Principal
 from lanner.datasets import service as datasets_service
-from lanner.datasets.ingest import commit_import, prepare_import
+from lanner.datasets.imports.ingest import commit_import, prepare_import
 from lanner.synthetic import make_detection_dataset
 from lanner.web import dataset_pages
 from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
