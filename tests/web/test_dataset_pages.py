@@ -322,12 +322,15 @@ def test_reading_the_health_report_writes_nothing(client, app, alice, tmp_path):
         report = client.get("/api/datasets/alice/shapes/health", headers=alice.headers)
     finally:
         event.remove(db.engine, "before_cursor_execute", record)
-    assert page.status_code == report.status_code == 200 and writes == []
+    assert page.status_code == 200, page.text[:500]
+    assert report.status_code == 200, report.text[:500]
+    assert writes == []
     assert report.json()["issue_counts"]["unlabeled"] == 2
     assert grid_count(soup(client.get(f"{base}?issue=unlabeled"))) == 1  # stored codes: until the pass
     with db.session() as session:
         dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
         assert dataset.health_revision != dataset.revision and dataset.health["issue_counts"]["unlabeled"] == 1
-    assert refresh_stale(db) == 1 and refresh_stale(db) == 0
+    assert refresh_stale(db) == 1
+    assert refresh_stale(db) == 0
     assert client.get("/api/datasets/alice/shapes/health", headers=alice.headers).json() == report.json()
     assert grid_count(soup(client.get(f"{base}?issue=unlabeled"))) == 2
