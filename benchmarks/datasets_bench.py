@@ -9,7 +9,7 @@ What it does, all on 127.0.0.1 with a throw-away LANNER_HOME (default SQLite dat
    rectangles/circles each with the matching label file, 80/20 train/val, data.yaml; every image distinct, so
    nothing dedups) and zips them (JPEGs stored, labels deflated). Drawing and zipping are not measured.
 2. Times ``lanner datasets import ZIP --owner bench --name big`` (the real CLI path, which calls
-   ``lanner.datasets.ingest.ingest_path``) under ``/usr/bin/time -v`` for its peak RSS, also sampling the RSS
+   ``lanner.datasets.imports.ingest.ingest_path``) under ``/usr/bin/time -v`` for its peak RSS, also sampling the RSS
    with psutil while it runs; a smaller import (``--small-images``) shows whether peak memory follows the archive.
 3. Imports a small real dataset (``--seed-images``) through the CLI, then, in one transaction, replaces its items
    with ``--list-images`` ``dataset_items`` rows that reuse those image blobs under unique names with realistic

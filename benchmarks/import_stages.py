@@ -2,7 +2,7 @@
 
     PYTHONPATH=<checkout> .venv/bin/python benchmarks/import_stages.py ARCHIVE
 
-Wraps the stages of ``lanner.datasets.ingest`` (unpacking, the plan, probing and storing the images, refreshing
+Wraps the stages of ``lanner.datasets.imports.ingest`` (unpacking, the plan, probing and storing the images, refreshing
 the blobs, the image and item rows, the health check, deleting the unpacked files) with a wall-clock timer,
 imports ``ARCHIVE`` into a new dataset of a throw-away LANNER_HOME, and prints each stage's seconds and the CPU of
 this process and of its children (the image workers). Run it with ``PYTHONPATH`` at another checkout to time that
@@ -31,8 +31,8 @@ def main() -> int:
     from lanner.accounts.principal import Principal
     from lanner.config import Settings
     from lanner.context import AppContext
-    from lanner.datasets import ingest
     from lanner.datasets import service as datasets
+    from lanner.datasets.imports import ingest
     from lanner.migrate import upgrade_database
 
     times: dict[str, float] = {}

@@ -116,7 +116,7 @@ def dataset_health_and_version(ctx: Any) -> None:
     from lanner.accounts import service as accounts_service
     from lanner.accounts.principal import Principal
     from lanner.datasets import service as datasets_service
-    from lanner.datasets.ingest import refresh_health
+    from lanner.datasets.health.report import refresh_health
 
     t0 = time.perf_counter()
     with ctx.db.session() as session:

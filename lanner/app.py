@@ -21,8 +21,9 @@ from lanner.assistant.router import router as assistant_router
 from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
 from lanner.context import AppContext
+from lanner.datasets.explore_router import router as explore_router
 from lanner.datasets.image_router import router as dataset_images_router
-from lanner.datasets.import_queue import ImportQueue
+from lanner.datasets.imports.queue import ImportQueue
 from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
@@ -69,7 +70,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
-           docs_pages,
+           docs_pages, explore_router,
            project_pages)  # project pages last: /{owner}/{project} is wide
 
 

@@ -151,7 +151,7 @@ def datasets_import(path: Annotated[str, typer.Argument(help="YOLO zip or folder
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from lanner.datasets import service as datasets_service
-    from lanner.datasets.ingest import commit_import, prepare_import
+    from lanner.datasets.imports.ingest import commit_import, prepare_import
     from lanner.errors import Conflict, NotFound
     from lanner.slugs import slugify
 

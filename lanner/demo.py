@@ -21,7 +21,7 @@ from lanner.accounts.principal import Principal
 from lanner.billing import service as billing_service
 from lanner.context import AppContext
 from lanner.datasets import service as datasets_service
-from lanner.datasets.ingest import commit_import, prepare_import
+from lanner.datasets.imports.ingest import commit_import, prepare_import
 from lanner.errors import LannerError, NotFound
 from lanner.gpus.catalogue import get_catalogue
 from lanner.projects import service as projects_service

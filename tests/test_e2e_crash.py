@@ -15,8 +15,8 @@ from sqlalchemy import select
 from ultralytics_platform import Platform
 
 from lanner.config import Settings
+from lanner.datasets.imports.probe_pool import cpus_available
 from lanner.datasets.models import Dataset, ImportJob
-from lanner.datasets.probe_pool import cpus_available
 from lanner.db import Database
 from lanner.maintenance.gc import sweep
 from lanner.storage.blobs import LocalBlobStore

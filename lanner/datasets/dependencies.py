@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from lanner.datasets.import_queue import ImportQueue
+from lanner.datasets.imports.queue import ImportQueue
 
 
 async def get_import_queue(request: Request) -> ImportQueue:

@@ -138,10 +138,10 @@ class DatasetExport(Base):
 
 
 class ImportJob(Base):
-    """One import of an uploaded file into a dataset, run by a worker process (``datasets.import_queue``).
+    """One import of an uploaded file into a dataset, run by a worker process (``datasets.imports.queue``).
 
     The row is the job's durable state, so a server that dies mid-import finds it on start-up and runs it again
-    or fails it with the reason (``datasets.import_jobs``). ``source_sha256`` keeps the uploaded file alive while
+    or fails it with the reason (``datasets.imports.jobs``). ``source_sha256`` keeps the uploaded file alive while
     the job needs it and is cleared when the job ends, so the collector can then free it."""
 
     __tablename__ = "import_jobs"

@@ -1,7 +1,8 @@
 """SDK ``datasets.*`` endpoints for a dataset as a whole: create, list, retrieve, update, delete, import,
 class and split edits, stats and health; and the dataset features a self-hosted Lanner cannot serve (501).
 
-Images, versions and the trash have their own routers (``image_router``, ``version_router``, ``trash_router``).
+Images, versions (with clones, archives and restores), the trash and explore have their own routers
+(``image_router``, ``version_router``, ``trash_router``, ``explore_router``).
 Routers here are HTTP only: the logic is in the modules they call.
 """
 
@@ -13,9 +14,10 @@ from fastapi import APIRouter
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import PageSize
-from lanner.datasets import edits, import_jobs, service, stats, trash
+from lanner.datasets import edits, service, stats, trash
 from lanner.datasets.dependencies import Imports
-from lanner.datasets.ingest import health_report
+from lanner.datasets.health.report import health_report
+from lanner.datasets.imports import jobs as import_jobs
 from lanner.datasets.models import Dataset
 from lanner.datasets.schemas import (
     DatasetCreate,

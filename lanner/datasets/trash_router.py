@@ -1,5 +1,5 @@
-"""SDK ``lifecycle.*`` (the trash) and ``explore.search`` endpoints: HTTP only, the logic is in ``trash`` and
-``service``."""
+"""SDK ``lifecycle.*`` endpoints (the trash): HTTP only, the logic is in ``trash``. ``explore.search`` is in
+``explore_router``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
-from lanner.bounds import BigCount, PageSize, RowId
-from lanner.datasets import service
+from lanner.bounds import PageSize, RowId
 from lanner.datasets import trash as trash_service
 from lanner.datasets.schemas import EmptyTrashRequest, TrashRequest
 from lanner.deps import Ctx, DbSession
@@ -43,9 +42,3 @@ def empty_trash(principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
     collect_after_commit(session, ctx, released)
     return {"success": True, "deletedCount": count}
 
-
-@router.get("/api/explore/search")
-def explore(principal: CurrentPrincipal, session: DbSession, q: str | None = None, type: str | None = None,
-            task: str | None = None, offset: BigCount = 0, limit: Annotated[PageSize, Query(le=100)] = 20,
-            sort: str | None = None) -> dict[str, Any]:
-    return service.explore(session, q=q, type=type, task=task, limit=limit, offset=offset)

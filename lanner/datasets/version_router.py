@@ -1,5 +1,5 @@
-"""SDK ``datasets.*`` endpoints for clones, versions and exports: HTTP only, the logic is in ``versions`` and
-``exports``."""
+"""SDK ``datasets.*`` endpoints for clones, versions and archives: HTTP only, the logic is in ``versions`` and
+``archives``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import Count, Cursor, RowId
-from lanner.datasets import exports, service, versions
+from lanner.datasets import archives, service, versions
 from lanner.datasets.schemas import CloneRequest, CreateExportRequest, RestoreRequest, UpdateExportRequest
 from lanner.deps import Ctx, DbSession
 from lanner.training import service as training_service
@@ -33,7 +33,7 @@ def export(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSes
            ) -> dict[str, Any]:
     record = service.get_dataset(session, principal, owner=owner, slug=dataset)
     pinned = training_service.pinned_dataset_version_id(session, principal)
-    return exports.export(session, record, version=v, pinned_version_id=pinned, kind=format, owner=owner.lower(),
+    return archives.export(session, record, version=v, pinned_version_id=pinned, kind=format, owner=owner.lower(),
                           blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings)
 
 
@@ -44,7 +44,7 @@ def create_version(owner: str, dataset: str, body: CreateExportRequest, principa
     version, reused = service.create_version(session, record, body.description)
     response: dict[str, Any] = {"version": version.version, "reused": reused}
     if body.download:
-        response["downloadUrl"] = exports.export_version(session, record, version, blobs=ctx.blobs,
+        response["downloadUrl"] = archives.export_version(session, record, version, blobs=ctx.blobs,
                                                          signer=ctx.signer, settings=ctx.settings,
                                                          owner=owner.lower())
     return response

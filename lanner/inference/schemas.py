@@ -15,7 +15,7 @@ IOU_MIN, IOU_MAX, IOU_DEFAULT = 0.0, 0.95, 0.7
 IMGSZ_MIN, IMGSZ_MAX, IMGSZ_DEFAULT = 32, 1280, 640
 DECIMALS_MIN, DECIMALS_MAX, DECIMALS_DEFAULT = 0, 10, 5
 DEPTH_BITS = (8, 12, 16)
-MAX_CLASSES = 100_000  # as many as a dataset may name (lanner.datasets.importers.untrusted)
+MAX_CLASSES = 100_000  # as many as a dataset may name (lanner.datasets.imports.formats.untrusted)
 
 
 class ImagePredictRequest(BaseModel):

@@ -24,10 +24,10 @@ from lanner.assistant import service as assistant_service
 from lanner.assistant.dependencies import Loop
 from lanner.assistant.service import payer_tier
 from lanner.bounds import BigCount
-from lanner.datasets import exports, listing, service, stats, versions
+from lanner.datasets import archives, listing, service, stats, versions
 from lanner.datasets import trash as trash_service
-from lanner.datasets.health import ISSUE_CODES
-from lanner.datasets.ingest import health_report
+from lanner.datasets.health.checks import ISSUE_CODES
+from lanner.datasets.health.report import health_report
 from lanner.datasets.models import Dataset
 from lanner.datasets.records import SPLITS, TASKS
 from lanner.db import after_commit
@@ -210,7 +210,7 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
           status_code: int = 200) -> Response:
     """The whole dataset page; the owner's has the assistant section (``assistant``: it again, after a form)."""
     base = _base(dataset, owner)
-    health = health_report(session, dataset) if dataset.status != "processing" else None  # the issue filter's codes
+    health = health_report(session, dataset) if dataset.status != "processing" else None  # stored, or computed unstored
     view = service.dataset_view(session, dataset, owner=owner, versions=True)
     balance = (health or {}).get("class_balance", {}).get("classes", [])
     # "owner" in the templates: whoever may change it (its owner, a team's editors: the permission table)
@@ -369,7 +369,7 @@ def export_dataset(owner: str, slug: str, user: PageUser, session: DbSession, ct
     dataset = _dataset(session, user, owner, slug)
     if format not in EXPORT_FORMATS:
         raise BadRequest(f"format must be one of {', '.join(EXPORT_FORMATS)}")
-    result = exports.export(session, dataset, version=v, pinned_version_id=None, kind=format, owner=owner.lower(),
+    result = archives.export(session, dataset, version=v, pinned_version_id=None, kind=format, owner=owner.lower(),
                             blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings, named=True)
     return RedirectResponse(result["downloadUrl"], status_code=303)
 

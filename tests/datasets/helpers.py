@@ -11,9 +11,9 @@ from ultralytics_platform.cli import package_dataset
 from lanner.accounts import service as accounts_service
 from lanner.accounts.models import User
 from lanner.accounts.principal import Principal
-from lanner.datasets import import_jobs
 from lanner.datasets import service as datasets_service
-from lanner.datasets.ingest import commit_import, prepare_import
+from lanner.datasets.imports import jobs as import_jobs
+from lanner.datasets.imports.ingest import commit_import, prepare_import
 from lanner.datasets.models import Dataset
 from lanner.synthetic import make_detection_dataset
 from tests.sdk_types import assert_sdk_type

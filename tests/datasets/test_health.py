@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from lanner.datasets.health import ISSUE_CODES, HealthImage, HealthReport, check_dataset
+from lanner.datasets.health.checks import ISSUE_CODES, HealthImage, HealthReport, check_dataset
 from lanner.datasets.records import Label
 
 BASE = 0x9A3C_5F01_E2D4_7B68

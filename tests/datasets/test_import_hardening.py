@@ -18,9 +18,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from lanner.datasets import import_jobs, import_worker
-from lanner.datasets.import_queue import ImportQueue, recovery_passes
-from lanner.datasets.importers.untrusted import load_yaml
+from lanner.datasets.imports import jobs as import_jobs
+from lanner.datasets.imports import worker as import_worker
+from lanner.datasets.imports.formats.untrusted import load_yaml
+from lanner.datasets.imports.queue import ImportQueue, recovery_passes
 from lanner.datasets.models import Dataset, ImportJob
 from lanner.datasets.records import ImportRefused
 from lanner.maintenance.gc import sweep
@@ -139,7 +140,7 @@ def test_a_worker_that_ends_without_an_outcome_fails_its_job_with_the_reason(app
 
 
 def test_the_worker_memory_limit_turns_a_huge_allocation_into_memory_error():
-    code = ("from lanner.datasets.import_worker import _limit_memory\n"
+    code = ("from lanner.datasets.imports.worker import _limit_memory\n"
             "_limit_memory(2 * 1024**3)\n"
             "try:\n    bytearray(3 * 1024**3)\nexcept MemoryError:\n    print('refused')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -281,7 +282,7 @@ def test_emptying_the_trash_deletes_the_bytes_and_old_links_404(app, client, sdk
 
 
 def test_the_sweep_collects_images_an_interrupted_import_stored(app, tmp_path):
-    from lanner.datasets.ingest import prepare_import
+    from lanner.datasets.imports.ingest import prepare_import
 
     ctx = app.state.lanner
     ctx.settings.blob_grace_seconds = 0

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 
-from lanner.datasets.importers import extract_archive, plan_import
+from lanner.datasets.imports.formats import extract_archive, plan_import
 from lanner.datasets.records import ImportLimits, ImportPlan, ImportRefused
 
 JPG = cv2.imencode(".jpg", np.full((24, 32, 3), 127, np.uint8))[1].tobytes()

@@ -17,11 +17,13 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from lanner.datasets import import_jobs, import_worker, ingest, probe_pool
-from lanner.datasets.importers import extract_archive
-from lanner.datasets.ingest import ingest_path
+from lanner.datasets.imports import ingest, probe_pool
+from lanner.datasets.imports import jobs as import_jobs
+from lanner.datasets.imports import worker as import_worker
+from lanner.datasets.imports.formats import extract_archive
+from lanner.datasets.imports.ingest import ingest_path
+from lanner.datasets.imports.probe_pool import WORKER_DIED, ProbePool, pool_size, probe_all
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob, ImportJob
-from lanner.datasets.probe_pool import WORKER_DIED, ProbePool, pool_size, probe_all
 from lanner.datasets.records import ImportLimits, ImportRefused
 from lanner.storage.blobs import LocalBlobStore
 from lanner.synthetic import make_detection_dataset

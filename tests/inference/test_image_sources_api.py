@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ultralytics_platform import APIError, Platform
 
-from lanner.datasets.ingest import ingest_path
+from lanner.datasets.imports.ingest import ingest_path
 from lanner.synthetic import make_detection_dataset
 from tests.inference.conftest import attach
 from tests.sdk_types import assert_sdk_type

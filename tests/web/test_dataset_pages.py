@@ -12,7 +12,7 @@ import pytest
 from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
 from lanner.datasets import service as datasets_service
-from lanner.datasets.ingest import commit_import, prepare_import
+from lanner.datasets.imports.ingest import commit_import, prepare_import
 from lanner.synthetic import make_detection_dataset
 from lanner.web import dataset_pages
 from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
@@ -291,3 +291,46 @@ def test_the_models_trained_on_a_dataset_are_linked_from_its_page(client, app, a
     client.cookies.clear()
     sign_in(client, "bob")  # a public dataset: bob reads the page, not alice's private project's model
     assert soup(client.get(path)).select("#trained-list") == []
+
+
+def test_reading_the_health_report_writes_nothing(client, app, alice, tmp_path):
+    """No GET that writes (issue 28): after an edit the stored report is stale, and the dataset page and the
+    health endpoint show the fresh one computed, storing nothing; the import queue's pass stores it."""
+    from sqlalchemy import event, select
+
+    from lanner.datasets import items
+    from lanner.datasets.health.report import refresh_stale
+    from lanner.datasets.models import Dataset, DatasetItem
+
+    base = add_dataset(app, tmp_path)
+    db = app.state.lanner.db
+    with db.session() as session:
+        dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
+        item = session.scalar(select(DatasetItem).where(DatasetItem.manifest_id == dataset.manifest_id,
+                                                        DatasetItem.name == "train_0002.jpg"))
+        items.set_labels(dataset, item, None, by="user:alice")  # a second unlabelled image: the report is stale
+    sign_in(client)
+    writes: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")) and "dataset" in statement:
+            writes.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        page = client.get(base)
+        report = client.get("/api/datasets/alice/shapes/health", headers=alice.headers)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+    assert page.status_code == 200, page.text[:500]
+    assert report.status_code == 200, report.text[:500]
+    assert writes == []
+    assert report.json()["issue_counts"]["unlabeled"] == 2
+    assert grid_count(soup(client.get(f"{base}?issue=unlabeled"))) == 1  # stored codes: until the pass
+    with db.session() as session:
+        dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
+        assert dataset.health_revision != dataset.revision and dataset.health["issue_counts"]["unlabeled"] == 1
+    assert refresh_stale(db) == 1
+    assert refresh_stale(db) == 0
+    assert client.get("/api/datasets/alice/shapes/health", headers=alice.headers).json() == report.json()
+    assert grid_count(soup(client.get(f"{base}?issue=unlabeled"))) == 2

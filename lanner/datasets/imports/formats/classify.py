@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lanner.datasets.importers.common import PlanBuilder, is_image, is_junk, rel, split_of
+from lanner.datasets.imports.formats.common import PlanBuilder, is_image, is_junk, rel, split_of
 from lanner.datasets.records import ImportedImage, ImportLimits, ImportPlan
 
 

@@ -5,7 +5,7 @@
 ``ImportPlan``. Nothing is stored here; per-file problems are ``FileIssue``s, unusable uploads ``ImportRefused``.
 """
 
-from lanner.datasets.importers.archive import extract_archive
-from lanner.datasets.importers.detect import plan_import
+from lanner.datasets.imports.formats.archive import extract_archive
+from lanner.datasets.imports.formats.detect import plan_import
 
 __all__ = ["extract_archive", "plan_import"]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lanner.datasets.importers.common import PlanBuilder, inside, is_image, read_json, rel
-from lanner.datasets.importers.labels import LabelError, bounding_box, numbers, unit
+from lanner.datasets.imports.formats.common import PlanBuilder, inside, is_image, read_json, rel
+from lanner.datasets.imports.formats.labels import LabelError, bounding_box, numbers, unit
 from lanner.datasets.records import ImportedImage, ImportLimits, ImportPlan, Label
 
 COCO_KEYS = ("images", "annotations", "categories")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lanner.datasets.importers.common import PlanBuilder, is_image
+from lanner.datasets.imports.formats.common import PlanBuilder, is_image
 from lanner.datasets.records import ImportedImage, ImportLimits, ImportPlan, ImportRefused
 
 

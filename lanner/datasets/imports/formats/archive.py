@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO
 
-from lanner.datasets.importers.common import is_junk, split_of
+from lanner.datasets.imports.formats.common import is_junk, split_of
 from lanner.datasets.records import ImportLimits, ImportRefused
 
 # A member this small cannot be a bomb whatever its ratio (a plain-colour BMP compresses 1000:1); the overall

@@ -1,5 +1,5 @@
-"""The worker process of one import job: ``python -m lanner.datasets.import_worker``, started by the import
-queue (``datasets.import_queue``) with the job in a JSON document on stdin.
+"""The worker process of one import job: ``python -m lanner.datasets.imports.worker``, started by the import
+queue (``datasets.imports.queue``) with the job in a JSON document on stdin.
 
 Why a process and not a thread of the server: an upload is untrusted input, and parsing it can cost more than
 anyone planned (a decompression or YAML bomb the importers have not seen yet, a 2 GB COCO file). In its own
@@ -17,10 +17,10 @@ import sys
 from typing import Any
 
 from lanner.config import Settings
-from lanner.datasets import import_jobs
-from lanner.datasets.ingest import commit_import, prepare_import
+from lanner.datasets.imports import jobs as import_jobs
+from lanner.datasets.imports.ingest import commit_import, prepare_import
+from lanner.datasets.imports.probe_worker import die_with_parent
 from lanner.datasets.models import Dataset, ImportJob
-from lanner.datasets.probe_worker import die_with_parent
 from lanner.datasets.records import ImportRefused
 from lanner.db import Database
 from lanner.scratch import scratch_folder

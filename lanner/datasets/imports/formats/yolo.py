@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from lanner.datasets.importers.common import PlanBuilder, inside, is_image, rel, under
-from lanner.datasets.importers.labels import LabelError, LabelSpec, infer_task, numbers, row_to_label
-from lanner.datasets.importers.untrusted import MAX_CLASS_NAME, check_class_count, load_yaml
+from lanner.datasets.imports.formats.common import PlanBuilder, inside, is_image, rel, under
+from lanner.datasets.imports.formats.labels import LabelError, LabelSpec, infer_task, numbers, row_to_label
+from lanner.datasets.imports.formats.untrusted import MAX_CLASS_NAME, check_class_count, load_yaml
 from lanner.datasets.records import ImportedImage, ImportLimits, ImportPlan, ImportRefused, Label
 
 YAML_SUFFIXES = (".yaml", ".yml")

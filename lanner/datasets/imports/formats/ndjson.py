@@ -14,9 +14,9 @@ from collections import defaultdict
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lanner.datasets.importers.common import PlanBuilder, inside, is_image, rel
-from lanner.datasets.importers.labels import LabelError, LabelSpec, numbers, row_to_label
-from lanner.datasets.importers.untrusted import check_class_count
+from lanner.datasets.imports.formats.common import PlanBuilder, inside, is_image, rel
+from lanner.datasets.imports.formats.labels import LabelError, LabelSpec, numbers, row_to_label
+from lanner.datasets.imports.formats.untrusted import check_class_count
 from lanner.datasets.records import SPLITS, TASKS, ImportedImage, ImportLimits, ImportPlan, ImportRefused, Label
 
 ANNOTATION_KEYS = {"detect": "boxes", "segment": "segments", "pose": "pose", "obb": "obb"}

@@ -1,6 +1,6 @@
 """Import pipeline: an upload (archive, NDJSON, COCO JSON, folder) becomes dataset items, all or nothing.
 
-Stages: unpack safely (``importers.extract_archive``), understand the layout (``importers.plan_import``), probe
+Stages: unpack safely (``formats.extract_archive``), understand the layout (``formats.plan_import``), probe
 and store every image (hash, size, thumbnail; content-addressed, so an image already stored is not stored
 again), then one transaction that builds a new manifest (the current one plus the new items) and swaps it in.
 A failure anywhere leaves the dataset's content as it was; a queued import (``jobs``) then marks it failed,
@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from lanner.config import Settings
-from lanner.datasets import health as health_service
 from lanner.datasets import service, state
+from lanner.datasets.health.report import refresh_health
 from lanner.datasets.images import probe_image
-from lanner.datasets.importers import extract_archive, plan_import
+from lanner.datasets.imports.formats import extract_archive, plan_import
+from lanner.datasets.imports.probe_pool import Prober
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
-from lanner.datasets.probe_pool import Prober
 from lanner.datasets.records import (
     FileIssue,
     ImageInfo,
@@ -235,41 +235,3 @@ def _insert_items(session: Session, manifest: int, stored: list[tuple[ImportedIm
     for start in range(0, len(rows), INSERT_CHUNK):
         connection.execute(DatasetItem.__table__.insert(), rows[start:start + INSERT_CHUNK])
     return len(rows)
-
-
-def health_report(session: Session, dataset: Dataset) -> dict[str, Any]:
-    """``datasets.health``: the stored report while the content is unchanged, else a fresh one."""
-    summary = dataset.health
-    if summary is None or dataset.health_revision != dataset.revision:
-        summary = refresh_health(session, dataset)
-    return {"dataset": dataset.slug, "revision": dataset.revision, **summary}
-
-
-def refresh_health(session: Session, dataset: Dataset) -> dict[str, Any]:
-    """Run the health checks over the current manifest; store per-image issue codes and the summary."""
-    rows = session.execute(select(DatasetItem.key, DatasetItem.name, DatasetItem.split,
-                                  DatasetItem.sha256, DatasetItem.labels, DatasetItem.class_id, DatasetItem.issues,
-                                  ImageBlob.phash, ImageBlob.width, ImageBlob.height)
-                           .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
-                           .where(DatasetItem.manifest_id == dataset.manifest_id)).all()
-    records = [health_service.HealthImage(
-        id=f"{dataset.id}-{r.key}", name=r.name, split=r.split, sha256=r.sha256,
-        phash=(r.phash + (1 << 64)) if r.phash is not None and r.phash < 0 else r.phash,
-        width=r.width, height=r.height, corrupt=None,
-        labels=service.labels_to_records(r.labels), class_id=r.class_id) for r in rows]
-    report = health_service.check_dataset(records, dataset.task, list(dataset.class_names or []))
-    changed = []
-    for r in rows:
-        codes = "," + "".join(f"{c}," for c in sorted(set(report.issues.get(f"{dataset.id}-{r.key}", []))))
-        if codes != r.issues:
-            changed.append({"b_key": r.key, "b_issues": codes})
-    # Issue codes are a function of content, task and classes. A shared manifest (clone, version) has the same
-    # content, and any change makes it private first, so codes are only written into a private manifest.
-    if changed and not service.manifest_is_shared(session, dataset.manifest_id, dataset_id=dataset.id):
-        table = DatasetItem.__table__
-        session.execute(update(table).where(table.c.manifest_id == dataset.manifest_id,
-                                            table.c.key == bindparam("b_key")).values(issues=bindparam("b_issues")),
-                        changed)
-    dataset.health = report.summary
-    dataset.health_revision = dataset.revision
-    return report.summary

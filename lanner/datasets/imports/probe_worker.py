@@ -1,8 +1,8 @@
-"""One worker of an import's image pool (``datasets.probe_pool``): ``python -m lanner.datasets.probe_worker PID``.
+"""One worker of an import's image pool (``probe_pool``): ``python -m lanner.datasets.imports.probe_worker PID``.
 
 It reads the blob store (and whether it may link the images: ``probe_one``) from stdin, then requests until
 stdin closes: ``("probe", paths)``, answered ``(True, [Probed, ...])``, or ``("unpack", archive, members,
-limits)`` (``importers.archive.write_zip_members``), answered ``(True, None)``; a failure is ``(False,
+limits)`` (``formats.archive.write_zip_members``), answered ``(True, None)``; a failure is ``(False,
 exception)``. It dies with the import that started it.
 """
 
@@ -17,8 +17,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from lanner.datasets.importers.archive import write_zip_members
-from lanner.datasets.probe_pool import probe_one, send
+from lanner.datasets.imports.formats.archive import write_zip_members
+from lanner.datasets.imports.probe_pool import probe_one, send
 
 
 def die_with_parent(parent: int) -> None:

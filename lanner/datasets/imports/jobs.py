@@ -1,8 +1,8 @@
 """Import jobs: ``datasets.ingest`` accepts an upload, and a worker process imports it later.
 
 The request turns the upload into an ``ImportJob`` row and marks the dataset ``processing``, in the request's
-transaction; once that commits, the import queue (``datasets.import_queue``) is woken and runs the job in a
-worker process (``datasets.import_worker``). The row is the job's durable state, so nothing depends on a
+transaction; once that commits, the import queue (``datasets.imports.queue``) is woken and runs the job in a
+worker process (``datasets.imports.worker``). The row is the job's durable state, so nothing depends on a
 thread or process surviving:
 
     (upload accepted) ──> queued

@@ -16,9 +16,9 @@ Here the images go to worker *processes* instead:
   ``MemoryError``) is raised here as it would be in one process, and a worker that dies (killed for memory) ends
   the import with ``WORKER_DIED``;
 - a big zip's files are written by the same workers (``unpack``: this process checked every member first, see
-  ``importers.archive``), so unpacking uses every core too.
+  ``formats.archive``), so unpacking uses every core too.
 
-A worker is ``python -m lanner.datasets.probe_worker``, talking pickles over its stdin and stdout: a plain child
+A worker is ``python -m lanner.datasets.imports.probe_worker``, talking pickles over its stdin and stdout: a plain child
 process, so it shares none of the import's threads, locks, database connections or scratch-folder lock, needs no
 ``__main__`` guard in whatever program runs the import, inherits its memory limit, and is killed with the thread
 that started it (``PR_SET_PDEATHSIG``): a killed import leaves no worker behind. Workers take ~0.5 s to start, so
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lanner.datasets.images import probe_image
-from lanner.datasets.importers.archive import Unpacker, ZipMember, write_zip_members
+from lanner.datasets.imports.formats.archive import Unpacker, ZipMember, write_zip_members
 from lanner.datasets.records import CorruptImage, ImageInfo, ImportLimits, ImportRefused
 from lanner.storage.blobs import BlobStore
 
@@ -49,7 +49,7 @@ UNPACK_MAX_MEMBERS = 200_000  # a bigger zip is unpacked by one process: each wo
 IN_FLIGHT_PER_WORKER = 2    # chunks dealt to a worker and not yet read back: one running, one waiting
 MIN_POOL_IMAGES = 500       # below this, starting the workers (~0.5 s) costs about what they save
 EARLY_POOL_BYTES = 16 << 20  # an archive this big holds enough images to start the workers before unpacking it
-WORKER_MODULE = "lanner.datasets.probe_worker"
+WORKER_MODULE = "lanner.datasets.imports.probe_worker"
 WORKER_DIED = ("a process decoding the images stopped unexpectedly, most often because an image needed more "
                "memory than an import may use (LANNER_IMPORT_MEMORY_BYTES); split the upload into smaller ones")
 
@@ -192,7 +192,7 @@ class ProbePool:
             yield from probed
 
     def unpack(self, archive: Path, members: list[ZipMember], limits: ImportLimits) -> None:
-        """Write a zip's checked members (``importers.archive``); the first refusal in the archive's order is
+        """Write a zip's checked members (``formats.archive``); the first refusal in the archive's order is
         raised, as unpacking it in one process would raise it. Each worker reads the zip's directory (~400 bytes
         a member), so an archive of more than ``UNPACK_MAX_MEMBERS`` is written here, by one process."""
         if len(members) > UNPACK_MAX_MEMBERS:

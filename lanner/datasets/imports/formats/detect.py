@@ -10,12 +10,12 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from lanner.datasets.importers.classify import plan_classify, split_folders
-from lanner.datasets.importers.coco import find_coco, is_coco, plan_coco
-from lanner.datasets.importers.common import is_image, read_json, scan
-from lanner.datasets.importers.ndjson import plan_ndjson
-from lanner.datasets.importers.raw import plan_raw
-from lanner.datasets.importers.yolo import find_dataset_yaml, looks_like_yolo, plan_yolo
+from lanner.datasets.imports.formats.classify import plan_classify, split_folders
+from lanner.datasets.imports.formats.coco import find_coco, is_coco, plan_coco
+from lanner.datasets.imports.formats.common import is_image, read_json, scan
+from lanner.datasets.imports.formats.ndjson import plan_ndjson
+from lanner.datasets.imports.formats.raw import plan_raw
+from lanner.datasets.imports.formats.yolo import find_dataset_yaml, looks_like_yolo, plan_yolo
 from lanner.datasets.records import ImportLimits, ImportPlan, ImportRefused
 
 

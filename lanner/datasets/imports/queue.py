@@ -14,7 +14,10 @@ Each pass (every ``LANNER_IMPORT_POLL_SECONDS``, or at once when a request queue
 3. heartbeat: this server's running jobs say they are alive;
 4. dispatch: while fewer than ``LANNER_IMPORT_WORKERS`` workers run here, the next job goes to the user with the
    fewest imports running (at most ``LANNER_IMPORT_MAX_PER_USER`` each), oldest first, so one user's uploads
-   can never hold up another's. Claiming is a compare-and-set, so several servers can share one database.
+   can never hold up another's. Claiming is a compare-and-set, so several servers can share one database;
+5. health: a few datasets whose content changed since their stored health report get a fresh one
+   (``health.report.refresh_stale``): the datasets' one loop, so a label save never pays for the checks and a
+   read never writes them.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from lanner.context import AppContext
-from lanner.datasets import import_jobs, state
+from lanner.datasets import state
+from lanner.datasets.health.report import refresh_stale
+from lanner.datasets.imports import jobs as import_jobs
 from lanner.datasets.models import ImportJob
 from lanner.db import utcnow
 from lanner.periodic import BackgroundLoop
@@ -67,7 +72,7 @@ class ImportQueue(BackgroundLoop):
         self.host = socket.gethostname()
         self.instance = secrets.token_hex(4)  # several apps may share one process (tests)
         self._workers: dict[str, _Worker] = {}
-        self.worker_command = [sys.executable, "-m", "lanner.datasets.import_worker"]  # reads its job on stdin
+        self.worker_command = [sys.executable, "-m", "lanner.datasets.imports.worker"]  # reads its job on stdin
         self._last_heartbeat = 0.0
         self._passes_to_recovery = 0  # the first pass recovers
 
@@ -106,6 +111,7 @@ class ImportQueue(BackgroundLoop):
         self._passes_to_recovery -= 1
         self._heartbeat()
         self._dispatch()
+        refresh_stale(self.ctx.db)
 
     def _reap(self) -> None:
         timeout = self.ctx.settings.import_timeout_seconds

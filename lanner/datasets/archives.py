@@ -1,4 +1,5 @@
-"""Exports: Ultralytics NDJSON (what ``ul://owner/datasets/slug`` resolves to), a YOLO zip and COCO JSON.
+"""Dataset archives (model exports are ``lanner.exports``): Ultralytics NDJSON (what ``ul://owner/datasets/slug``
+resolves to), a YOLO zip and COCO JSON.
 
 A built export is a blob; it is reused while the dataset's revision is unchanged (and its embedded image links
 are far from expiry), so repeated ``yolo train data=ul://...`` calls do not rebuild anything.
