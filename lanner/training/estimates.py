@@ -5,24 +5,27 @@ priced by billing's own rule so an estimate costs what the run will be charged."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
 from lanner.accounts.service import Principal
 from lanner.billing.metering import cost_micros
-from lanner.datasets import service as datasets_service
 from lanner.db import Database
 from lanner.errors import BadRequest, NotFound
 from lanner.gpus import advisor, profile_cache
 from lanner.gpus.catalogue import Catalogue
-from lanner.projects import service as projects_service
 from lanner.training import refs
-from lanner.training.schemas import EstimateRequest
+
+if TYPE_CHECKING:  # start-up cost: the request's pydantic model only where the API builds one
+    from lanner.training.schemas import EstimateRequest
 
 
 def dataset_counts(session: Session, principal: Principal, uri: str) -> tuple[int, int, int]:
     """(train images, val images, classes) of ``ul://owner/datasets/slug``."""
+    # start-up cost: the datasets domain only for a dataset reference (`lanner estimate --train-images` needs none)
+    from lanner.datasets import service as datasets_service
+
     parts = refs.dataset_parts(uri)
     if parts is None:
         raise BadRequest("dataset must look like ul://owner/datasets/slug")
@@ -41,6 +44,8 @@ def model_architecture(session: Session, principal: Principal, model: str) -> st
     parts = refs.model_parts(model)
     if parts is None:
         raise BadRequest("model must look like ul://owner/project/model")
+    from lanner.projects import service as projects_service  # start-up cost: only for a ul:// model
+
     try:
         record = projects_service.get_model(session, principal, owner=parts[0], project=parts[1], model=parts[2])
     except NotFound as exc:
