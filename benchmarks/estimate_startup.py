@@ -8,6 +8,8 @@ Each checkout's ``lanner`` package is imported from that checkout (PYTHONPATH), 
 same script measures "before" on an older checkout (which has no warm-up: its server case runs without it).
 Checkouts alternate run by run, so a machine whose load changes hurts both alike. Wall time and the CPU time
 (user + system) of each child process are reported; on a shared machine the CPU time is the steadier figure.
+``--warm-only`` skips the cold runs and the server case: each checkout's home is migrated and warmed once
+(unmeasured), then only warm ``lanner estimate`` runs are timed.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def child(checkout: Path, home: Path, args: list[str]) -> tuple[float, float, st
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(checkout), "LANNER_HOME": str(home), "COLUMNS": "80"}
     env.pop("LANNER_DATABASE_URL", None)
+    # Bytecode caches written and read, as an installed lanner has them (pip compiles at install), whatever the
+    # calling shell sets: every checkout is measured the same way.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     # cwd: the home, not a checkout (``python -m`` and ``-c`` put the working folder first on sys.path)
@@ -69,9 +74,11 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to measure (repeatable); this one is always measured")
     parser.add_argument("--runs", type=int, default=5, help="warm runs per checkout")
+    parser.add_argument("--warm-only", action="store_true", help="time only the warm runs (no cold, no server)")
     options = parser.parse_args()
     checkouts = [*options.checkout, ROOT]
     results: dict[Path, dict[str, list[tuple[float, float]]]] = {c: {} for c in checkouts}
+    print(f"load average at the start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as scratch:
         for run in range(options.runs + 1):
             for checkout in checkouts:
@@ -80,8 +87,9 @@ def main() -> None:
                     child(checkout, home, ["-m", "lanner.cli", "db", "upgrade"])
                 case = "cli cold" if run == 0 else "cli warm"
                 wall, cpu, _ = child(checkout, home, ["-m", "lanner.cli", *ESTIMATE])
-                results[checkout].setdefault(case, []).append((wall, cpu))
-            if run == 0:
+                if run or not options.warm_only:
+                    results[checkout].setdefault(case, []).append((wall, cpu))
+            if run == 0 and not options.warm_only:
                 for checkout in checkouts:
                     home = Path(scratch) / f"server-{checkouts.index(checkout)}"
                     child(checkout, home, ["-m", "lanner.cli", "db", "upgrade"])
@@ -92,9 +100,9 @@ def main() -> None:
         for case, values in cases.items():
             wall = statistics.median(v[0] for v in values)
             cpu = statistics.median(v[1] for v in values)
-            print(f"{checkout}\t{case}\tmedian of {len(values)}: {wall:.2f} s wall" +
+            each = f" ({' / '.join(f'{v[0]:.2f}' for v in sorted(values))})" if len(values) > 1 else ""
+            print(f"{checkout}\t{case}\tmedian of {len(values)}: {wall:.2f} s wall{each}" +
                   (f", {cpu:.2f} s CPU" if cpu else " (in the process, after start-up)"))
-
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,6 @@ import typer
 from lanner.cli_common import context, err, fail, refusals
 from lanner.config import Settings
 from lanner.context import AppContext
-from lanner.projects import official
 from lanner.scratch import scratch_folder
 
 models_app = typer.Typer(help="Official models (ul://ultralytics/...).", no_args_is_help=True)
@@ -24,6 +23,8 @@ def add_official(file: Annotated[str, typer.Argument(help="An Ultralytics .pt ch
     """Store FILE and serve it as official model NAME (task and classes read from it); prints its ul:// URI.
     An existing NAME gets the new weights; models cloned from it keep theirs. A bare official name that is not a
     file here (yolo11n, yolo26s-seg.pt) is downloaded with the trainer's own downloader, when this host is online."""
+    from lanner.projects import official  # start-up cost: each command imports only its own domain
+
     source = Path(file).expanduser()
     with refusals():
         if not source.is_file() and source.parent == Path(".") and official.family_of(source.name):
@@ -73,6 +74,8 @@ def register_official_folder(settings: Settings) -> None:
         return
     if not folder.expanduser().is_dir():
         fail(f"LANNER_OFFICIAL_MODELS_DIR: {folder} is not a folder")
+    from lanner.projects import official  # start-up cost: each command imports only its own domain
+
     ctx = AppContext.from_settings(settings)
     try:
         for uri in official.OfficialFolder(folder).sync(ctx.db, ctx.blobs):

@@ -5,9 +5,12 @@ from __future__ import annotations
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, insert, text
 
+from lanner import migrate
 from lanner.accounts.models import User
+from lanner.db import Database
 from lanner.migrate import alembic_config, upgrade_database
 from lanner.models_registry import metadata
 from lanner.projects.models import ModelRecord, Project
@@ -46,3 +49,52 @@ def test_console_rows_stored_with_colour_codes_are_made_plain(database_url):
     finally:
         engine.dispose()
     assert stored == "\rtrain: Scanning /x/labels/train... 16 images"
+
+
+
+def test_the_version_files_heads_are_alembics():
+    """``ensure_migrated`` reads the heads from the version files' headers: the same heads Alembic finds."""
+    heads = ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads()
+    assert migrate.head_revisions() == frozenset(heads)
+
+
+def test_version_files_the_header_reading_does_not_model_leave_the_answer_to_alembic(tmp_path, monkeypatch):
+    (tmp_path / "versions").mkdir()
+    monkeypatch.setattr(migrate, "MIGRATIONS", tmp_path)
+
+    def heads(**files: str) -> frozenset[str] | None:
+        for name, body in files.items():
+            (tmp_path / "versions" / f"{name}.py").write_text(body)
+        return migrate.head_revisions()
+
+    assert heads(a="revision: str = 'a'\ndown_revision: str | None = None\n") == {"a"}
+    assert heads(b="revision = 'b'\ndown_revision = 'a'\n", c="revision = 'c'\ndown_revision = 'a'\n") == {"b", "c"}
+    assert heads(d="revision = 'd'\ndown_revision = ('b', 'c')\n") == {"d"}  # a merge
+    assert heads(e="revision = 'e'\ndown_revision = 'd'\ndepends_on = 'x'\n") is None
+    assert heads(e="revision = 'e'\ndown_revision = next_one()\n") is None
+    assert heads(e="down_revision = 'd'\n") is None
+
+
+def test_ensure_migrated_leaves_a_database_at_head_without_alembic(database_url, monkeypatch):
+    """The CLI's start-up on a migrated database (issue 27): one SELECT, no Alembic."""
+    def refuse(url: str) -> None:
+        raise AssertionError("Alembic ran on a database at head")
+
+    monkeypatch.setattr(migrate, "upgrade_database", refuse)
+    db = Database(database_url)  # the test databases are made at head
+    try:
+        migrate.ensure_migrated(db)
+    finally:
+        db.dispose()
+
+
+def test_ensure_migrated_brings_an_older_or_a_new_database_to_head(database_url, tmp_path):
+    command.downgrade(alembic_config(database_url), "0019")
+    for url in (database_url, f"sqlite:///{tmp_path / 'new.db'}"):
+        db = Database(url)
+        try:
+            assert migrate.database_revisions(db.engine) != migrate.head_revisions()
+            migrate.ensure_migrated(db)
+            assert migrate.database_revisions(db.engine) == migrate.head_revisions()
+        finally:
+            db.dispose()

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from lanner.gpus import profile_cache
 from lanner.gpus.profile import ModelProfile, meta_model, model_profile
 
@@ -213,6 +211,8 @@ def autobatch_batch(vram_gb: float, profile_or_model: ModelProfile | str | Path,
     fit_x, fit_y = zip(*points, strict=True)
     if len(points) == 1:
         return fit_x[0]
+    import numpy as np  # start-up cost: only AutoBatch (batch -1) fits its line, as ultralytics' autobatch does
+
     slope, intercept = np.polyfit(fit_x, fit_y, deg=1)
     b = int((free * fraction - intercept) / slope)
     oom = next((i for i, m in enumerate(results) if m is None and sizes[i] > fit_x[0]), None)

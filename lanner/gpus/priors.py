@@ -39,8 +39,6 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-
 from lanner.gpus.catalogue import load_catalogue
 from lanner.gpus.estimator import DeviceSpeed, FixedCosts, LoaderSpeed
 
@@ -99,8 +97,29 @@ def _fitted_power_law(spec_items: tuple[tuple[str, tuple[float, ...]], ...], col
         if gpu in specs and len(specs[gpu]) >= columns:
             rows.append([1.0, *(math.log(v / r) for v, r in zip(specs[gpu][:columns], ref, strict=True))])
             target.append(math.log(rel))
-    coef, *_ = np.linalg.lstsq(np.array(rows), np.array(target), rcond=None)
-    return tuple(float(c) for c in coef)
+    return tuple(_least_squares(rows, target))
+
+
+def _least_squares(rows: list[list[float]], target: list[float]) -> list[float]:
+    """The coefficients that minimise the squared residuals of ``rows @ coef = target`` (``numpy.linalg.lstsq``'s
+    answer, to rounding: tests/gpus/test_priors.py compares them), by the normal equations, solved by Gauss-Jordan
+    elimination with partial pivoting. In pure Python because every estimate fits the law once per process, and
+    importing NumPy for a system of eight rows and at most four unknowns (condition number ~6) cost a warm
+    ``lanner estimate`` 0.14 s of CPU, a tenth of it (issue 27)."""
+    n = len(rows[0])
+    # [A'A | A'b]: one equation per unknown
+    system = [[sum(r[i] * r[j] for r in rows) for j in range(n)]
+              + [sum(r[i] * t for r, t in zip(rows, target, strict=True))] for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda k: abs(system[k][col]))
+        if not system[pivot][col]:
+            raise ValueError("the B1 rows do not determine the power law (fewer independent rows than unknowns)")
+        system[col], system[pivot] = system[pivot], system[col]
+        for k in range(n):
+            if k != col:
+                factor = system[k][col] / system[col][col]
+                system[k] = [a - factor * b for a, b in zip(system[k], system[col], strict=True)]
+    return [system[i][n] / system[i][i] for i in range(n)]
 
 
 def power_law_speed(specs: Specs, spec: tuple[float, ...]) -> float:

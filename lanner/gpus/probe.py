@@ -19,7 +19,6 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from lanner.gpus.models import CalibrationPoint
-from lanner.synthetic import make_detection_dataset
 
 
 @dataclass(frozen=True)
@@ -92,6 +91,8 @@ PROBE_SIZES = (192, 384)
 def run_probe(*, model: str = "yolo11n.yaml", imgsz: int = PROBE_SIZES[0], batch: int = 16, images: int = PROBE_IMAGES,
               device: str = "cpu", workers: int | None = None) -> ProbeResult:
     from ultralytics import YOLO  # start-up cost: seconds to import, only for a probe
+
+    from lanner.synthetic import make_detection_dataset  # start-up cost: OpenCV, only for a probe
 
     workers = min(2, os.cpu_count() or 1) if workers is None else workers
     root = Path(tempfile.mkdtemp(prefix="lanner-probe-"))

@@ -27,6 +27,22 @@ def test_measured_constants_are_what_they_say() -> None:
     assert priors.A2_ACTIVATION_BYTES_FP32 == _yolov5("yolov5l.yaml", 640)  # YOLOv5l without the anchor-free head
 
 
+@pytest.mark.parametrize("columns", [2, 3])
+def test_the_power_law_is_numpys_least_squares_fit(specs: priors.Specs, columns: int) -> None:
+    """The law is fitted in pure Python (a warm `lanner estimate` imports no NumPy): the coefficients
+    ``numpy.linalg.lstsq`` finds, to rounding; and a system the B1 rows cannot determine is refused."""
+    import numpy as np
+
+    ref = specs[priors.REFERENCE_GPU][:columns]
+    rows = [[1.0, *(math.log(v / r) for v, r in zip(specs[gpu][:columns], ref, strict=True))]
+            for gpu in priors.B1_RELATIVE]
+    target = [math.log(rel) for rel in priors.B1_RELATIVE.values()]
+    expected, *_ = np.linalg.lstsq(np.array(rows), np.array(target), rcond=None)
+    assert priors._fit_power_law(specs, columns) == pytest.approx(expected.tolist(), rel=1e-12, abs=1e-12)
+    with pytest.raises(ValueError, match="do not determine"):
+        priors._least_squares(rows[:1], target[:1])  # one row, several unknowns
+
+
 def test_the_tdp_term_predicts_b1_rows_outside_the_fit_better(specs: priors.Specs) -> None:
     two = {k: v[:2] for k, v in specs.items()}
     # B1: LambdaCloud V100 16GB, A10, A100 40GB PCIe SSD300 AMP relative to an A100 80GB SXM (datasheet specs)
