@@ -1,7 +1,7 @@
 """The baseline for benchmarks/webhook_ingest.py: a bare FastAPI app with the training-metrics webhook path that
 parses the JSON body into Lanner's pydantic models as a plain FastAPI endpoint does (JSON into a dict, then the
 envelope, then the ``epoch_end`` data) and stores nothing. No auth, no database. It stays the plain endpoint the
-targets are set against: Lanner's own webhook parses in one pass since issue 19 (``lanner.direct_route``).
+targets are set against: Lanner's own webhook parses in one pass since issue 19 (``lanner.http.direct_route``).
 
 Served like ``lanner serve`` serves Lanner: one uvicorn process, log_level warning, no access log.
 

@@ -33,7 +33,7 @@ def main() -> int:
     from lanner.context import AppContext
     from lanner.datasets import service as datasets
     from lanner.datasets.imports import ingest
-    from lanner.migrate import upgrade_database
+    from lanner.db.migrate import upgrade_database
 
     times: dict[str, float] = {}
 

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from lanner import __version__, body_limit, handlers
+from lanner import __version__
 from lanner.accounts import security
 from lanner.accounts.csrf import CsrfProtection
 from lanner.accounts.router import router as accounts_router
@@ -27,19 +27,20 @@ from lanner.datasets.imports.queue import ImportQueue
 from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
+from lanner.db.migrate import upgrade_database
 from lanner.deployments.router import router as deployments_router
 from lanner.deployments.runtime import DeploymentRuntime
-from lanner.direct_route import FastAPIWithFastLane
 from lanner.exports.queue import ExportQueue
 from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
+from lanner.http import body_limit, handlers
+from lanner.http.direct_route import FastAPIWithFastLane
+from lanner.http.security_headers import SecurityHeaders
 from lanner.inference.predictor import Predictor
 from lanner.inference.router import router as inference_router
 from lanner.maintenance.loop import Maintenance
-from lanner.migrate import upgrade_database
 from lanner.periodic import BackgroundLoop
 from lanner.projects.router import router as projects_router
-from lanner.security_headers import SecurityHeaders
 from lanner.storage.router import router as storage_router
 from lanner.teams.router import router as teams_router
 from lanner.training import views as training_views

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from lanner.config import Settings
 from lanner.db import Database
-from lanner.ratelimit import RateLimits
+from lanner.http.ratelimit import RateLimits
 from lanner.storage.blobs import BlobStore, LocalBlobStore
 from lanner.storage.signing import URLSigner
 

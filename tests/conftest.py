@@ -17,7 +17,7 @@ from ultralytics_platform import Platform
 
 from lanner.app import create_app
 from lanner.config import Settings
-from lanner.migrate import upgrade_database
+from lanner.db.migrate import upgrade_database
 from tests.pg import PostgresCluster
 from tests.training.fakes import FakeExecutor
 

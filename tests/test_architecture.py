@@ -143,3 +143,10 @@ def test_the_benchmarks_import_no_circle() -> None:
     for stem in sorted(graph):
         visit(stem, [stem])
     assert not circles, circles
+
+
+def test_the_package_root_holds_at_most_a_dozen_modules() -> None:
+    """The root is for what every layer names and the composition root; plumbing goes into a package that says
+    what it is (``db/``, ``http/``, ``cli/``), so the tree shows persistence, HTTP and the command apart."""
+    modules = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    assert len(modules) <= 12, modules

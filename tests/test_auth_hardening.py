@@ -149,7 +149,7 @@ def test_a_malformed_limit_stops_the_server_at_start(settings):
 
 
 def test_inference_paths_spend_their_own_budget(settings):
-    from lanner.ratelimit import API, INFERENCE, WORKER, RateLimits
+    from lanner.http.ratelimit import API, INFERENCE, WORKER, RateLimits
 
     limits = RateLimits(settings.model_copy(update={"inference_rate_limit": "1/minute", "api_rate_limit": ""}))
     assert limits.bucket("/api/models/alice/shapes/train/predict", worker=False) == INFERENCE
@@ -173,7 +173,7 @@ def test_memory_rate_limits_start_no_thread_per_hit_and_still_expire(settings, m
     first hit a second after the last sweep drops them."""
     import limits.storage.memory as memory
 
-    from lanner.ratelimit import InlineExpiryMemoryStorage, RateLimits
+    from lanner.http.ratelimit import InlineExpiryMemoryStorage, RateLimits
 
     assert isinstance(RateLimits(settings)._limiter.storage, InlineExpiryMemoryStorage)
     storage = InlineExpiryMemoryStorage()

@@ -262,7 +262,7 @@ def test_metadata_the_database_cannot_store_is_a_422(world: Any, value: Any, why
 
 def test_webhook_data_nested_past_what_can_be_stored_is_a_422(world: Any) -> None:
     """600 levels cannot be stored (orjson: 255): a 422, never a crash. The webhook parses its body with
-    pydantic's own JSON parser (``lanner.direct_route``), which refuses that nesting as it reads; a parser that
+    pydantic's own JSON parser (``lanner.http.direct_route``), which refuses that nesting as it reads; a parser that
     let it in (Python's allows about 1000) must not reach the NaN walk with it either."""
     client, owned = world
     nested = "[" * 600 + "]" * 600

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from lanner import demo
 from lanner.accounts.models import User
 from lanner.accounts.principal import Principal
+from lanner.cli import demo
 from lanner.datasets import service as datasets_service
 from lanner.projects import official, starting
 from lanner.projects.models import ModelRecord

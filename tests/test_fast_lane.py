@@ -1,4 +1,4 @@
-"""The fast lane (``lanner.direct_route.FastLane``): API clients' requests to the metrics webhook skip the app's
+"""The fast lane (``lanner.http.direct_route.FastLane``): API clients' requests to the metrics webhook skip the app's
 middleware stack and router, and must be answered as the stack answers them. Any cookie sends a request the
 whole way (a browser's may be a session, which the CSRF check guards), so every case here is sent both ways and
 the two answers compared: status, body and the headers the middlewares add."""
@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from lanner.config import Settings
-from lanner.direct_route import FastLane
+from lanner.http.direct_route import FastLane
 from tests.test_protocol import start
 
 WEBHOOK = "/api/webhooks/training/metrics"

@@ -8,10 +8,9 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, insert, text
 
-from lanner import migrate
 from lanner.accounts.models import User
-from lanner.db import Database
-from lanner.migrate import alembic_config, upgrade_database
+from lanner.db import Database, migrate
+from lanner.db.migrate import alembic_config, upgrade_database
 from lanner.models_registry import metadata
 from lanner.projects.models import ModelRecord, Project
 from lanner.training.models import ConsoleChunk, Run

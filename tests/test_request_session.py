@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from lanner import db
 from lanner.accounts.models import User
-from lanner.deps import DbSession
+from lanner.http.deps import DbSession
 
 
 def test_a_commit_that_fails_is_the_requests_error_not_a_lost_write(app: Any, alice: Any) -> None:

@@ -1,4 +1,4 @@
-"""``lanner.wal.WalCheckpointer``: a writer whose connections never checkpoint still gets its write-ahead log
+"""``lanner.db.wal.WalCheckpointer``: a writer whose connections never checkpoint still gets its write-ahead log
 copied into the database and, once the log passes ``restart_frames``, started again from its beginning."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from lanner.db import Database
-from lanner.wal import WalCheckpointer
+from lanner.db.wal import WalCheckpointer
 
 
 def _log_frames(path: Path) -> int:

@@ -107,7 +107,7 @@ class CsrfProtection(CSRFMiddleware):
     API keys, the cookie only where a page asked for it (and as long-lived as the session), a JSON refusal."""
 
     # A request with a bearer key and no cookie passes untouched (``__call__``): the app's fast lane
-    # (``lanner.direct_route.FastLane``) leaves this middleware out for such requests.
+    # (``lanner.http.direct_route.FastLane``) leaves this middleware out for such requests.
     passes_api_clients = True
 
     def __init__(self, app: ASGIApp, *, secret: str | bytes, secure: bool) -> None:

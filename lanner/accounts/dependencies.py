@@ -4,7 +4,7 @@ paths) or ``OptionalPrincipal`` (pages that redirect to the login instead).
 
 Rate limits are applied here too, because only here is it known who is calling: an address with too many
 wrong keys is refused before its key is looked at, a wrong key is counted against its address, and every
-request spends its caller's budget (``lanner.ratelimit``). Routes without a principal (health, the login page,
+request spends its caller's budget (``lanner.http.ratelimit``). Routes without a principal (health, the login page,
 signed storage links, whose signature is the credential) spend none."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from lanner.accounts.principal import Principal
 from lanner.accounts.sessions import SESSION_COOKIE, principal_from_cookie
 from lanner.context import AppContext
 from lanner.db import set_actor
-from lanner.deps import Ctx, DbSession
 from lanner.errors import Forbidden, Unauthorized
+from lanner.http.deps import Ctx, DbSession
 
 WORKER_WRITE_PATHS = ("/api/webhooks/",)
 

@@ -18,9 +18,9 @@ from lanner.billing import service as billing_service
 from lanner.context import AppContext
 from lanner.datasets.models import Dataset
 from lanner.db import iso
-from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
 from lanner.exports import usage
+from lanner.http.deps import Ctx, DbSession
 from lanner.projects.models import ModelRecord, Project
 from lanner.teams import permissions
 from lanner.teams import service as teams_service

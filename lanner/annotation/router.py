@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.annotation import proposals, service
 from lanner.annotation.schemas import ProposalsRequest, SaveLabels
-from lanner.deps import Ctx, DbSession
+from lanner.http.deps import Ctx, DbSession
 from lanner.inference.predictor import Predictor
 
 router = APIRouter(tags=["annotation"])

@@ -12,7 +12,7 @@ from lanner.assistant import service
 from lanner.assistant.dependencies import Loop
 from lanner.assistant.schemas import AssistantUpdate
 from lanner.db import after_commit
-from lanner.deps import DbSession
+from lanner.http.deps import DbSession
 from lanner.training.dependencies import CurrentCatalogue
 
 router = APIRouter(tags=["assistant"])

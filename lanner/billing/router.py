@@ -12,8 +12,8 @@ from lanner.accounts.models import User
 from lanner.billing import service
 from lanner.billing.models import LedgerTransaction
 from lanner.db import iso
-from lanner.deps import DbSession
 from lanner.errors import BadRequest
+from lanner.http.deps import DbSession
 from lanner.projects import service as projects_service
 from lanner.teams import permissions
 

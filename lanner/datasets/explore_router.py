@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import BigCount, PageSize
 from lanner.datasets import service
-from lanner.deps import DbSession
+from lanner.http.deps import DbSession
 
 router = APIRouter(tags=["datasets"])
 

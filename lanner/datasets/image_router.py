@@ -13,7 +13,7 @@ from lanner.accounts.dependencies import CurrentPrincipal, FastPrincipal
 from lanner.bounds import BigCount, Cursor, PageSize
 from lanner.datasets import adopt, items, listing, service
 from lanner.datasets.schemas import AdoptImagesRequest, BulkSplitRequest, ImageIdsRequest
-from lanner.deps import Ctx, DbSession
+from lanner.http.deps import Ctx, DbSession
 
 router = APIRouter(tags=["datasets"])
 

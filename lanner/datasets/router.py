@@ -28,8 +28,8 @@ from lanner.datasets.schemas import (
     RedistributeRequest,
 )
 from lanner.db import after_commit
-from lanner.deps import DbSession
 from lanner.errors import NotImplementedOnSelfHosted
+from lanner.http.deps import DbSession
 from lanner.projects.schemas import REGION
 from lanner.resources import TransferRequest
 

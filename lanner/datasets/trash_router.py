@@ -11,7 +11,7 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import PageSize, RowId
 from lanner.datasets import trash as trash_service
 from lanner.datasets.schemas import EmptyTrashRequest, TrashRequest
-from lanner.deps import Ctx, DbSession
+from lanner.http.deps import Ctx, DbSession
 from lanner.storage.references import collect_after_commit
 
 router = APIRouter(tags=["datasets"])

@@ -11,7 +11,7 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import Count, Cursor, RowId
 from lanner.datasets import archives, service, versions
 from lanner.datasets.schemas import CloneRequest, CreateExportRequest, RestoreRequest, UpdateExportRequest
-from lanner.deps import Ctx, DbSession
+from lanner.http.deps import Ctx, DbSession
 from lanner.training import service as training_service
 
 router = APIRouter(tags=["datasets"])

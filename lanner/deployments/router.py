@@ -21,8 +21,8 @@ from lanner.deployments.proxy import summary_of
 from lanner.deployments.runtime import Endpoints
 from lanner.deployments.schemas import REGION, DeploymentCreate, DeploymentUpdate, StatusName, deployment_item
 from lanner.deployments.schemas import service_url as public_service_url
-from lanner.deps import Ctx, DbSession
 from lanner.errors import Unprocessable
+from lanner.http.deps import Ctx, DbSession
 from lanner.inference import schemas as inference
 from lanner.inference.predictor import Options
 from lanner.inference.service import NOT_AN_IMAGE, source_bytes

@@ -10,11 +10,11 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import PageSize
 from lanner.db import after_commit
-from lanner.deps import Ctx, DbSession
 from lanner.exports import jobs, service
 from lanner.exports.queue import ExportQueue
 from lanner.exports.schemas import REGION, ExportCreate, MobileResolve, StatusName, export_item
 from lanner.gpus.catalogue import get_catalogue
+from lanner.http.deps import Ctx, DbSession
 from lanner.storage.references import collect_after_commit
 
 router = APIRouter(tags=["exports"])

@@ -14,8 +14,8 @@ from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import FastPrincipal
 from lanner.bounds import INT32_MAX
-from lanner.deps import Ctx
 from lanner.errors import Unprocessable
+from lanner.http.deps import Ctx
 from lanner.inference import schemas, service
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Options, Predictor

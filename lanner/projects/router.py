@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import PageSize
-from lanner.deps import Ctx, DbSession
+from lanner.http.deps import Ctx, DbSession
 from lanner.projects import clones, service
 from lanner.projects.models import ModelRecord, Project
 from lanner.projects.schemas import (

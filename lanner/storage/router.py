@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, StreamingResponse
 
-from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
+from lanner.http.deps import Ctx, DbSession
 from lanner.storage.references import is_referenced
 from lanner.storage.signing import blob_path
 

@@ -11,7 +11,7 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.accounts.models import User
 from lanner.billing import service as billing
 from lanner.db import iso, utcnow
-from lanner.deps import DbSession
+from lanner.http.deps import DbSession
 from lanner.teams import queries, service
 from lanner.teams.schemas import (
     InvitationAccept,

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from lanner.deps import Ctx
 from lanner.gpus.catalogue import Catalogue, get_catalogue
+from lanner.http.deps import Ctx
 from lanner.training.runtime import TrainingRuntime
 
 

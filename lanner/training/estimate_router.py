@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter
 
 from lanner.accounts.dependencies import CurrentPrincipal
-from lanner.deps import DbSession
 from lanner.gpus.schemas import GpuList
+from lanner.http.deps import DbSession
 from lanner.training import estimates
 from lanner.training.capacity import availability_now
 from lanner.training.dependencies import CurrentCatalogue, Runtime

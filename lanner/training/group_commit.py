@@ -12,7 +12,7 @@ After the first event of a batch the writer lingers while events keep arriving (
 one. Measured in benchmarks/webhook_ingest.py (docs/benchmarks.md).
 
 On SQLite the writer commits on connections of its own that never checkpoint the write-ahead log inside a
-commit; a thread of its own does (``lanner.wal``), so no batch waits for a checkpoint's copy and syncs.
+commit; a thread of its own does (``lanner.db.wal``), so no batch waits for a checkpoint's copy and syncs.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from typing import Any
 
 from lanner.accounts.principal import Principal
 from lanner.db import Database
+from lanner.db.wal import WalCheckpointer
 from lanner.errors import LannerError
 from lanner.gpus.catalogue import Catalogue
 from lanner.training import protocol
 from lanner.training.schemas import MetricsEvent
 from lanner.training.writes import HOT_EVENTS, BatchState
-from lanner.wal import WalCheckpointer
 
 log = logging.getLogger("lanner.ingest")
 _STOP = object()

@@ -19,7 +19,7 @@ from lanner.bounds import INT32_MAX
 from lanner.db import iso, utcnow
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.gpus.catalogue import Catalogue
-from lanner.handlers import describe_errors
+from lanner.http.handlers import describe_errors
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.training import checkpoints, console, service

@@ -12,8 +12,8 @@ from starlette.concurrency import run_in_threadpool
 from lanner.accounts.dependencies import CurrentPrincipal, FastPrincipal, get_principal_nonblocking
 from lanner.accounts.principal import Principal
 from lanner.context import AppContext
-from lanner.deps import Ctx, DbSession
-from lanner.direct_route import DirectRoute, json_response, parse_body, served_by
+from lanner.http.deps import Ctx, DbSession
+from lanner.http.direct_route import DirectRoute, json_response, parse_body, served_by
 from lanner.projects import service as projects_service
 from lanner.training import checkpoints, launch, service, trained_on, views
 from lanner.training.capacity import availability_now
@@ -30,7 +30,7 @@ webhook_router = APIRouter(tags=["training"], route_class=DirectRoute)
 
 
 async def _serve_metrics(request: Request) -> Response:
-    """What ``training_metrics`` documents, without FastAPI's per-request machinery (``lanner.direct_route``):
+    """What ``training_metrics`` documents, without FastAPI's per-request machinery (``lanner.http.direct_route``):
     the key as ``FastPrincipal`` checks it, the body parsed once as ``MetricsEvent``, the answer encoded once."""
     principal = await get_principal_nonblocking(request)
     body = parse_body(MetricsEvent, await request.body())

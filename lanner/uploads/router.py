@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import CurrentPrincipal
-from lanner.deps import Ctx, DbSession
+from lanner.http.deps import Ctx, DbSession
 from lanner.storage.signing import upload_path
 from lanner.uploads import service
 from lanner.uploads.schemas import SignedUrlRequest, UploadCompleteRequest

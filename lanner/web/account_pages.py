@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from lanner.billing import history
 from lanner.billing import service as billing_service
-from lanner.deps import DbSession
+from lanner.http.deps import DbSession
 from lanner.projects import service as projects_service
 from lanner.web import live
 from lanner.web.templating import PageUser, is_fragment_request, money, render

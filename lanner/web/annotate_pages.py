@@ -23,8 +23,8 @@ from lanner.assistant import rounds
 from lanner.assistant import service as assistant_service
 from lanner.datasets import items, listing, service
 from lanner.datasets.models import Dataset
-from lanner.deps import Ctx, DbSession
 from lanner.errors import Forbidden, NotFound
+from lanner.http.deps import Ctx, DbSession
 from lanner.storage.signing import URLSigner
 from lanner.web.templating import PageUser, redirect, render
 

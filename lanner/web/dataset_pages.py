@@ -31,9 +31,9 @@ from lanner.datasets.health.report import health_report
 from lanner.datasets.models import Dataset
 from lanner.datasets.records import SPLITS, TASKS
 from lanner.db import after_commit
-from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, LannerError, NotFound
 from lanner.gpus.catalogue import Catalogue
+from lanner.http.deps import Ctx, DbSession
 from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
 from lanner.training import trained_on

@@ -15,8 +15,8 @@ from lanner.deployments import service
 from lanner.deployments import views as deployment_views
 from lanner.deployments.runtime import Endpoints
 from lanner.deployments.schemas import DeploymentCreate
-from lanner.deps import Ctx, DbSession
 from lanner.errors import LannerError
+from lanner.http.deps import Ctx, DbSession
 from lanner.projects import service as projects_service
 from lanner.web import paths  # noqa: F401  (paths registers the {owner:owner} convertor)
 from lanner.web.templating import PageUser, redirect, render

@@ -2,7 +2,7 @@
 ``/openapi.json``. FastAPI's own page loads Swagger UI from a public CDN and starts it with an inline script:
 blank on a machine without internet, and every visit announced to the CDN. This one loads nothing from another
 host and inlines nothing (``static/api-docs.js`` starts Swagger UI), so it runs under the pages' policy; the
-only addition is ``img-src data:`` for the icons Swagger UI's stylesheet embeds (``lanner.security_headers``).
+only addition is ``img-src data:`` for the icons Swagger UI's stylesheet embeds (``lanner.http.security_headers``).
 ReDoc is not served (``create_app`` turns it off)."""
 
 from __future__ import annotations

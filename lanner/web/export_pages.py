@@ -14,12 +14,12 @@ from fastapi.routing import APIRouter
 from pydantic import ValidationError
 
 from lanner.db import after_commit
-from lanner.deps import Ctx, DbSession
 from lanner.errors import LannerError
 from lanner.exports import jobs, service
 from lanner.exports import views as export_views
 from lanner.exports.schemas import ExportCreate
 from lanner.gpus.catalogue import get_catalogue
+from lanner.http.deps import Ctx, DbSession
 from lanner.projects import service as projects_service
 from lanner.web import paths  # noqa: F401  (paths registers the {owner:owner} convertor)
 from lanner.web.templating import PageUser, redirect, render

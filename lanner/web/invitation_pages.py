@@ -18,8 +18,8 @@ from lanner.accounts import service as accounts_service
 from lanner.accounts.dependencies import OptionalPrincipal
 from lanner.accounts.principal import Principal
 from lanner.accounts.sessions import set_session_cookie, start_session
-from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, NotFound
+from lanner.http.deps import Ctx, DbSession
 from lanner.teams import queries, service
 from lanner.web.templating import PageUser, redirect, render
 

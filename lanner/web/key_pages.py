@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
-from lanner.deps import Ctx, DbSession
 from lanner.errors import NotFound
+from lanner.http.deps import Ctx, DbSession
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 
 router = APIRouter(include_in_schema=False)

@@ -19,9 +19,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from lanner.deployments import views as deployment_views
-from lanner.deps import Ctx, DbSession
 from lanner.errors import Conflict, NotFound
 from lanner.exports import views as export_views
+from lanner.http.deps import Ctx, DbSession
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord
 from lanner.teams import permissions

@@ -13,8 +13,8 @@ from lanner.accounts.dependencies import OptionalPrincipal, client_address
 from lanner.accounts.sessions import SESSION_COOKIE, clear_session_cookie, end_session, set_session_cookie
 from lanner.billing import service as billing_service
 from lanner.datasets import service as datasets_service
-from lanner.deps import Ctx, DbSession
 from lanner.errors import TooManyRequests, Unauthorized
+from lanner.http.deps import Ctx, DbSession
 from lanner.projects import service as projects_service
 from lanner.teams import service as teams_service
 from lanner.web.templating import PageUser, redirect, render, safe_next

@@ -2,7 +2,7 @@
 files, the sign-in redirect, and errors as pages where a browser opened a page.
 
 An error on ``/api/...``, from htmx or ``fetch``, or for any client that does not ask for HTML keeps the API's
-JSON shape (``lanner.handlers``); ``static/lanner.js`` shows its ``error`` in the page's message area."""
+JSON shape (``lanner.http.handlers``); ``static/lanner.js`` shows its ``error`` in the page's message area."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
-from lanner import handlers
 from lanner.errors import LannerError
+from lanner.http import handlers
 from lanner.web.templating import STATIC_DIR, SignInRequired, render, sign_in_url
 
 HTTP_TITLES = {400: "Bad request", 401: "Sign-in needed", 403: "Not allowed", 404: "Not found", 405: "Not allowed",

@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
 from lanner.billing import service as billing_service
-from lanner.deps import Ctx, DbSession
 from lanner.errors import BadRequest, Conflict, NotFound, PaymentRequired
+from lanner.http.deps import Ctx, DbSession
 from lanner.teams import queries, service
 from lanner.teams.permissions import ROLES, allows
 from lanner.training import budgets

@@ -21,7 +21,7 @@ from fastapi.templating import Jinja2Templates
 from lanner.accounts.csrf import CSRF_FIELD, CSRF_HEADER, csrf_token
 from lanner.accounts.dependencies import OptionalPrincipal
 from lanner.accounts.principal import Principal
-from lanner.deps import DbSession
+from lanner.http.deps import DbSession
 
 WEB_DIR = Path(__file__).parent
 STATIC_DIR = WEB_DIR / "static"  # mounted at /static by lanner.web.site.install

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from lanner.accounts.principal import Principal
 from lanner.billing import service as billing_service
 from lanner.datasets import service as datasets_service
-from lanner.deps import Ctx, DbSession
 from lanner.errors import LannerError, NotFound, PaymentRequired
 from lanner.gpus import fit
 from lanner.gpus.catalogue import TIERS, Catalogue
+from lanner.http.deps import Ctx, DbSession
 from lanner.projects import service as projects_service
 from lanner.slugs import slugify, unique_slug
 from lanner.training import estimates, launch, refs

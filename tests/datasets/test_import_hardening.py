@@ -298,7 +298,8 @@ def test_a_refused_import_leaves_no_new_dataset_with_the_cli(app, tmp_path, monk
     """``lanner datasets import`` creates the dataset in the transaction that adds its images."""
     from typer.testing import CliRunner
 
-    from lanner import cli, cli_common
+    from lanner.cli import commands as cli
+    from lanner.cli import common as cli_common
 
     monkeypatch.setattr(cli_common, "get_settings", lambda: app.state.lanner.settings)
     make_detection_dataset(tmp_path / "bomb", train=1, val=1)

@@ -209,7 +209,7 @@ def test_a_run_heard_from_has_its_last_event_time_written_once_per_resolution(ap
 
 def test_on_sqlite_the_writer_commits_without_checkpointing_and_has_its_log_checkpointed(app, client, sdk, alice,
                                                                                          monkeypatch):
-    """Its commits never stop for a checkpoint (``lanner.wal``): its own connections turn SQLite's automatic one
+    """Its commits never stop for a checkpoint (``lanner.db.wal``): its own connections turn SQLite's automatic one
     off, and each batch nudges the checkpointer thread instead."""
     writer = app.state.training.writer
     if app.state.lanner.db.sqlite_path() is None:

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from lanner.accounts import service as accounts_service
-from lanner.direct_route import DirectRoute
+from lanner.http.direct_route import DirectRoute
 from lanner.training import router as training_router
 from lanner.training.models import StagedUpload
 from lanner.training.schemas import UploadCheckpointRequest

@@ -1,4 +1,4 @@
-"""The metrics webhook is served by a ``DirectRoute`` (``lanner.direct_route``): FastAPI does not solve its
+"""The metrics webhook is served by a ``DirectRoute`` (``lanner.http.direct_route``): FastAPI does not solve its
 dependencies or parse its body, so what they did is checked here: it is documented as before, authenticates
 with the same rules (a revoked key stops at once even while cached, the worker budget applies), and answers bad
 bodies with the API's 422."""
@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from lanner.accounts import service as accounts_service
 from lanner.app import ROUTERS, create_app
 from lanner.config import Settings
-from lanner.direct_route import DirectRoute
+from lanner.http.direct_route import DirectRoute
 from tests.test_protocol import start
 
 WEBHOOK = "/api/webhooks/training/metrics"

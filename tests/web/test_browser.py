@@ -13,8 +13,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import update
 
-from lanner import demo
 from lanner.billing.models import LedgerTransaction
+from lanner.cli import demo
 from lanner.config import Settings
 from lanner.context import AppContext
 from lanner.gpus.catalogue import get_catalogue

@@ -79,7 +79,7 @@ def test_only_pages_set_the_token_cookie_and_keep_it(client, alice):
 
 
 def test_the_trainers_webhook_checks_a_cookie_session_too(client, alice):
-    """The webhook's fast lane (``lanner.direct_route.FastLane``) takes key holders without cookies only: a
+    """The webhook's fast lane (``lanner.http.direct_route.FastLane``) takes key holders without cookies only: a
     browser's session write to it still needs the page's token."""
     token = sign_in(client)
     event = {"event": "training_started", "project": "alice/p", "name": "forged", "data": {}}

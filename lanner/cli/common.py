@@ -16,8 +16,8 @@ from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
 from lanner.config import get_settings
 from lanner.context import AppContext
+from lanner.db.migrate import ensure_migrated
 from lanner.errors import LannerError
-from lanner.migrate import ensure_migrated
 
 err = Console(stderr=True)
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from lanner.accounts.service import require_user
-from lanner.cli_common import command_session, err
+from lanner.cli.common import command_session, err
 from lanner.teams import service
 from lanner.teams.permissions import ROLES
 

@@ -11,7 +11,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from lanner.accounts.principal import Principal
-from lanner.cli_common import act_as, command_session, fail
+from lanner.cli.common import act_as, command_session, fail
 
 
 def _uri_owner(uri: str | None) -> str | None:

@@ -126,7 +126,7 @@ class FastLane:
 
     def _build(self) -> ASGIApp:
         if getattr(self._app, "max_body_size", None) is not None:
-            raise RuntimeError("the fast lane does not apply Starlette's max_body_size (lanner.body_limit does)")
+            raise RuntimeError("the fast lane does not apply Starlette's max_body_size (lanner.http.body_limit does)")
         stack: ASGIApp = self._serve
         for cls, args, kwargs in reversed(self._app.user_middleware):
             if not getattr(cls, "passes_api_clients", False):

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lanner.cli_common import context, err, fail, refusals
+from lanner.cli.common import context, err, fail, refusals
 from lanner.config import Settings
 from lanner.context import AppContext
 from lanner.scratch import scratch_folder

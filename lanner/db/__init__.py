@@ -109,7 +109,7 @@ def _lock_released(conn: Any) -> None:
 
 def make_engine(url: str, *, auto_checkpoint: bool = True) -> Engine:
     """``auto_checkpoint=False``: SQLite connections that never checkpoint the write-ahead log themselves, for a
-    writer that has ``lanner.wal.WalCheckpointer`` do it off its commits (other connections still do)."""
+    writer that has ``lanner.db.wal.WalCheckpointer`` do it off its commits (other connections still do)."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20,
                                json_serializer=_json_dumps, json_deserializer=orjson.loads)

@@ -13,12 +13,12 @@ from rich.console import Console
 
 from lanner.accounts import service as accounts_service
 from lanner.billing import service as billing_service
-from lanner.cli_common import act_as, command_session, context, err, fail, refusals
-from lanner.cli_estimate import estimate
-from lanner.cli_models import models_app, register_official_folder
-from lanner.cli_teams import teams_app
+from lanner.cli.common import act_as, command_session, context, err, fail, refusals
+from lanner.cli.estimate import estimate
+from lanner.cli.models import models_app, register_official_folder
+from lanner.cli.teams import teams_app
 from lanner.config import get_settings
-from lanner.migrate import upgrade_database
+from lanner.db.migrate import upgrade_database
 
 app = typer.Typer(help="Lanner: self-hosted computer-vision platform.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -254,7 +254,7 @@ def demo(username: str = "demo") -> None:
     """Ensure a demo user (with credit), a demo dataset and a pretrained starting model exist, give the user a fresh
     password and API key, and print both."""
     # start-up cost: the demo draws its dataset with OpenCV
-    from lanner.demo import ensure_workspace
+    from lanner.cli.demo import ensure_workspace
 
     with refusals():
         workspace = ensure_workspace(context(), username=username, password=secrets.token_urlsafe(9))

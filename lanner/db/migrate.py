@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from lanner.db import Database
 
-MIGRATIONS = Path(__file__).parent / "migrations"
+MIGRATIONS = Path(__file__).parent.parent / "migrations"  # lanner/migrations
 # A version file's module-level assignments of these names (``revision: str = '0023'``), as Alembic writes them.
 _HEADER = re.compile(r"^(revision|down_revision|depends_on)\s*(?::[^=\n]*)?=\s*(.+?)\s*$", re.MULTILINE)
 

@@ -22,7 +22,7 @@ import logging
 import sqlite3
 import threading
 
-log = logging.getLogger("lanner.wal")
+log = logging.getLogger("lanner.db.wal")
 
 
 class WalCheckpointer:

@@ -1,0 +1,5 @@
+"""``python -m lanner.cli``: the same command as the ``lanner`` script."""
+
+from lanner.cli.commands import main
+
+main()
