@@ -48,7 +48,7 @@ PERSONAL = {
     ("POST", "/api/upload/complete"): "the owner's own upload session",
     ("POST", "/api/mobile/models/{export_id}"): "a signed import link: its signature is the credential",
     ("PATCH", "/api/users"): "following the owner, a person with nothing public: the 404 of a name nobody has "
-                             "(tests/test_account_sdk.py follows)",
+                             "(tests/accounts/test_account_sdk.py follows)",
 }
 # An editor's request the generated call cannot make as the editor's own: each with why, and the answer it gets.
 EDITOR_OTHERS = {
