@@ -39,6 +39,7 @@ from lanner.http.security_headers import SecurityHeaders
 from lanner.inference.predictor import Predictor
 from lanner.inference.router import router as inference_router
 from lanner.maintenance.loop import Maintenance
+from lanner.overview.router import router as overview_router
 from lanner.periodic import BackgroundLoop
 from lanner.projects.router import router as projects_router
 from lanner.storage.router import router as storage_router
@@ -67,7 +68,8 @@ from lanner.web.train_pages import router as train_pages
 ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route): every epoch of every run
            inference_router,  # shared inference's predict
            deployments_router,  # then the dedicated endpoints' predict
-           accounts_router, billing_router, projects_router, training_router, estimate_router, datasets_router,
+           accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
+           datasets_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,

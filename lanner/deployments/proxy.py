@@ -122,19 +122,21 @@ class Forwarder:
 
     async def predict(self, routes: Routes, route: Route, principal: Principal, owner: str, data: bytes,
                       options: Options, *, user_agent: str | None = None) -> tuple[Route, int, bytes]:
-        """(the route used, status, JSON body) of the endpoint's answer."""
+        """(the route used, status, JSON body) of the endpoint's answer. A failed send is tried once more: on the
+        endpoint's new address when it moved, else on the same one over a new connection (a pooled connection the
+        serving process closed while idle, after its keep-alive, fails the first send only: a predict has no side
+        effect to repeat). Two failures are the 503 of an endpoint that is not answering."""
         try:
             response = await self._send(route.url or "", data, options, user_agent)
         except httpx.TransportError:
             fresh = await routes.get(principal, owner, route.slug, fresh=True)  # 404 or 409 when it moved on
-            if fresh.url == route.url:
-                raise ServiceUnavailable(f"deployment '{owner}/{route.slug}' is not answering: its process is "
-                                         "being restarted; try again in a moment", retry_after=2) from None
+            restarting = fresh.url == route.url
             route = fresh
             try:
                 response = await self._send(route.url or "", data, options, user_agent)
             except httpx.TransportError:
-                raise ServiceUnavailable(f"deployment '{owner}/{route.slug}' is not answering; try again in a "
+                why = ": its process is being restarted" if restarting else ""
+                raise ServiceUnavailable(f"deployment '{owner}/{route.slug}' is not answering{why}; try again in a "
                                          "moment", retry_after=2) from None
         return route, response.status_code, response.content
 

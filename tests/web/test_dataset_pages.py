@@ -303,6 +303,7 @@ def test_reading_the_health_report_writes_nothing(client, app, alice, tmp_path):
     from lanner.datasets.models import Dataset, DatasetItem
 
     base = add_dataset(app, tmp_path)
+    app.state.imports.stop()  # its pass (every second) would store the report meanwhile: the test runs it by hand
     db = app.state.lanner.db
     with db.session() as session:
         dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
