@@ -9,17 +9,20 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from fastapi.testclient import TestClient
-from ultralytics_platform import Platform
 
-from lanner.app import create_app
 from lanner.config import Settings
 from lanner.db.migrate import upgrade_database
 from tests.pg import PostgresCluster
-from tests.training.fakes import FakeExecutor
+
+if TYPE_CHECKING:  # the app, its test client, the SDK and the fakes are imported by the fixtures that need them:
+    # a test of one library module (tests/gpus/test_priors.py) does not pay for importing the whole app (2 s)
+    from fastapi.testclient import TestClient
+    from ultralytics_platform import Platform
+
+    from tests.training.fakes import FakeExecutor
 
 pytest_plugins = ["tests.trained"]  # tiny_weights: the session's tiny trained detector, for tests needing real weights
 
@@ -96,6 +99,8 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
 
 @pytest.fixture
 def app(settings: Settings) -> Any:
+    from lanner.app import create_app
+
     application = create_app(settings)
     yield application
     application.state.lanner.db.dispose()
@@ -103,6 +108,8 @@ def app(settings: Settings) -> Any:
 
 @pytest.fixture
 def client(app: Any) -> Iterator[TestClient]:
+    from fastapi.testclient import TestClient
+
     with TestClient(app) as test_client:
         yield test_client
 
@@ -110,6 +117,8 @@ def client(app: Any) -> Iterator[TestClient]:
 @pytest.fixture
 def fake_executor(app: Any) -> FakeExecutor:
     """The app's runs go to a fake executor: nothing trains, and a test sets what each job reports."""
+    from tests.training.fakes import FakeExecutor
+
     executor = FakeExecutor()
     app.state.training.use_executor(executor)
     return executor
@@ -162,6 +171,8 @@ def csrf_headers(client: TestClient) -> dict[str, str]:
 @pytest.fixture
 def sdk(client: TestClient) -> Callable[[Account], Platform]:
     """The official SDK, talking to the in-process app through the test client."""
+
+    from ultralytics_platform import Platform
 
     def make(account: Account) -> Platform:
         return Platform(api_key=account.key, base_url=TEST_URL, http_client=client, max_retries=0)
