@@ -46,3 +46,28 @@ def test_a_transaction_that_holds_the_write_lock_long_is_logged_with_where(tmp_p
     slow = [r for r in caplog.records if "write lock" in r.getMessage()]
     assert len(slow) == 1, [r.getMessage() for r in caplog.records]
     assert "test_request_session.py" in (slow[0].stack_info or "")
+
+
+def test_a_read_session_neither_waits_for_nor_takes_the_write_lock(tmp_path: Any) -> None:
+    """The blob route reads with ``read_session``: while another transaction holds SQLite's write lock (every
+    ``session()`` does), it still answers, where a ``session()`` would wait up to the 30 s busy timeout; and a
+    write through it is refused rather than taking the lock."""
+    import pytest
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    from lanner.db.migrate import upgrade_database
+
+    url = f"sqlite:///{tmp_path / 'read.db'}"
+    upgrade_database(url)
+    database = db.Database(url)
+    with database.session() as writer:
+        writer.add(User(username="alice", full_name="Alice", tier="free"))
+        writer.flush()  # the write lock is held until this block ends
+        with database.read_session() as reader:
+            assert reader.scalar(text("SELECT count(*) FROM users")) == 0  # the last committed state
+            with pytest.raises(OperationalError, match="readonly|read-only|query_only"):
+                reader.execute(text("DELETE FROM users"))
+    with database.read_session() as reader:
+        assert reader.scalar(text("SELECT username FROM users")) == "alice"
+    database.dispose()

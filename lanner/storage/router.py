@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, StreamingResponse
 
 from lanner.errors import NotFound
-from lanner.http.deps import Ctx, DbSession
+from lanner.http.deps import Ctx
 from lanner.storage.references import is_referenced
 from lanner.storage.signing import blob_path
 
@@ -18,11 +18,14 @@ router = APIRouter(tags=["storage"])
 
 
 @router.get("/api/storage/blobs/{sha256}/{filename}")
-def get_blob(sha256: str, filename: str, request: Request, ctx: Ctx, session: DbSession) -> Any:
+def get_blob(sha256: str, filename: str, request: Request, ctx: Ctx) -> Any:
     """A link dies with what it points at: bytes nothing refers to any more (a purged dataset's images, an
-    expired upload) answer 404 at once, even before the collector has deleted them."""
+    expired upload) answer 404 at once, even before the collector has deleted them. Read without the write lock
+    (``Database.read_session``): a trainer fetches a whole dataset through this route at once."""
     ctx.signer.require("GET", blob_path(sha256, filename), request.query_params)
-    if not is_referenced(session, sha256):
+    with ctx.db.read_session() as session:
+        referenced = is_referenced(session, sha256)
+    if not referenced:
         raise NotFound("file not found")
     try:
         path = ctx.blobs.local_path(sha256)  # the one use of a path: sendfile
