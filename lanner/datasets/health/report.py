@@ -58,8 +58,8 @@ def refresh_stale(db: Database, limit: int = STALE_PER_PASS) -> int:
                 continue
             revision, rows = dataset.revision, _rows(session, dataset)
         report = _report(dataset, rows)
-        with db.session() as session:
-            dataset = session.get(Dataset, dataset_id)
+        with db.session() as session:  # the row locked (PostgreSQL): an import committing meanwhile is seen
+            dataset = session.get(Dataset, dataset_id, with_for_update=True)
             if dataset is not None and dataset.revision == revision and dataset.status != "processing":
                 _store(session, dataset, rows, report)
                 stored += 1
