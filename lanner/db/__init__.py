@@ -153,8 +153,8 @@ class Database:
         """A unit of work that only reads. On SQLite it takes no lock: every ``session()`` takes the write lock
         (BEGIN IMMEDIATE), so a burst of reads there (a trainer fetching a dataset's 230 images at once through
         the blob route) queued every request behind it past the 30 s busy timeout; a write-ahead-log reader never
-        waits for a writer nor makes one wait. Elsewhere it is ``session()``."""
-        if self.engine.url.get_backend_name() != "sqlite":
+        waits for a writer nor makes one wait. Elsewhere (PostgreSQL, an in-memory SQLite) it is ``session()``."""
+        if self.sqlite_path() is None:  # PostgreSQL (readers never wait there), or an in-memory database
             with self.session() as session:
                 yield session
             return
