@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -147,6 +148,7 @@ class Database:
         self.engine = make_engine(url, auto_checkpoint=auto_checkpoint)
         self.session_factory = sessionmaker(self.engine, expire_on_commit=False)
         self._readers: sessionmaker[Session] | None = None
+        self._readers_lock = threading.Lock()  # built on first use, once, by whichever request thread comes first
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:
@@ -158,12 +160,13 @@ class Database:
             with self.session() as session:
                 yield session
             return
-        if self._readers is None:
-            readers = create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 30},
-                                    pool_size=20, json_serializer=_json_dumps, json_deserializer=orjson.loads)
-            event.listen(readers, "connect", _sqlite_pragmas)
-            event.listen(readers, "connect", _read_only)
-            self._readers = sessionmaker(readers, expire_on_commit=False)
+        with self._readers_lock:
+            if self._readers is None:
+                readers = create_engine(self.url, connect_args={"check_same_thread": False, "timeout": 30},
+                                        pool_size=20, json_serializer=_json_dumps, json_deserializer=orjson.loads)
+                event.listen(readers, "connect", _sqlite_pragmas)
+                event.listen(readers, "connect", _read_only)
+                self._readers = sessionmaker(readers, expire_on_commit=False)
         session = self._readers()
         try:
             yield session
