@@ -103,8 +103,10 @@ def test_bulk_select_moves_and_deletes_images(page: Any, boxes: WebServer, tmp_p
     page.locator("#ds-bulk-split").select_option("test")
     page.locator("#ds-bulk-move").click()
     expect(page.locator("#ds-counts")).to_contain_text(f"({TRAIN} train, {VAL - 2} val, 2 test)")
+    page.wait_for_load_state("load")  # the page reloaded: its script counts the selection once it has run
 
     page.get_by_label("Select train_0000.jpg").check()
+    expect(count).to_have_text("1 selected")
     page.once("dialog", lambda dialog: dialog.accept())
     page.locator("#ds-bulk-delete").click()
     expect(page.locator("#ds-counts")).to_contain_text(f"{TRAIN + VAL - 1} images ({TRAIN - 1} train")
