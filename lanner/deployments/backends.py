@@ -113,12 +113,18 @@ def _base_env(folder: Path, spec: dict[str, Any], threads: int) -> dict[str, str
     return env
 
 
-def reason_from(log_tail: str) -> str | None:
-    """The ``lanner-endpoint:`` line a serving process printed before it stopped, else its last error line."""
+def reason_from(log_tail: str, *, killed: bool = False) -> str | None:
+    """The ``lanner-endpoint:`` line a serving process printed before it stopped, else its last error line.
+
+    A process ``killed`` by a signal did not stop because of an error it logged earlier (a client's broken
+    connection, say): then only the line the process printed on purpose counts.
+    """
     lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
     for line in reversed(lines):
         if line.startswith(serving.ERROR_PREFIX):
             return line.removeprefix(serving.ERROR_PREFIX).strip()
+    if killed:
+        return None
     errors = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", line)]
     return errors[-1][:300] if errors else None
 
@@ -169,7 +175,8 @@ class LocalBackend:
             cpu_percent, memory = self._usage(self.pid(external_id))
             return Observation(Seen.UP, instances=1, memory_bytes=memory,
                                cpu_percent=None if cpu_percent is None else cpu_percent / max(1, cpu))
-        reason = reason_from(self.executor.log_tail(external_id, lines=40))
+        killed = status.exit_code is not None and status.exit_code < 0
+        reason = reason_from(self.executor.log_tail(external_id, lines=40), killed=killed)
         what = status.message or f"the serving process stopped ({status.state.value})"
         if status.exit_code == serving.EXIT_UNSERVABLE:
             return Observation(Seen.FAILED, reason or what)

@@ -17,7 +17,7 @@ from ultralytics_platform import Platform
 from lanner.app import create_app
 from lanner.config import Settings
 from lanner.db import utcnow
-from lanner.deployments.backends import Launched, Observation, Seen
+from lanner.deployments.backends import Launched, Observation, Seen, reason_from
 from lanner.deployments.models import Deployment
 from tests.conftest import TEST_URL, Account
 from tests.deployments.conftest import attach
@@ -217,3 +217,14 @@ def test_start_timeout_stop_resize_delete_and_metering(world: Any) -> None:
     last = backend.latest()
     passes(app)
     assert last in backend.stopped and row(app) is None and backend.forgotten == deployment_id
+
+
+def test_a_killed_process_is_not_blamed_on_an_error_it_logged_earlier() -> None:
+    """A signal ended the process: an earlier traceback line in its log (a client hanging up) is not the reason;
+    the line a serving process prints on purpose before it exits still is."""
+    tail = ("lanner endpoint d1: pytorch model loaded in 2.8 s, listening on 127.0.0.1:18000\n"
+            "ConnectionResetError: [Errno 104] Connection reset by peer\n")
+    assert reason_from(tail) == "ConnectionResetError: [Errno 104] Connection reset by peer"
+    assert reason_from(tail, killed=True) is None
+    assert reason_from(tail + "lanner-endpoint: out of memory loading the model\n", killed=True) == \
+        "out of memory loading the model"
