@@ -42,6 +42,9 @@ log = logging.getLogger("lanner.deployments")
 LAUNCHING = "launching:"
 STALE_LAUNCH_SECONDS = 300.0
 UNHEALTHY_CHECKS = 3
+# ...and unanswered for at least this long: a process busy with a large batch on a loaded machine misses a few
+# two-second checks in a row without being hung, and a restart would drop the requests it is answering.
+UNHEALTHY_SECONDS = 15.0
 FORGIVE_AFTER_SECONDS = 60.0  # ready this long: earlier crashes no longer count towards failing
 MAX_BACKOFF_SECONDS = 60.0
 SAMPLE_SECONDS = 60.0
@@ -78,7 +81,7 @@ class Supervisor(BackgroundLoop):
         self.ctx = ctx
         self._backends: dict[str, Any] = dict(backends or {})
         self._on_change = on_change or (lambda _id: None)
-        self._unhealthy: dict[str, int] = {}
+        self._unhealthy: dict[str, tuple[int, float]] = {}  # deployment -> (checks missed, monotonic first miss)
         self._metered: dict[str, float] = {}
         self._sampled: dict[str, float] = {}
         self._pruned = 0.0
@@ -244,8 +247,9 @@ class Supervisor(BackgroundLoop):
             elif seen.message:
                 self._apply(snap, lambda s, d: setattr(d, "status_message", seen.message[:500]))
             return
-        count = self._unhealthy[snap.id] = self._unhealthy.get(snap.id, 0) + 1
-        if count < UNHEALTHY_CHECKS:
+        missed, since = self._unhealthy.get(snap.id, (0, time.monotonic()))
+        self._unhealthy[snap.id] = (missed + 1, since)
+        if missed + 1 < UNHEALTHY_CHECKS or time.monotonic() - since < UNHEALTHY_SECONDS:
             return
         self._unhealthy.pop(snap.id, None)
         if backend.name == "ray":  # Serve replaces unhealthy replicas itself: show it, relaunch nothing

@@ -228,3 +228,27 @@ def test_a_killed_process_is_not_blamed_on_an_error_it_logged_earlier() -> None:
     assert reason_from(tail, killed=True) is None
     assert reason_from(tail + "lanner-endpoint: out of memory loading the model\n", killed=True) == \
         "out of memory loading the model"
+
+
+def test_a_ready_endpoint_is_restarted_only_after_missing_checks_for_a_while(world: Any, monkeypatch: Any) -> None:
+    """Three missed health checks in quick succession (a busy process on a loaded machine) restart nothing;
+    still unanswered ``UNHEALTHY_SECONDS`` after the first miss, the process is stopped and launched again."""
+    from lanner.deployments import supervisor as module
+
+    app, backend, platform = world
+    platform.deployments.create("alice", project="shapes", model="tiny", deployment="tiny", name="tiny",
+                                region="us-central1")
+    passes(app)
+    backend.seen[backend.latest()] = Observation(Seen.UP, instances=1)
+    passes(app)
+    assert row(app).status == "ready"
+    clock = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    backend.seen[backend.latest()] = Observation(Seen.STARTING)  # alive, not answering /health
+    passes(app, module.UNHEALTHY_CHECKS + 2)
+    assert row(app).status == "ready" and backend.stopped == []
+    clock[0] += module.UNHEALTHY_SECONDS
+    passes(app)
+    restarted = row(app)
+    assert restarted.status == "deploying" and backend.stopped == ["1:fake"]
+    assert restarted.status_message == "its process stopped answering health checks; restarting in 1 s (restart 1)"
