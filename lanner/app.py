@@ -33,6 +33,7 @@ from lanner.deployments.runtime import DeploymentRuntime
 from lanner.exports.queue import ExportQueue
 from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
+from lanner.gpus.pools import load_pools
 from lanner.http import body_limit, handlers
 from lanner.http.direct_route import FastAPIWithFastLane
 from lanner.http.security_headers import SecurityHeaders
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     if migrate:
         upgrade_database(ctx.db.url)
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
+    load_pools(settings.pools)  # so does a bad LANNER_POOLS (PoolsError, naming the pool and field)
     security.warm_up()  # an unknown username costs one hash from the first sign-in on
     training = TrainingRuntime(ctx, prepare_estimates=prepare_estimates)
     imports = ImportQueue(ctx)

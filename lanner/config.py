@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     ray_num_gpus: float = Field(default=1.0, description="GPUs a Ray job asks for next to its lanner-gpu:<type> "
                                 "resource (0 for nodes that only advertise types).")
     ray_worker_dir: str = Field(default="~/.lanner-worker/runs", description="Run folders on Ray worker nodes.")
+    pools: str | None = Field(default=None, description="Node pools Ray's autoscaler brings up on demand (path to a "
+                              "YAML/JSON file, see docs/deploy-gpus.md): GPU type, GPUs per node, most nodes, "
+                              "cost per node-hour, start and idle timeouts. `lanner pools check` validates it.")
     local_max_runs: int = Field(default=1, description="Concurrent CPU runs of the local executor (each GPU "
                                 "takes one run); the rest queue as pending.")
     prepare_estimates: bool = Field(default=True, description="`lanner serve` makes the default model's first "

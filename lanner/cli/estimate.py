@@ -77,24 +77,26 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
         finally:
             profile_cache.use_file(None)  # this command's home only (tests run many in one process)
         levels = _availability(session, ctx.settings, catalogue)
+    from lanner.training.capacity import add_availability  # start-up cost: as _availability's
+
     for item in result["estimates"]:
-        item["availability"] = levels.get(item["gpuType"], "unknown")
+        add_availability(item, levels.get(item["gpuType"]))
+        item["availabilityText"] = item["availabilityText"] if item["gpuType"] in levels else "unknown"
     show(Console(), result)
 
 
-def _availability(session: Any, settings: Any, catalogue: Any) -> dict[str, str]:
-    """What ``training.gpu_availability`` says, in words ("free now", "none here"), counting the runs the
-    database knows of as busy (this process launched none); "unknown" where the executor cannot be asked."""
+def _availability(session: Any, settings: Any, catalogue: Any) -> dict[str, Any]:
+    """What ``training.gpu_availability`` says, in words ("free now", "on demand, about 4 min", "queued behind 2
+    runs", "not offered"), counting the runs the database knows of; "unknown" where the executor cannot be
+    asked."""
     # start-up cost: each command imports only its own domain (the executors bring psutil, Ray's client)
-    from lanner.training.capacity import availability_now, availability_text, busy_in_database
+    from lanner.training.capacity import availability
     from lanner.training.executors import make_executor
 
     try:
-        executor = make_executor(settings)
-        levels = availability_now(executor, catalogue, busy_in_database(session, executor.name))
+        return availability(session, make_executor(settings), catalogue)
     except Exception:  # a Ray cluster that does not answer: the estimate still stands
         return {}
-    return {gpu: availability_text(level) for gpu, level in levels.items()}
 
 
 def _span(r: dict, unit: float = 60.0, fmt: str = "{:.0f}") -> str:
@@ -118,7 +120,7 @@ def wide_table(rows: list[dict]) -> Table:
         table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", str(e["batch"]), _memory(e),
                       str(e["memory"]["largestBatch"]), "yes" if e["fits"] else "no",
                       _span(e["epochSeconds"], 1.0, "{:.1f}"), _span(e["totalSeconds"]),
-                      _span(e["costCents"], 100.0, "{:.2f}"), _notes(e), e["availability"])
+                      _span(e["costCents"], 100.0, "{:.2f}"), _notes(e), e["availabilityText"])
     return table
 
 
@@ -132,7 +134,7 @@ def compact_table(rows: list[dict]) -> Table:
     for e in rows:
         table.add_row(e["gpuType"], f"{e['pricePerHour']:.2f}", *([str(e["batch"])] if batches else []),
                       _memory(e, free=False), *(["yes" if e["fits"] else "no"] if misfits else []),
-                      _span(e["totalSeconds"]), f"{e['costCents']['value'] / 100:.2f}", e["availability"])
+                      _span(e["totalSeconds"]), f"{e['costCents']['value'] / 100:.2f}", e["availabilityText"])
     return table
 
 
@@ -149,7 +151,7 @@ def blocks(rows: list[dict]) -> list[str]:
     out = []
     for e in rows:
         notes = _notes(e)
-        out += [f"[bold]{e['gpuType']}[/bold]  ${e['pricePerHour']:.2f}/h  {e['availability']}",
+        out += [f"[bold]{e['gpuType']}[/bold]  ${e['pricePerHour']:.2f}/h  {e['availabilityText']}",
                 f"  batch {e['batch']}, memory {_memory(e)} GB, max batch {e['memory']['largestBatch']}, "
                 f"fits: {'yes' if e['fits'] else 'no'}" + (f", {notes}" if notes else ""),
                 f"  epoch {_span(e['epochSeconds'], 1.0, '{:.1f}')} s, total {_span(e['totalSeconds'])} min, "

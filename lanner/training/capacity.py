@@ -1,9 +1,20 @@
-"""How available each GPU type is right now, from the executor's free capacity: ``gpu-availability`` and the
-``availability`` of every estimate."""
+"""How available each GPU type is right now, in the words everything says it with: ``gpu-availability``, the
+``availability`` of every estimate, the train dialog, ``lanner estimate``.
+
+- **free now**: a device of the type is up and idle here;
+- **on demand, about N min**: none is free, but its pool (``LANNER_POOLS``) can bring up a node; N is the
+  pool's measured start time (``provisioning.typical_start_seconds``), and an estimate adds it to the wait;
+- **queued behind K runs** (or **queued: all busy**): every device the type can ever have here is busy; K runs
+  wait ahead of a new one;
+- **not offered**: no device of the type is here and no pool can bring one.
+
+The SDK's answer keeps the hosted vocabulary (``High`` / ``Medium`` / ``Low`` / null): free now is High or
+Medium by how much is free, on demand is Medium, queued is Low, not offered is null."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -11,32 +22,64 @@ from sqlalchemy.orm import Session
 from lanner.gpus.catalogue import Catalogue
 from lanner.training.executors import Executor
 from lanner.training.models import Run
+from lanner.training.provisioning import typical_start_seconds
+from lanner.training.state import RunStatus
 
-# What a person reads for each level (the API's High / Medium / Low, null where no device of the type exists).
-AVAILABILITY_TEXT = {"High": "free now", "Medium": "free now", "Low": "all busy", None: "none here"}
+
+@dataclass(frozen=True)
+class Availability:
+    level: str | None  # High / Medium / Low / None, as the SDK's gpu_availability answers
+    text: str
+    startup_seconds: float | None = None  # before training starts: 0 when free now, the pool's start on demand
+    queued_behind: int = 0
+
+    def as_json(self) -> dict[str, object]:
+        return {"level": self.level, "text": self.text, "startupSeconds": self.startup_seconds,
+                "queuedBehind": self.queued_behind}
 
 
-def availability_now(executor: Executor, catalogue: Catalogue,
-                     busy: Mapping[str, int] | None = None) -> dict[str, str | None]:
-    """High / Medium / Low per offered GPU type; None where no device of the type exists here. ``busy``: workers
-    per type that the database knows of (``busy_in_database``), for a process that launched none itself."""
+NOT_OFFERED = Availability(None, "not offered")
+
+
+def availability(session: Session, executor: Executor, catalogue: Catalogue) -> dict[str, Availability]:
+    """Every offered GPU type's availability: the executor's free devices, the runs the database knows are on
+    them (any process's, launched before a restart too), the runs waiting, and the pools that can grow."""
     capacity = executor.capacity()
-    out: dict[str, str | None] = {}
+    pools = executor.pools
+    busy = busy_in_database(session, executor.name)
+    waiting = waiting_in_database(session)
+    out: dict[str, Availability] = {}
     for gpu in catalogue.offered():
         room = capacity.get(gpu.id)
-        if not room or not room.total:
-            out[gpu.id] = None
-            continue
-        free = min(room.free, room.total - int((busy or {}).get(gpu.id, 0)))
-        out[gpu.id] = availability_level(free, room.total)
+        total = room.total if room else 0
+        free = min(room.free, total - busy.get(gpu.id, 0)) if room else 0
+        pool = pools.for_gpu(gpu.id)
+        behind = waiting.get(gpu.id, 0)
+        if free > 0 and not behind:
+            out[gpu.id] = Availability(availability_level(free, total), "free now", 0.0)
+        elif pool is not None and busy.get(gpu.id, 0) + behind < max(pool.slots, total):
+            start, _ = typical_start_seconds(session, pool)
+            out[gpu.id] = Availability("Medium", f"on demand, about {max(1, round(start / 60))} min", start)
+        elif total or pool is not None:
+            words = f"queued behind {behind} run{'s' if behind != 1 else ''}" if behind else "queued: all busy"
+            out[gpu.id] = Availability("Low", words, None, behind)
+        elif not len(pools) and executor.offers(gpu.id):
+            out[gpu.id] = Availability(None, "no node yet")  # a Ray cluster without pools: a node may join
+        else:
+            out[gpu.id] = NOT_OFFERED
     return out
 
 
-def runnable_types(executor: Executor, levels: Mapping[str, str | None]) -> set[str]:
-    """The GPU types a run can start on now, from ``availability_now``'s levels: those a device here has (level
-    not None); where none has (a Ray cluster with no node yet), those the executor would queue."""
-    return {gpu for gpu, level in levels.items() if level is not None} or {
-        gpu for gpu in levels if executor.offers(gpu)}
+def levels(found: dict[str, Availability]) -> dict[str, str | None]:
+    """The SDK's ``gpu_availability`` answer."""
+    return {gpu: entry.level for gpu, entry in found.items()}
+
+
+def runnable_types(executor: Executor, found: dict[str, Availability]) -> set[str]:
+    """The GPU types a run can start on (now, on demand or after a queue); where none can (a Ray cluster with
+    no node yet and no pools), those the executor would queue."""
+    return {gpu for gpu, entry in found.items() if entry.level is not None} or {
+        gpu for gpu in found if executor.offers(gpu)}
 
 
 def busy_in_database(session: Session, executor_name: str) -> dict[str, int]:
@@ -47,11 +90,29 @@ def busy_in_database(session: Session, executor_name: str) -> dict[str, int]:
                                                  Run.worker_exited_at.is_(None)).group_by(Run.gpu_type)).all()}
 
 
-def availability_text(level: str | None) -> str:
-    return AVAILABILITY_TEXT.get(level, str(level).lower())
+def waiting_in_database(session: Session) -> dict[str, int]:
+    """Runs per GPU type waiting to be launched (pending, no worker yet)."""
+    return {gpu_type: int(count) for gpu_type, count in session.execute(
+        select(Run.gpu_type, func.count()).where(Run.executor.is_not(None), Run.external_id.is_(None),
+                                                 Run.status == RunStatus.PENDING.value).group_by(Run.gpu_type)).all()}
 
 
 def availability_level(free: int, total: int) -> str:
     if free <= 0:
         return "Low"
     return "High" if free >= max(1, total) / 2 else "Medium"
+
+
+def add_availability(item: dict[str, Any], entry: Availability | None) -> None:
+    """An estimate item's availability (Lanner fields beside the SDK-style level): its words, the start-up time
+    before training starts, and ``doneInSeconds``, the training time plus that start-up (what the person waits)."""
+    entry = entry or NOT_OFFERED
+    item["availability"] = entry.level
+    item["availabilityText"] = entry.text
+    item["startupSeconds"] = entry.startup_seconds
+    total = item.get("totalSeconds")
+    if isinstance(total, dict) and entry.startup_seconds is not None:
+        item["doneInSeconds"] = {key: value + entry.startup_seconds for key, value in total.items()
+                                 if isinstance(value, int | float)}
+    else:
+        item["doneInSeconds"] = None

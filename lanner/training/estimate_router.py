@@ -11,7 +11,7 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.gpus.schemas import GpuList
 from lanner.http.deps import DbSession
 from lanner.training import estimates
-from lanner.training.capacity import availability_now
+from lanner.training.capacity import add_availability, availability
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.training.schemas import EstimateRequest
 
@@ -42,7 +42,7 @@ def list_gpus(principal: CurrentPrincipal, catalogue: CurrentCatalogue) -> GpuLi
 def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSession, catalogue: CurrentCatalogue,
              runtime: Runtime) -> dict[str, Any]:
     result = estimates.estimate(session, principal, body, catalogue=catalogue)
-    levels = availability_now(runtime.executor, catalogue)
-    for item in result["estimates"]:  # from the executors' free capacity right now; null: nothing here has one
-        item["availability"] = levels.get(item["gpuType"])
+    found = availability(session, runtime.executor, catalogue)
+    for item in result["estimates"]:  # free now, on demand (with its start-up time), queued, or not offered
+        add_availability(item, found.get(item["gpuType"]))
     return result

@@ -86,9 +86,9 @@ def resolve(session: Session, principal: Principal, args: dict[str, Any]) -> Tra
 
 def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, wanted: str | None) -> GpuType:
     if wanted is None:
-        capacity = executor.capacity()
-        candidates = sorted((g for g in catalogue.offered() if g.allowed_for(principal.tier)
-                             and capacity.get(g.id) and capacity[g.id].total), key=lambda g: g.price_per_hour)
+        capacity, pools = executor.capacity(), executor.pools
+        candidates = sorted((g for g in catalogue.offered() if g.allowed_for(principal.tier) and (
+            (capacity.get(g.id) and capacity[g.id].total) or pools.for_gpu(g.id))), key=lambda g: g.price_per_hour)
         if not candidates:
             raise Unprocessable("gpuType: required (no GPU type has capacity right now)")
         return candidates[0]
@@ -102,7 +102,8 @@ def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, w
                         f"(your tier: {principal.tier})", code="tier_required", extra={"requiredTier": gpu.min_tier})
     if not executor.offers(wanted):
         offered = sorted(g.id for g in catalogue.offered() if executor.offers(g.id))
-        raise Unprocessable(f"gpuType: no worker here has a {gpu.display_name} (available: {', '.join(offered)})")
+        raise Unprocessable(f"gpuType: {gpu.display_name} is not offered: no worker here has one and no pool brings "
+                            f"one up (available: {', '.join(offered)})")
     return gpu
 
 

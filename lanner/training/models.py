@@ -56,6 +56,7 @@ class Run(Base):
     attempt_started_at: Mapped[datetime | None]
     billed_seconds: Mapped[float] = mapped_column(default=0.0)
     worker_exited_at: Mapped[datetime | None]  # the current attempt's process or job is known to be gone
+    provisioning_since: Mapped[datetime | None]  # its job waits for a node its pool is bringing up (not billed)
     settled_at: Mapped[datetime | None]
 
     def activity_subject(self, session: Any) -> tuple[str, str] | None:
@@ -135,3 +136,30 @@ class StagedUpload(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     uploaded_at: Mapped[datetime | None]
     promoted_at: Mapped[datetime | None]
+
+
+class PoolLaunch(Base):
+    """One wait of a run for a node of its pool: how long the autoscaler took to bring one up (``up``), or that
+    none came within the pool's start timeout (``timeout``). Their median is the start time runs are told."""
+
+    __tablename__ = "pool_launches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    pool: Mapped[str] = mapped_column(String(64), index=True)
+    gpu_type: Mapped[str] = mapped_column(String(64))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    requested_at: Mapped[datetime] = mapped_column()
+    ended_at: Mapped[datetime] = mapped_column(default=utcnow)
+    outcome: Mapped[str] = mapped_column(String(20))  # up | timeout | cancelled
+    seconds: Mapped[float] = mapped_column()
+
+
+class PoolUsage(Base):
+    """Node-seconds each pool had up per UTC day, sampled from the cluster: what the operator paid for."""
+
+    __tablename__ = "pool_usage"
+
+    pool: Mapped[str] = mapped_column(String(64), primary_key=True)
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)  # YYYY-MM-DD, UTC
+    node_seconds: Mapped[float] = mapped_column(default=0.0)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

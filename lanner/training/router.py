@@ -16,7 +16,7 @@ from lanner.http.deps import Ctx, DbSession
 from lanner.http.direct_route import DirectRoute, json_response, parse_body, served_by
 from lanner.projects import service as projects_service
 from lanner.training import checkpoints, launch, service, trained_on, views
-from lanner.training.capacity import availability_now
+from lanner.training.capacity import availability, levels
 from lanner.training.dependencies import CurrentCatalogue, Runtime, runtime_of
 from lanner.training.schemas import MetricsEvent, StartRequest, UploadCheckpointRequest
 
@@ -90,11 +90,13 @@ def start_training(body: StartRequest, principal: CurrentPrincipal, session: DbS
 
 
 @router.get("/api/training/gpu-availability")
-def gpu_availability(runtime: Runtime, catalogue: CurrentCatalogue, managed: str | None = None,
-                     ) -> dict[str, str | None]:
-    """High / Medium / Low per offered GPU type from the executor's free capacity; null where none exists.
-    Public, like the hosted endpoint (``managed`` is accepted and ignored: everything here is self-managed)."""
-    return availability_now(runtime.executor, catalogue)
+def gpu_availability(runtime: Runtime, catalogue: CurrentCatalogue, session: DbSession, managed: str | None = None,
+                     detail: bool = False) -> dict[str, Any]:
+    """High / Medium / Low per offered GPU type (free now; on demand from a pool; queued); null where none can
+    run. Public, like the hosted endpoint (``managed`` is accepted and ignored: everything here is self-managed).
+    ``detail=true`` (Lanner): per type ``{level, text, startupSeconds, queuedBehind}``."""
+    found = availability(session, runtime.executor, catalogue)
+    return {gpu: entry.as_json() for gpu, entry in found.items()} if detail else levels(found)
 
 
 # --- a model's training job ----------------------------------------------------------------------

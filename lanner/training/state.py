@@ -5,11 +5,15 @@ model's status follows its latest run through ``lanner.status.change_status`` (w
 one change that is not a run's, a checkpoint uploaded into an untrained model, is ``mark_model_uploaded``.
 
     pending -> starting -> running -> completed | failed | cancelled
-    (pending | starting) -> failed | cancelled        (never got going)
+    pending -> provisioning -> starting                (its job waits for a node its pool brings up)
+    provisioning -> pending                            (its queued job expired in Ray: submitted again)
+    (pending | provisioning | starting) -> failed | cancelled        (never got going)
     (starting | running) -> lost -> pending            (worker vanished; relaunched with resume)
     lost -> failed | cancelled                         (relaunches used up, or the user gave up)
 
-``lost`` is Lanner's own state; the SDK's job status knows no such word, so the wire shows it as ``pending``.
+``lost`` and ``provisioning`` are Lanner's own states; the SDK's job status knows no such words (and ``ul cloud
+train``'s wait would stop at one), so the wire shows both as ``pending`` and says more in the job's
+``provisioning`` object.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ log = logging.getLogger("lanner.training")
 
 class RunStatus(StrEnum):
     PENDING = "pending"
+    PROVISIONING = "provisioning"
     STARTING = "starting"
     RUNNING = "running"
     COMPLETED = "completed"
@@ -44,12 +49,15 @@ class RunStatus(StrEnum):
 
 
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
-ACTIVE = frozenset({RunStatus.PENDING, RunStatus.STARTING, RunStatus.RUNNING, RunStatus.LOST})
+ACTIVE = frozenset({RunStatus.PENDING, RunStatus.PROVISIONING, RunStatus.STARTING, RunStatus.RUNNING,
+                    RunStatus.LOST})
+WAITING = frozenset({RunStatus.PENDING, RunStatus.PROVISIONING})  # not started: nothing billed yet
 
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.PENDING: frozenset({RunStatus.LOST}),
+    RunStatus.PENDING: frozenset({RunStatus.LOST, RunStatus.PROVISIONING}),
+    RunStatus.PROVISIONING: frozenset({RunStatus.PENDING}),
     RunStatus.LOST: frozenset({RunStatus.STARTING, RunStatus.RUNNING}),
-    RunStatus.STARTING: frozenset({RunStatus.PENDING}),
+    RunStatus.STARTING: frozenset({RunStatus.PENDING, RunStatus.PROVISIONING}),
     RunStatus.RUNNING: frozenset({RunStatus.STARTING}),
     RunStatus.COMPLETED: frozenset({RunStatus.STARTING, RunStatus.RUNNING}),
     RunStatus.FAILED: frozenset(ACTIVE),
@@ -58,7 +66,7 @@ ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
 
 
 def wire_status(status: str) -> str:
-    return RunStatus.PENDING.value if status == RunStatus.LOST else status
+    return RunStatus.PENDING.value if status in (RunStatus.LOST, RunStatus.PROVISIONING) else status
 
 
 class InvalidTransition(Exception):

@@ -32,6 +32,7 @@ from lanner.billing.metering import elapsed_seconds
 from lanner.context import AppContext
 from lanner.db import iso, utcnow
 from lanner.gpus.catalogue import get_catalogue
+from lanner.gpus.pools import Pools
 from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
 from lanner.training.charging import Charging
@@ -40,7 +41,8 @@ from lanner.training.executors.watch import LAUNCHING, JobWatch
 from lanner.training.keys import issue_run_key, revoke_run_key
 from lanner.training.learn import learn_from_running
 from lanner.training.models import Run, StagedUpload
-from lanner.training.state import RunStatus, try_transition
+from lanner.training.provisioning import pool_order, record_wait, wait_for_node
+from lanner.training.state import WAITING, RunStatus, try_transition
 from lanner.training.worker import SPEC_ENV
 
 log = logging.getLogger("lanner.supervisor")
@@ -63,8 +65,14 @@ class Supervisor(BackgroundLoop):
         self.jobs = JobWatch(ctx.db, Run, what="run", log=log)
         self._exits: dict[int, datetime] = {}  # run -> when its worker was first seen gone
         self._learned_at = float("-inf")  # monotonic time of the last refresh of running runs' calibration
+        self._free: dict[str, Any] | None = None  # this pass's free devices per type, read when first needed
+
+    @property
+    def pools(self) -> Pools:
+        return self.executor.pools  # read again when the operator edits the file
 
     def one_pass(self) -> None:
+        self._free = None
         self.watch()  # first: after a restart, workers still running are seen before any slot counts as free
         self.dispatch()
         self.charging.meter()
@@ -80,8 +88,15 @@ class Supervisor(BackgroundLoop):
                 .order_by(Run.id)))
         if not pending:
             return
-        # An executor that queues jobs itself is handed every pending run; otherwise Lanner counts free slots.
-        capacity = None if self.executor.can(Capability.QUEUES_JOBS) else self._capacity()
+        # An executor that queues jobs itself is handed every pending run, except what a pool at its largest
+        # cannot hold (those wait here, launched fairly); otherwise Lanner counts free slots.
+        queues = self.executor.can(Capability.QUEUES_JOBS)
+        capacity = None if queues else self._capacity()
+        pools = self.pools if queues else Pools()
+        pool_room: dict[str, int] = {}
+        if len(pools):
+            with self.ctx.db.session() as session:
+                pool_room, pending = pool_order(session, pools, pending, self._free_devices(), self.executor.name)
         for run_id in pending:
             with self.ctx.db.session() as session:
                 run = session.get(Run, run_id)
@@ -89,9 +104,13 @@ class Supervisor(BackgroundLoop):
                     continue
                 gpu_type = run.gpu_type or "cpu"
                 if capacity is not None:
-                    room = capacity.get(gpu_type)
-                    if room is None or room.free <= 0:
+                    free = capacity.get(gpu_type)
+                    if free is None or free.free <= 0:
                         continue
+                if gpu_type in pool_room:
+                    if pool_room[gpu_type] <= 0:
+                        continue  # its pool is at its largest: it waits for a run to end
+                    pool_room[gpu_type] -= 1
                 if not self.jobs.claim(session, run_id):  # another server process launches it
                     continue
                 spec = self._prepare(session, run)
@@ -116,6 +135,12 @@ class Supervisor(BackgroundLoop):
             if capacity is not None:
                 room = capacity[gpu_type]
                 capacity[gpu_type] = type(room)(total=room.total, free=room.free - 1)
+
+    def _free_devices(self) -> dict[str, Any]:
+        """The executor's devices per type, read once per pass (on Ray: one request to the dashboard)."""
+        if self._free is None:
+            self._free = dict(self.executor.capacity())
+        return self._free
 
     def _capacity(self) -> dict[str, Any]:
         """Free slots per GPU type: the executor's count, never more than the database allows. The executor
@@ -203,7 +228,7 @@ class Supervisor(BackgroundLoop):
                     self._kill(run)
                     self._lost(session, run, f"no event for {int(elapsed_seconds(heard, now))} s and no job status")
                     self.jobs.forget(run_id)
-            elif run.status == RunStatus.PENDING:
+            elif run.status in WAITING:
                 if elapsed_seconds(unreadable_since, now) > self.settings.run_lost_after_seconds:
                     self._kill(run)
                     self._lost(session, run, "its queued job's status could not be read")
@@ -232,8 +257,14 @@ class Supervisor(BackgroundLoop):
         now = utcnow()
         state = status.state
         if state in (JobState.QUEUED, JobState.RUNNING):
-            if state is JobState.RUNNING and run.status == RunStatus.PENDING:
+            if state is JobState.RUNNING and run.status in WAITING:
+                pool = self.pools.for_gpu(run.gpu_type or "cpu")
+                if pool is not None and run.provisioning_since is not None:
+                    seconds = record_wait(session, run, pool, "up", now)
+                    log.info("run %s: a %s node took %.0f s to take it", run.id, pool.name, seconds)
                 self._begin_attempt(session, run)  # Ray placed it: the clock starts now
+            elif state is JobState.QUEUED and run.status in WAITING:
+                self._provisioning(session, run, now)
             if RunStatus(run.status).is_terminal():
                 # The worker keeps its key meanwhile: its next event is answered ``cancelled: true``.
                 overdue = elapsed_seconds(run.completed_at, now) - self._grace(run)
@@ -256,7 +287,10 @@ class Supervisor(BackgroundLoop):
             self._exits.pop(run.id, None)
             self._revoke_key(session, run)  # nothing can use it now
             return
-        if state is JobState.EXPIRED and run.status == RunStatus.PENDING:
+        if state is JobState.EXPIRED and run.status in WAITING:
+            if run.status == RunStatus.PROVISIONING:  # still waiting for its node, since the first submission
+                try_transition(session, run, RunStatus.PENDING, reason="its queued job expired in Ray: submitted "
+                                                                       "again")
             run.attempt -= 1  # it never ran: waiting is not a lost attempt
             run.external_id = None
             log.info("run %s: still no %s node; submitting it again", run.id, run.gpu_type)
@@ -274,6 +308,14 @@ class Supervisor(BackgroundLoop):
             message = "the trainer exited without reporting a result"
         self._fail_run(session, run, f"{message}{': ' + tail if tail else ''}", code="worker_exited")
         run.worker_exited_at = now
+
+    def _provisioning(self, session: Session, run: Run, now: datetime) -> None:
+        pool = self.pools.for_gpu(run.gpu_type or "cpu")
+        if pool is not None and wait_for_node(session, run, pool, self._free_devices().get(pool.gpu), now):
+            self.executor.stop(run.external_id or "")
+            self._fail_run(session, run, f"no {pool.name} node came up within {pool.start_timeout_minutes:g} min "
+                                         "(its pool's start_timeout_minutes); nothing was charged",
+                           code="provisioning_timeout")
 
     def _grace(self, run: Run) -> float:
         """How long a finished run's worker may still run: a cancelled one stops itself on its next event."""
@@ -294,7 +336,9 @@ class Supervisor(BackgroundLoop):
     def _lost(self, session: Session, run: Run, reason: str) -> None:
         """Close the attempt at its last sign of life (later time is Lanner's loss, refunded), then relaunch."""
         now = utcnow()
-        if run.status == RunStatus.PENDING:  # lost before it ever ran (e.g. Ray could not set up the job)
+        if run.status in WAITING:  # lost before it ever ran (e.g. Ray could not set up the job)
+            if run.status == RunStatus.PROVISIONING:
+                try_transition(session, run, RunStatus.PENDING, reason=f"queued job lost: {reason}"[:200])
             if run.attempt <= self.settings.run_max_relaunches:
                 run.external_id = None
                 log.warning("run %s: queued attempt %s lost (%s); launching again", run.id, run.attempt, reason)

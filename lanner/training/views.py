@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.billing import service as billing
-from lanner.billing.metering import billing_seconds
+from lanner.billing.metering import billing_seconds, elapsed_seconds
 from lanner.db import iso, utcnow
 from lanner.gpus.catalogue import Catalogue
 from lanner.projects.models import ModelRecord
@@ -21,7 +21,7 @@ from lanner.projects.schemas import numeric_metrics
 from lanner.projects.service import ModelHooks
 from lanner.training.models import ConsoleChunk, EpochMetric, Run, RunEvent
 from lanner.training.service import ensure_no_unsettled_runs, latest_run
-from lanner.training.state import wire_status
+from lanner.training.state import WAITING, wire_status
 
 
 def _as_float(value: Any) -> float | None:
@@ -58,7 +58,7 @@ def job_view(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> d
         gpu = catalogue.get(run.gpu_type) if run.gpu_type in catalogue else None
         compute = {"gpuType": run.gpu_type, "gpuDisplayName": gpu.display_name if gpu else run.gpu_type,
                    "gpuMemoryGb": float(gpu.vram_gb) if gpu else 0.0}
-    return {
+    job = {
         "id": str(run.id),
         "status": wire_status(run.status),
         "progress": {k: v for k, v in {
@@ -74,6 +74,16 @@ def job_view(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> d
         "createdAt": iso(run.created_at),
         "updatedAt": iso(run.last_event_at or run.created_at),
     }
+    if run.provisioning_since is not None and run.status in WAITING:
+        job["provisioning"] = provisioning_view(run)  # Lanner extension, only while it waits for a node
+    return job
+
+
+def provisioning_view(run: Run) -> dict[str, Any]:
+    """A run waiting for its pool's node: which pool, since when, how long it usually takes, when it gives up."""
+    told = dict((run.launch or {}).get("provisioning") or {})
+    return {**told, "since": iso(run.provisioning_since),
+            "elapsedSeconds": round(elapsed_seconds(run.provisioning_since, utcnow()), 1)}
 
 
 def compute_cost_view(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from lanner.assistant import service as assistant_service
 from lanner.assistant.schemas import MAX_EPOCHS, MAX_IMGSZ, MAX_LABELS, MIN_IMGSZ, AssistantUpdate
 from lanner.datasets.models import Dataset
 from lanner.gpus.catalogue import Catalogue
-from lanner.training.capacity import availability_now, runnable_types
+from lanner.training.capacity import availability, runnable_types
 from lanner.web.train_form import integer
 
 STATUS_LABELS = {"off": "Off", "waiting": "Waiting for labels", "starting": "Starting", "training": "Training",
@@ -66,9 +66,9 @@ class AssistantForm:
                                every=numbers["every"], epochs=numbers["epochs"], imgsz=numbers["imgsz"])
 
 
-def runnable(runtime: Any, catalogue: Catalogue) -> set[str]:
+def runnable(session: Any, runtime: Any, catalogue: Catalogue) -> set[str]:
     """The GPU types a round can run on here: the train dialog's rule (``capacity.runnable_types``)."""
-    return runnable_types(runtime.executor, availability_now(runtime.executor, catalogue))
+    return runnable_types(runtime.executor, availability(session, runtime.executor, catalogue))
 
 
 def offered(catalogue: Catalogue, tier: str, current: str, runnable: set[str]) -> list[dict[str, Any]]:

@@ -217,7 +217,7 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
     is_owner = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
     if is_owner and assistant is None:
         assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset),
-                                          runnable=assistant_panel.runnable(runtime, catalogue))
+                                          runnable=assistant_panel.runnable(session, runtime, catalogue))
     return render(request, "dataset.html", {
         **grid, "dataset": view, "base": base, "health": health, "is_owner": is_owner,
         "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
@@ -319,7 +319,7 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
     current = assistant_service.find(session, dataset)
     errors: dict[str, str] = {}
     tier = payer_tier(session, dataset)  # the workspace's plan: a team's rounds are the team's
-    runnable = assistant_panel.runnable(runtime, catalogue)
+    runnable = assistant_panel.runnable(session, runtime, catalogue)
     body = form.update(assistant_panel.offered(catalogue, tier, current.gpu_type if current else "cpu", runnable),
                        errors)
     if body is not None:
@@ -356,7 +356,7 @@ def assistant_live(owner: str, slug: str, request: Request, user: PageUser, sess
     if not is_fragment_request(request):
         return RedirectResponse(base + "#assistant", status_code=303)
     section = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset),
-                                    runnable=assistant_panel.runnable(runtime, catalogue))
+                                    runnable=assistant_panel.runnable(session, runtime, catalogue))
     return render(request, "dataset.html", {"assistant": section, "base": base,
                                             "changed": section["signature"] != seen},
                   fragment="_assistant_live.html", user=user)

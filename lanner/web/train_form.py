@@ -122,8 +122,10 @@ def advice(result: dict[str, Any], runnable: set[str], *, deadline_minutes: floa
            budget_cents: float | None) -> dict[str, Any]:
     """The advisor's picks among the types that can run here now (a type no worker here has cannot be started,
     so it is neither recommended nor pre-selected)."""
+    # The time a person waits: training plus the start-up of a node brought up on demand.
     options = [Option(e["gpuType"], e["displayName"], e["pricePerHour"], e["fits"],
-                      e["allowed"] and e["gpuType"] in runnable, Range(**e["totalSeconds"]), Range(**e["costCents"]))
+                      e["allowed"] and e["gpuType"] in runnable,
+                      Range(**(e.get("doneInSeconds") or e["totalSeconds"])), Range(**e["costCents"]))
                for e in result["estimates"]]
     return recommend(options, deadline_s=deadline_minutes * 60 if deadline_minutes is not None else None,
                      budget_cents=budget_cents)

@@ -23,7 +23,7 @@ from lanner.http.deps import Ctx, DbSession
 from lanner.projects import service as projects_service
 from lanner.slugs import slugify, unique_slug
 from lanner.training import estimates, launch, refs
-from lanner.training.capacity import availability_now, runnable_types
+from lanner.training.capacity import NOT_OFFERED, add_availability, availability, runnable_types
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.training.schemas import EstimateRequest, StartRequest
 from lanner.web import train_chart, train_form, train_models
@@ -73,10 +73,10 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
     except LannerError as exc:
         errors[train_form.field_of(exc.message)] = exc.message
         return None
-    levels = availability_now(runtime.executor, catalogue)
+    found = availability(session, runtime.executor, catalogue)
     for item in result["estimates"]:
-        item["availability"] = levels.get(item["gpuType"])
-    runnable = runnable_types(runtime.executor, levels)
+        add_availability(item, found.get(item["gpuType"]))
+    runnable = runnable_types(runtime.executor, found)
     picks = train_form.advice(result, runnable, deadline_minutes=deadline, budget_cents=budget)
     rows = train_form.arrange(result, picks, runnable, deadline_minutes=deadline, budget_cents=budget)
     chosen = train_form.choose(rows, picks, form)
@@ -216,8 +216,8 @@ def _launch(session: Session, user: Principal, form: TrainForm, catalogue: Catal
 def gpus(request: Request, user: PageUser, session: DbSession, catalogue: CurrentCatalogue,
          runtime: Runtime) -> Response:
     """The catalogue: specs, prices, tiers, availability here, and how accurate the estimator has been."""
-    levels = availability_now(runtime.executor, catalogue)
-    rows = [{"gpu": gpu, "allowed": gpu.allowed_for(user.tier), "availability": levels.get(gpu.id)}
+    found = availability(session, runtime.executor, catalogue)
+    rows = [{"gpu": gpu, "allowed": gpu.allowed_for(user.tier), "availability": found.get(gpu.id, NOT_OFFERED).text}
             for gpu in catalogue.all()]
     rows.sort(key=lambda r: (not r["gpu"].offered, r["gpu"].price_per_hour))
     return render(request, "gpus.html", {"rows": rows, "accuracy": fit.accuracy(session, catalogue),

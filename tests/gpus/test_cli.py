@@ -135,7 +135,7 @@ def test_estimate_fits_80_columns_with_every_gpu_type_whole_and_its_availability
             and line.split()[0] in {gpu.id for gpu in load_catalogue().offered()}}
     assert set(rows) == {gpu.id for gpu in load_catalogue().offered()}
     # The local executor runs one CPU run at a time and finds no NVIDIA GPU here: what gpu-availability says.
-    assert rows["cpu"].endswith("free now") and rows["h200-sxm"].endswith("none here")
+    assert rows["cpu"].endswith("free now") and rows["h200-sxm"].endswith("not offered")
     assert "needs the pro tier: " in "\n".join(lines) and "h200-sxm" in next(
         line for line in lines if line.startswith("needs the pro tier"))  # alice is on the free tier
 
@@ -172,4 +172,4 @@ def test_estimate_counts_runs_the_database_knows_as_busy(lanner_cli: Callable[..
     with app.state.lanner.db.session() as session:
         session.execute(update(Run).where(Run.id == run_id).values(executor="local", external_id="1:2:3:1:cpu:"))
     lines = _estimate_at(lanner_cli, monkeypatch, 80)
-    assert next(line for line in lines if line.startswith("cpu ")).endswith("all busy")
+    assert next(line for line in lines if line.startswith("cpu ")).endswith("queued: all busy")

@@ -43,7 +43,8 @@ def advised(monkeypatch: pytest.MonkeyPatch) -> list[advisor.Request]:
 
 def _figures(item: dict[str, Any]) -> dict[str, Any]:
     """An estimate item without its availability (the endpoint's comes from the executor's capacity now)."""
-    return {k: v for k, v in item.items() if k != "availability"}
+    return {k: v for k, v in item.items()
+            if k not in ("availability", "availabilityText", "startupSeconds", "doneInSeconds")}
 
 
 @pytest.mark.parametrize(("base", "trainer", "profiled"), [

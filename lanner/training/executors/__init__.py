@@ -28,7 +28,9 @@ def make_executor(settings: Settings) -> Executor:
         if not settings.ray_address:
             raise ValueError("LANNER_EXECUTOR=ray needs LANNER_RAY_ADDRESS (the Ray Jobs address, "
                              "e.g. http://127.0.0.1:8265)")
+        from lanner.gpus.pools import load_pools  # start-up cost: only a Ray cluster has pools
         from lanner.training.executors.ray import RayExecutor  # start-up cost: httpx
 
-        return RayExecutor(settings.ray_address, num_gpus=settings.ray_num_gpus, worker_dir=settings.ray_worker_dir)
+        return RayExecutor(settings.ray_address, num_gpus=settings.ray_num_gpus, worker_dir=settings.ray_worker_dir,
+                           pools=lambda: load_pools(settings.pools))
     raise ValueError(f"LANNER_EXECUTOR must be 'local' or 'ray', not {settings.executor!r}")

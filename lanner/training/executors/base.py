@@ -9,6 +9,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Flag, StrEnum, auto
 
+from lanner.gpus.pools import NO_POOLS, Pools
+
 
 class LaunchDeferred(Exception):
     """The executor cannot take a job right now (Ray's job agent still starting, its API unreachable): nothing
@@ -70,6 +72,11 @@ class Executor(ABC):
 
     def can(self, capability: Capability) -> bool:
         return capability in self.capabilities
+
+    @property
+    def pools(self) -> Pools:
+        """The node pools this executor's cluster brings up on demand (``LANNER_POOLS``): none by default."""
+        return NO_POOLS
 
     @abstractmethod
     def offers(self, gpu_type: str) -> bool:

@@ -15,14 +15,15 @@ from __future__ import annotations
 import logging
 import secrets
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from lanner.gpus.pools import NO_POOLS, RESOURCE_PREFIX, Pools
 from lanner.training.executors import base
 
 log = logging.getLogger("lanner.executor.ray")
-RESOURCE_PREFIX = "lanner-gpu:"
 
 
 def resource_for(gpu_type: str) -> str:
@@ -34,8 +35,9 @@ class RayExecutor(base.Executor):
     capabilities = base.Capability.QUEUES_JOBS
 
     def __init__(self, address: str, *, num_gpus: float = 1.0, worker_dir: str = "~/.lanner-worker/runs",
-                 client: Any = None) -> None:
+                 client: Any = None, pools: Callable[[], Pools] = lambda: NO_POOLS) -> None:
         self.address = address.rstrip("/")
+        self._pools = pools
         self.num_gpus = num_gpus
         self.worker_dir = worker_dir
         self._client = client
@@ -52,8 +54,18 @@ class RayExecutor(base.Executor):
 
     # --- capacity --------------------------------------------------------------------------------
 
+    @property
+    def pools(self) -> Pools:
+        return self._pools()
+
     def offers(self, gpu_type: str) -> bool:
-        return True  # a node with this type may join at any time; until then Ray keeps the job queued
+        """Without pools, any type: a node with it may join at any time (until then Ray keeps the job queued).
+        With pools, the operator said what can come: a type a pool brings up, or one a node has now."""
+        pools = self.pools
+        if not len(pools) or pools.for_gpu(gpu_type) is not None:
+            return True
+        room = self.capacity().get(gpu_type)
+        return room is not None and room.total > 0
 
     def capacity(self) -> dict[str, base.Capacity]:
         try:
