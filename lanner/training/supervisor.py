@@ -132,6 +132,8 @@ class Supervisor(BackgroundLoop):
                 run.worker_exited_at = None
                 if not self.executor.can(Capability.QUEUES_JOBS):  # running now: its clock starts at launch
                     self._begin_attempt(session, run)
+                elif gpu_type in pool_room:  # queued: for a node its pool brings up, unless one is free
+                    self._provisioning(session, run, utcnow())
             if capacity is not None:
                 room = capacity[gpu_type]
                 capacity[gpu_type] = type(room)(total=room.total, free=room.free - 1)
