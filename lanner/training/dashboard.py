@@ -255,8 +255,11 @@ def live_state(session: Session, model: ModelRecord, *, catalogue: Catalogue) ->
     timing, progress = job.get("timing", {}), job.get("progress", {})
     eta = timing.get("etaMs", 0.0) / 1000
     charged, projected = _cost(session, run, eta)
+    waiting = job.get("provisioning")
     return {
-        "status": model.status, "active": run is not None and run.status in ACTIVE,
+        # The page may say what the wire cannot: a run waiting for its pool's node is provisioning, not pending.
+        "status": "provisioning" if waiting else model.status, "active": run is not None and run.status in ACTIVE,
+        "waiting": waiting,
         "elapsed_s": round(timing.get("elapsedMs", 0.0) / 1000) if run else 0,
         "eta_s": round(eta) if run is not None and run.status in ACTIVE else None,
         "epochs_done": int(progress.get("currentEpoch", 0)), "epochs_total": int(progress.get("totalEpochs", 0)),

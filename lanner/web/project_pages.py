@@ -58,7 +58,18 @@ def _live_view(state: dict[str, Any]) -> dict[str, Any]:
     return {**state, "elapsed": duration(state["elapsed_s"]), "eta": shown(state["eta_s"], duration),
             "cost": shown(state["cost_micros"], money), "projected": shown(state["projected_micros"], money),
             "epochs": f"{state['epochs_done']} / {state['epochs_total']}" if state["epochs_total"] else "–",
-            "system": model_view.system_shown(state["system"]), "history": model_view.history_shown(state["history"])}
+            "system": model_view.system_shown(state["system"]), "history": model_view.history_shown(state["history"]),
+            "waiting": waiting_shown(state.get("waiting"))}
+
+
+def waiting_shown(waiting: dict[str, Any] | None) -> str:
+    """A provisioning run's wait: "a h100 node is starting: 1m 20s so far, usually about 3 min; gives up at 15 min"."""
+    if not waiting:
+        return ""
+    usual = max(1, round(float(waiting.get("typicalStartSeconds") or 0) / 60))
+    limit = round(float(waiting.get("timeoutSeconds") or 0) / 60)
+    return (f"a {waiting.get('pool')} node is starting: {duration(waiting.get('elapsedSeconds') or 0)} so far, "
+            f"usually about {usual} min; gives up at {limit} min (not billed)")
 
 
 @router.get("/projects", response_class=HTMLResponse)

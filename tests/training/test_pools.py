@@ -84,6 +84,17 @@ def waited(app: Any, run_id: int, seconds: float) -> None:
             provisioning_since=run.provisioning_since - timedelta(seconds=seconds)))
 
 
+def page_state(app: Any, run_id: int) -> dict[str, Any]:
+    from lanner.gpus.catalogue import get_catalogue
+    from lanner.projects.models import ModelRecord
+    from lanner.training.dashboard import live_state
+    from lanner.web.project_pages import _live_view
+
+    with app.state.lanner.db.session() as session:
+        model = session.get(ModelRecord, session.get(Run, run_id).model_id)
+        return _live_view(live_state(session, model, catalogue=get_catalogue(app.state.lanner.settings)))
+
+
 def job(client: Any, account: Any, model: str) -> dict[str, Any]:
     return client.get(f"/api/models/{account.username}/p/{model}/training", headers=account.headers).json()["job"]
 
@@ -113,6 +124,9 @@ def test_a_run_waits_for_its_node_unbilled_then_runs_and_teaches_the_start_time(
     waited(app, run_id, 95)
     supervisor.run_once()
     assert run_row(app, run_id).status == "provisioning" and run_row(app, run_id).attempt_started_at is None
+    shown = page_state(app, run_id)  # the model page says what the wire cannot
+    assert shown["status"] == "provisioning" and shown["waiting"].startswith("a h100 node is starting: 1m 3")
+    assert shown["waiting"].endswith("so far, usually about 3 min; gives up at 10 min (not billed)")
     pooled.nodes["h100-sxm"] = Capacity(total=2, free=1)
     pooled.set(run_id, 1, JobState.RUNNING)
     supervisor.run_once()
