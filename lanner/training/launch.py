@@ -123,6 +123,21 @@ def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, r
     return body["estimates"][0]
 
 
+def fallback_types(session: Session, catalogue: Catalogue, payer: Principal, resolved: TrainingInputs,
+                   args: dict[str, Any], chosen: GpuType, executor: Executor, hold: int) -> list[dict[str, Any]]:
+    """Where a run allows it, the GPU types it may move to when no node of ``chosen`` comes up (the hosted
+    platform's "fail over to a similar GPU"): those the advisor estimates it fits on, that the payer's tier allows,
+    that can run here and whose high cost the run's hold still covers, cheapest first; at most three."""
+    candidates = [g.id for g in catalogue.offered() if g.id not in (chosen.id, "cpu")
+                  and g.allowed_for(payer.tier) and executor.offers(g.id)]
+    if not candidates:
+        return []
+    ranked = sorted(resolved.estimate(session, catalogue, args, tier=payer.tier, gpu_types=candidates)["estimates"],
+                    key=lambda e: e["costCents"]["value"])
+    return [{"gpuType": e["gpuType"], "pricePerHour": e["pricePerHour"]} for e in ranked
+            if e["fits"] and e["allowed"] and (not hold or hold_micros(e, None) <= hold)][:3]
+
+
 def hold_micros(estimate: dict[str, Any], max_cost_micros: int | None) -> int:
     """The credit ``start`` holds for a run on the GPU of ``estimate`` (an item of the advisor's answer): the high
     end of its cost in whole cents, nothing on a free GPU, at most the run's cost cap. The train dialog shows
@@ -175,6 +190,8 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     max_cost = billing.cents_to_micros(body.maxCostCents) if body.maxCostCents is not None else None
     hold = hold_micros(estimate, max_cost)
 
+    fallback = fallback_types(session, catalogue, payer, resolved, args, gpu, executor, hold) if body.allowFallback \
+        else []
     version = None
     if body.captureDatasetVersion:
         version = capture_version(session, principal, resolved.dataset)
@@ -183,7 +200,8 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
                      executor=executor_name, gpu_type=gpu.id, epochs=int(args.get("epochs", DEFAULT_FULL_EPOCHS)),
                      train_args=args, launch={"project": f"{payer.username}/{project.slug}", "name": model.slug,
                                               "trainArgs": args,
-                                              "fullRunEpochs": body.fullRunEpochs or DEFAULT_FULL_EPOCHS},
+                                              "fullRunEpochs": body.fullRunEpochs or DEFAULT_FULL_EPOCHS,
+                                              **({"fallback": fallback} if body.allowFallback else {})},
                      estimate=estimate, smoke=quick, dataset_version_id=version["id"] if version else None,
                      price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost,
                      started_by_id=principal.user_id)

@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.billing.metering import elapsed_seconds
+from lanner.billing.service import dollars_to_micros
 from lanner.gpus.pools import Pool, Pools
 from lanner.projects.models import ModelRecord
 from lanner.training.models import PoolLaunch, Run
@@ -101,6 +102,28 @@ def wait_for_node(session: Session, run: Run, pool: Pool, free: Any, now: dateti
         record_wait(session, run, pool, "timeout", now)
         return True
     return False
+
+
+def fall_back(session: Session, run: Run, pool: Pool) -> str | None:
+    """A run whose node did not come, moved to the next type of its ``fallback`` list (``allowFallback``): pending
+    again, priced as that type, its attempt not counted (it never ran). The type, or None when none is left."""
+    launch = dict(run.launch or {})
+    remaining = list(launch.get("fallback") or [])
+    if not remaining:
+        return None
+    nxt = remaining.pop(0)
+    launch["fallback"] = remaining
+    launch["triedGpuTypes"] = [*launch.get("triedGpuTypes", []), run.gpu_type]
+    launch.pop("provisioning", None)
+    if not try_transition(session, run, RunStatus.PENDING, reason=f"no {pool.name} node came: trying "
+                                                                  f"{nxt['gpuType']} (allowFallback)"):
+        return None
+    run.launch = launch
+    run.gpu_type = nxt["gpuType"]
+    run.price_micros_per_hour = dollars_to_micros(nxt["pricePerHour"])
+    run.external_id = None
+    run.attempt -= 1
+    return str(nxt["gpuType"])
 
 
 def pool_order(session: Session, pools: Pools, pending: list[int], capacity: dict[str, Any],

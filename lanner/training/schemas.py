@@ -119,6 +119,8 @@ class StartRequest(BaseModel):
                                              "cost this")
     fullRunEpochs: Annotated[Count, Field(ge=1)] | None = Field(
         default=None, description="Lanner: epochs of the full run a quick test run re-estimates (default: 100)")
+    allowFallback: bool = Field(default=False, description="Lanner: when no node of gpuType comes up within its "
+                                "pool's start timeout, move to the next type the advisor ranks that the hold covers")
 
 
 class ImageCount(BaseModel):

@@ -41,7 +41,7 @@ from lanner.training.executors.watch import LAUNCHING, JobWatch
 from lanner.training.keys import issue_run_key, revoke_run_key
 from lanner.training.learn import learn_from_running
 from lanner.training.models import Run, StagedUpload
-from lanner.training.provisioning import pool_order, record_wait, wait_for_node
+from lanner.training.provisioning import fall_back, pool_order, record_wait, wait_for_node
 from lanner.training.state import WAITING, RunStatus, try_transition
 from lanner.training.worker import SPEC_ENV
 
@@ -315,6 +315,8 @@ class Supervisor(BackgroundLoop):
         pool = self.pools.for_gpu(run.gpu_type or "cpu")
         if pool is not None and wait_for_node(session, run, pool, self._free_devices().get(pool.gpu), now):
             self.executor.stop(run.external_id or "")
+            if fall_back(session, run, pool):
+                return
             self._fail_run(session, run, f"no {pool.name} node came up within {pool.start_timeout_minutes:g} min "
                                          "(its pool's start_timeout_minutes); nothing was charged",
                            code="provisioning_timeout")

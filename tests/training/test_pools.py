@@ -221,3 +221,36 @@ def test_a_type_no_pool_or_node_has_is_refused_as_not_offered(shapes, app, alice
     assert answer.status_code == 422 and "L4 is not offered" in answer.json()["error"], answer.text
     detail = client.get("/api/training/gpu-availability", params={"detail": "true"}).json()
     assert detail["l4"] == {"level": None, "text": "not offered", "startupSeconds": None, "queuedBehind": 0}
+
+
+def test_a_run_that_allows_it_falls_back_to_the_next_type_its_hold_covers(shapes, app, alice, client):
+    """No h100 node within the timeout: a run with ``allowFallback`` moves to the cheapest other type the
+    advisor fits it on (here the only other pool's, an L40S), pending again and priced as that type; it never
+    ran, so its attempt is not counted and nothing is charged for the wait."""
+    pools = parse_pools({"pools": [
+        {"name": "h100", "gpu": "h100-sxm", "max_nodes": 1, "cost_per_node_hour": 2.0, "start_timeout_minutes": 10},
+        {"name": "l40s", "gpu": "l40s", "max_nodes": 1, "cost_per_node_hour": 0.5}]})
+    executor = PooledExecutor(pools)
+    app.state.training.use_executor(executor)
+    credit(app, alice, 50_000_000)
+    answer = client.post("/api/training/start", headers=alice.headers, json={
+        "modelId": new_model(shapes, "either"), "gpuType": "h100-sxm", "trainArgs": ARGS, "allowFallback": True})
+    assert answer.status_code == 200, answer.text
+    run_id = answer.json()["runId"]
+    assert [f["gpuType"] for f in run_row(app, run_id).launch["fallback"]] == ["l40s"]
+    supervisor = app.state.training.supervisor
+    supervisor.run_once()
+    waited(app, run_id, 601)
+    supervisor.run_once()  # watch moves it; dispatch, in the same pass, launches it on its new type's pool
+    moved = run_row(app, run_id)
+    assert moved.status == "provisioning" and moved.gpu_type == "l40s" and moved.attempt == 1
+    assert moved.price_micros_per_hour == 860_000 and moved.launch["triedGpuTypes"] == ["h100-sxm"]
+    assert moved.launch["provisioning"]["pool"] == "l40s"
+    assert [spec.gpu_type for spec in executor.launched] == ["h100-sxm", "l40s"]
+    with app.state.lanner.db.session() as session:
+        assert billing.run_charged(session, run_id) == 0
+        history = [(e.to_status, e.reason) for e in session.scalars(select(RunEvent).where(RunEvent.run_id == run_id)
+                                                                      .order_by(RunEvent.id))]
+    assert history[1:] == [("provisioning", "waiting for a h100 node (about 5 min)"),
+                           ("pending", "no h100 node came: trying l40s (allowFallback)"),
+                           ("provisioning", "waiting for a l40s node (about 5 min)")]
