@@ -14,7 +14,7 @@ from lanner.gpus.estimator import Option, Range, duration_text, recommend
 
 SIZES = ("n", "s", "m", "l", "x")
 OFFICIAL_MODELS = tuple(f"yolo11{s}.yaml" for s in SIZES) + tuple(f"yolov8{s}.yaml" for s in SIZES)
-CHECKBOXES = ("quick", "capture")
+CHECKBOXES = ("quick", "capture", "fallback")
 # Where a service's message (which names its field first) is shown on the form.
 FIELD_OF = (("gpuType", "gpu"), ("trainArgs.batch", "batch"), ("trainArgs.data", "dataset"),
             ("dataset", "dataset"), ("trainArgs.model", "model"), ("model:", "model"), ("model '", "model"),
@@ -41,6 +41,7 @@ class TrainForm:
     quick_fraction: str = "0.1"
     quick_epochs: str = "3"
     capture: bool = False
+    fallback: bool = False  # no node of the type within its pool's start timeout: use the next the hold covers
     advised: str = ""  # the GPU type the dialog pre-selected last time: still checked means "follow the advice"
 
     @classmethod

@@ -206,7 +206,7 @@ def _launch(session: Session, user: Principal, form: TrainForm, catalogue: Catal
         errors["name"] = exc.message
         return ""
     body = StartRequest(modelId=model.id, gpuType=form.gpu, trainArgs=args, maxCostCents=max_cost,
-                        captureDatasetVersion=form.capture or None,
+                        captureDatasetVersion=form.capture or None, allowFallback=form.fallback,
                         fullRunEpochs=int(form.epochs) if form.quick else None)
     launch.start(session, user, body, catalogue=catalogue, executor=runtime.executor, executor_name=executor_name)
     return f"/{user.username}/{project.slug}/{model.slug}"
