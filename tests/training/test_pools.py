@@ -6,7 +6,9 @@ availability says all of it in words, with the start-up time added to the estima
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -254,3 +256,31 @@ def test_a_run_that_allows_it_falls_back_to_the_next_type_its_hold_covers(shapes
     assert history[1:] == [("provisioning", "waiting for a h100 node (about 5 min)"),
                            ("pending", "no h100 node came: trying l40s (allowFallback)"),
                            ("provisioning", "waiting for a l40s node (about 5 min)")]
+
+
+RECORDED = Path(__file__).parent / "recorded" / "ray_autoscaling"
+
+
+@pytest.mark.parametrize(("version", "moment", "expected"), [
+    ("v1", "pending", {}),
+    ("v1", "busy", {"h100-sxm": Capacity(total=1, free=0)}),
+    ("v1", "idle", {"h100-sxm": Capacity(total=1, free=1)}),
+    ("v2", "pending", {}),
+    # v2 reports no JSON: the alive nodes' totals, the busy ones counted by the database's running workers
+    ("v2", "busy", {"h100-sxm": Capacity(total=1, free=1)}),
+    ("v2", "gone", {}),
+])
+def test_ray_capacity_reads_both_autoscalers_answers(monkeypatch: Any, version: str, moment: str,
+                                                     expected: dict[str, Capacity]) -> None:
+    """The dashboard's answers recorded from a real autoscaling cluster (tests/ray_autoscaling.py)."""
+    import httpx
+
+    from lanner.training.executors.ray import RayExecutor
+
+    def answer(url: str, **_: Any) -> httpx.Response:
+        kind = "cluster_status" if url.endswith("/api/cluster_status") else "api-v0-nodes"
+        recorded = json.loads((RECORDED / version / f"{moment}.{kind}.json").read_text())
+        return httpx.Response(recorded["status_code"], json=recorded["json"], request=httpx.Request("GET", url))
+
+    monkeypatch.setattr(httpx, "get", answer)
+    assert RayExecutor("http://127.0.0.1:1").capacity() == expected

@@ -80,14 +80,30 @@ class RayExecutor(base.Executor):
         return out
 
     def _usage(self) -> dict[str, tuple[float, float]]:
-        """{resource: (used, total)} from the dashboard's autoscaler report."""
+        """{resource: (used, total)} from the dashboard's autoscaler report. Ray's autoscaler v2 (what ``ray up``
+        starts from Ray 2.60) reports no JSON there (``clusterStatus: null``): then the totals of the nodes alive
+        (the state API, the same under both), none counted as used: ``capacity``'s callers subtract the workers
+        the database knows are running."""
         response = httpx.get(f"{self.address}/api/cluster_status", timeout=5)
         response.raise_for_status()
         data = response.json().get("data", {})
-        report = (data.get("clusterStatus") or {}).get("loadMetricsReport") or {}
+        report = (data.get("clusterStatus") or {}).get("loadMetricsReport")
+        if report is None:
+            return self._alive_totals()
         usage = report.get("usage") or {}
         return {name: (float(pair[0]), float(pair[1])) for name, pair in usage.items()
                 if isinstance(pair, list | tuple) and len(pair) == 2}
+
+    def _alive_totals(self) -> dict[str, tuple[float, float]]:
+        response = httpx.get(f"{self.address}/api/v0/nodes", params={"detail": 1, "limit": 10_000}, timeout=5)
+        response.raise_for_status()
+        nodes = ((response.json().get("data") or {}).get("result") or {}).get("result") or []
+        totals: dict[str, float] = {}
+        for node in nodes:
+            if node.get("state") == "ALIVE":
+                for name, amount in (node.get("resources_total") or {}).items():
+                    totals[name] = totals.get(name, 0.0) + float(amount)
+        return {name: (0.0, total) for name, total in totals.items()}
 
     # --- lifecycle -------------------------------------------------------------------------------
 
