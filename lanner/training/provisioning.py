@@ -83,12 +83,22 @@ def launched_by_owner(session: Session, gpu_type: str, executor_name: str) -> di
     return counts
 
 
-def wait_for_node(session: Session, run: Run, pool: Pool, free: Any, now: datetime) -> bool:
-    """A waiting run whose job Ray holds: ``provisioning`` unless a device of its type is free (a warm node
-    takes it in a moment). True once its pool's start timeout has passed: the caller stops the job and fails
-    the run (nothing was charged: the clock starts when the job does)."""
+def has_a_device(session: Session, run: Run, up: Any, executor_name: str) -> bool:
+    """Whether a device of the run's type that is up now is its to take: fewer runs launched before it (and not
+    gone) than devices up. Ray's own count of free devices cannot say: it counts a job as using its device while
+    the job is still starting (Ray's PENDING), so a run on a warm node would look as if it waited for a new one."""
+    ahead = session.scalar(select(func.count()).where(
+        Run.executor == executor_name, Run.gpu_type == run.gpu_type, Run.external_id.is_not(None),
+        Run.worker_exited_at.is_(None), Run.id < run.id)) or 0
+    return ahead < (up.total if up is not None else 0)
+
+
+def wait_for_node(session: Session, run: Run, pool: Pool, has_device: bool, now: datetime) -> bool:
+    """A waiting run whose job Ray holds: ``provisioning`` unless a device up is its to take (``has_a_device``:
+    a warm node takes it in a moment). True once its pool's start timeout has passed: the caller stops the job
+    and fails the run (nothing was charged: the clock starts when the job does)."""
     if run.status == RunStatus.PENDING:
-        if free is not None and free.free > 0:
+        if has_device:
             return False
         start, measured = typical_start_seconds(session, pool)
         run.provisioning_since = run.provisioning_since or now  # kept across a resubmission of an expired job

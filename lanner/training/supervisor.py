@@ -41,7 +41,7 @@ from lanner.training.executors.watch import LAUNCHING, JobWatch
 from lanner.training.keys import issue_run_key, revoke_run_key
 from lanner.training.learn import learn_from_running
 from lanner.training.models import Run, StagedUpload
-from lanner.training.provisioning import fall_back, pool_order, record_wait, wait_for_node
+from lanner.training.provisioning import fall_back, has_a_device, pool_order, record_wait, wait_for_node
 from lanner.training.state import WAITING, RunStatus, try_transition
 from lanner.training.worker import SPEC_ENV
 
@@ -313,7 +313,10 @@ class Supervisor(BackgroundLoop):
 
     def _provisioning(self, session: Session, run: Run, now: datetime) -> None:
         pool = self.pools.for_gpu(run.gpu_type or "cpu")
-        if pool is not None and wait_for_node(session, run, pool, self._free_devices().get(pool.gpu), now):
+        if pool is None:
+            return
+        has_device = has_a_device(session, run, self._free_devices().get(pool.gpu), self.executor.name)
+        if wait_for_node(session, run, pool, has_device, now):
             self.executor.stop(run.external_id or "")
             if fall_back(session, run, pool):
                 return
