@@ -106,7 +106,7 @@ def wait_for_node(session: Session, run: Run, pool: Pool, has_device: bool, now:
             "pool": pool.name, "gpuType": pool.gpu, "typicalStartSeconds": round(start, 1),
             "measuredStarts": measured, "timeoutSeconds": pool.start_timeout_seconds}}
         try_transition(session, run, RunStatus.PROVISIONING,
-                       reason=f"waiting for a {pool.name} node (about {max(1, round(start / 60))} min)")
+                       reason=f"waiting for a node of pool {pool.name} (about {max(1, round(start / 60))} min)")
         return False
     if timed_out(run, pool, now):
         record_wait(session, run, pool, "timeout", now)
@@ -125,8 +125,8 @@ def fall_back(session: Session, run: Run, pool: Pool) -> str | None:
     launch["fallback"] = remaining
     launch["triedGpuTypes"] = [*launch.get("triedGpuTypes", []), run.gpu_type]
     launch.pop("provisioning", None)
-    if not try_transition(session, run, RunStatus.PENDING, reason=f"no {pool.name} node came: trying "
-                                                                  f"{nxt['gpuType']} (allowFallback)"):
+    if not try_transition(session, run, RunStatus.PENDING, reason=f"no node of pool {pool.name} came: "
+                                                                  f"trying {nxt['gpuType']} (allowFallback)"):
         return None
     run.launch = launch
     run.gpu_type = nxt["gpuType"]

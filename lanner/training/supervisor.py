@@ -320,8 +320,9 @@ class Supervisor(BackgroundLoop):
             self.executor.stop(run.external_id or "")
             if fall_back(session, run, pool):
                 return
-            self._fail_run(session, run, f"no {pool.name} node came up within {pool.start_timeout_minutes:g} min "
-                                         "(its pool's start_timeout_minutes); nothing was charged",
+            self._fail_run(session, run, f"no node of pool {pool.name} came up within "
+                                         f"{pool.start_timeout_minutes:g} min (its pool's start_timeout_minutes); "
+                                         "nothing was charged",
                            code="provisioning_timeout")
 
     def _grace(self, run: Run) -> float:

@@ -63,12 +63,13 @@ def _live_view(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def waiting_shown(waiting: dict[str, Any] | None) -> str:
-    """A provisioning run's wait: "a h100 node is starting: 1m 20s so far, usually about 3 min; gives up at 15 min"."""
+    """A provisioning run's wait: "a node of pool h100 is starting: 1m 20s so far, usually about 3 min; gives up at
+    15 min (not billed)"."""
     if not waiting:
         return ""
     usual = max(1, round(float(waiting.get("typicalStartSeconds") or 0) / 60))
     limit = round(float(waiting.get("timeoutSeconds") or 0) / 60)
-    return (f"a {waiting.get('pool')} node is starting: {duration(waiting.get('elapsedSeconds') or 0)} so far, "
+    return (f"a node of pool {waiting.get('pool')} is starting: {duration(waiting.get('elapsedSeconds') or 0)} so far, "
             f"usually about {usual} min; gives up at {limit} min (not billed)")
 
 

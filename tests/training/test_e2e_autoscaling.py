@@ -146,6 +146,12 @@ def test_pools_bring_nodes_up_on_demand_and_let_them_go(tmp_path, autoscaling_ra
         assert [r["epoch"] for r in model["trainResults"]] == list(range(SPOT_EPOCHS))
         steps = [h["to"] for h in model["runHistory"]]
         assert "lost" in steps and steps.count("starting") == 2 and steps[-1] == "completed", steps
+        # Charged once: the first attempt up to its last sign of life, the second from its start; not the time
+        # between (the lost node, the new node coming up).
+        launches = [at(h["at"]) for h in model["runHistory"] if h["to"] == "starting"]
+        lost = next(at(h["at"]) for h in model["runHistory"] if h["to"] == "lost")
+        wall = (at(model["runHistory"][-1]["at"]) - launches[0]).total_seconds()
+        assert model["computeCost"]["durationMs"] / 1000 <= wall - (launches[1] - lost).total_seconds() + 1
 
         # The a100 pool never delivers: failed at its 30 s start timeout, nothing charged.
         failed = done(platform, "a100-never", timeout=240)

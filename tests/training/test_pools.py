@@ -127,7 +127,7 @@ def test_a_run_waits_for_its_node_unbilled_then_runs_and_teaches_the_start_time(
     supervisor.run_once()
     assert run_row(app, run_id).status == "provisioning" and run_row(app, run_id).attempt_started_at is None
     shown = page_state(app, run_id)  # the model page says what the wire cannot
-    assert shown["status"] == "provisioning" and shown["waiting"].startswith("a h100 node is starting: 1m 3")
+    assert shown["status"] == "provisioning" and shown["waiting"].startswith("a node of pool h100 is starting: 1m 3")
     assert shown["waiting"].endswith("so far, usually about 3 min; gives up at 10 min (not billed)")
     pooled.nodes["h100-sxm"] = Capacity(total=2, free=1)
     pooled.set(run_id, 1, JobState.RUNNING)
@@ -175,8 +175,8 @@ def test_a_node_that_never_comes_fails_the_run_with_nothing_charged(shapes, app,
     supervisor.run_once()
     failed = job(client, alice, "never")
     assert failed["status"] == "failed" and failed["error"]["code"] == "provisioning_timeout"
-    assert failed["error"]["message"] == ("no h100 node came up within 10 min (its pool's start_timeout_minutes); "
-                                          "nothing was charged")
+    assert failed["error"]["message"] == ("no node of pool h100 came up within 10 min (its pool's "
+                                          "start_timeout_minutes); nothing was charged")
     assert pooled.stopped == [f"fake-{run_id}-1"]
     supervisor.run_once()  # settlement
     with app.state.lanner.db.session() as session:
@@ -253,9 +253,9 @@ def test_a_run_that_allows_it_falls_back_to_the_next_type_its_hold_covers(shapes
         assert billing.run_charged(session, run_id) == 0
         history = [(e.to_status, e.reason) for e in session.scalars(select(RunEvent).where(RunEvent.run_id == run_id)
                                                                       .order_by(RunEvent.id))]
-    assert history[1:] == [("provisioning", "waiting for a h100 node (about 5 min)"),
-                           ("pending", "no h100 node came: trying l40s (allowFallback)"),
-                           ("provisioning", "waiting for a l40s node (about 5 min)")]
+    assert history[1:] == [("provisioning", "waiting for a node of pool h100 (about 5 min)"),
+                           ("pending", "no node of pool h100 came: trying l40s (allowFallback)"),
+                           ("provisioning", "waiting for a node of pool l40s (about 5 min)")]
 
 
 RECORDED = Path(__file__).parent / "recorded" / "ray_autoscaling"
