@@ -65,6 +65,12 @@ POOLS = parse_pools({"pools": [{"name": "h100", "gpu": "h100-sxm", "gpus_per_nod
 
 
 @pytest.fixture
+def settings(settings: Any) -> Any:
+    """Runs record the configured executor's name: the same as the executor the supervisor counts them by."""
+    return settings.model_copy(update={"executor": "ray", "ray_address": "http://127.0.0.1:1"})
+
+
+@pytest.fixture
 def pooled(app: Any) -> PooledExecutor:
     executor = PooledExecutor(POOLS)
     app.state.training.use_executor(executor)
@@ -199,6 +205,8 @@ def test_a_full_pool_launches_no_more_and_takes_owners_in_turn(shapes, app, alic
     app.state.training.supervisor.run_once()
     launched = sorted(spec.run_id for spec in pooled.launched)
     assert launched == sorted([alices[0], bob_run])
+    app.state.training.supervisor.run_once()  # and on the next pass: the pool is still full
+    assert sorted(spec.run_id for spec in pooled.launched) == launched
     assert {run_row(app, r).status for r in alices[1:]} == {"pending"}
     detail = client.get("/api/training/gpu-availability", params={"detail": "true"}).json()["h100-sxm"]
     assert detail == {"level": "Low", "text": "queued behind 2 runs", "startupSeconds": None, "queuedBehind": 2}
