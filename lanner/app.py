@@ -40,6 +40,7 @@ from lanner.http.security_headers import SecurityHeaders
 from lanner.inference.predictor import Predictor
 from lanner.inference.router import router as inference_router
 from lanner.maintenance.loop import Maintenance
+from lanner.operator.router import router as operator_router
 from lanner.overview.router import router as overview_router
 from lanner.periodic import BackgroundLoop
 from lanner.projects.router import router as projects_router
@@ -60,6 +61,7 @@ from lanner.web.docs_pages import router as docs_pages
 from lanner.web.export_pages import router as export_pages
 from lanner.web.invitation_pages import router as invitation_pages
 from lanner.web.key_pages import router as key_pages
+from lanner.web.operator_pages import router as operator_pages
 from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
 from lanner.web.team_pages import router as team_pages
@@ -74,7 +76,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
-           docs_pages, explore_router,
+           docs_pages, explore_router, operator_router, operator_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide
 
 

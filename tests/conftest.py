@@ -138,9 +138,9 @@ def make_account(app: Any) -> Callable[..., Account]:
     from lanner.billing import service as billing_service
 
     def make(username: str = "alice", *, tier: str = "free", password: str | None = None,
-             credits_micros: int = 0) -> Account:
+             credits_micros: int = 0, admin: bool = False) -> Account:
         with app.state.lanner.db.session() as session:
-            user = service.create_user(session, username=username, tier=tier, password=password)
+            user = service.create_user(session, username=username, tier=tier, password=password, is_admin=admin)
             if credits_micros:
                 billing_service.top_up(session, user_id=user.id, micros=credits_micros, description="Initial credits")
             _, key = service.create_api_key(session, user=user)

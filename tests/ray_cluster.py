@@ -32,6 +32,16 @@ def _reports_resources(address: str) -> bool:
 def ray_head() -> Iterator[str]:
     """``ray start --head`` with one fake H100; yields ``http://127.0.0.1:<dashboard port>``. One at a time on
     this machine (``make test`` runs two pytest workers, and ``ray stop --force`` stops every head)."""
+    yield from _locked_head()
+
+
+@pytest.fixture(scope="module")
+def ray_head_for_module() -> Iterator[str]:
+    """``ray_head`` for a whole test module (a module-scoped server that reads the cluster needs it)."""
+    yield from _locked_head()
+
+
+def _locked_head() -> Iterator[str]:
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield from _ray_head()

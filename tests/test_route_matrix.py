@@ -3,7 +3,8 @@ must get 403 or 404 (never 2xx, never 5xx); afterwards A's resources are as they
 
 The operations come from the document, so a new route is covered without editing this file; a route whose
 path parameter or identifier is not mapped below, or that takes none and is not listed with a reason, fails
-with a message saying what to add. A's resources are private: a public dataset is legitimately readable.
+with a message saying what to add. A's resources are private: a public dataset is legitimately readable. The
+operator's routes are for the server's admins only: B gets 403 from each.
 """
 
 from __future__ import annotations
@@ -101,6 +102,12 @@ OWN_OR_PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/metrics"): "the caller's own endpoints in Prometheus text",
     ("POST", "/api/teams"): "creates a team owned by the caller",
 }
+# Operations for the server's admins only (``AdminPrincipal``), each with what it shows: B, who is no admin, gets
+# 403 ``admin_required`` (an admin's answers are tested in tests/operator).
+ADMIN_ONLY: dict[tuple[str, str], str] = {
+    ("GET", "/api/operator/pools"): "every GPU pool's cost and the credits every account's runs paid on it",
+    ("GET", "/api/operator/metrics"): "the same figures in Prometheus text",
+}
 # Operations that answer 422 to B with A's identifiers, each with the reason (none: each gets a valid body).
 ANSWERS_422: dict[tuple[str, str], str] = {}
 
@@ -143,7 +150,7 @@ def _classify() -> tuple[list[tuple[str, str]], list[str]]:
     matrix, problems = [], []
     for method, path in operations(DOCUMENT):
         op = _operation(method, path)
-        if (method, path) in NOT_TENANT_SCOPED or (method, path) in OWN_OR_PUBLIC or op.get("summary") == NOT_SERVED:
+        if (method, path) in {**NOT_TENANT_SCOPED, **OWN_OR_PUBLIC, **ADMIN_ONLY} or op.get("summary") == NOT_SERVED:
             continue
         if not _in_matrix(method, path):
             problems.append(f"{method} {path} takes no identifier: map it in IDENTIFIERS, or list it in "
@@ -259,7 +266,7 @@ def _without_volatile(value: Any) -> Any:
 
 def test_every_operation_is_in_the_matrix_or_listed_with_a_reason() -> None:
     assert not PROBLEMS, "\n".join(PROBLEMS)
-    listed = {**NOT_TENANT_SCOPED, **OWN_OR_PUBLIC, **ANSWERS_422}
+    listed = {**NOT_TENANT_SCOPED, **OWN_OR_PUBLIC, **ADMIN_ONLY, **ANSWERS_422}
     ops = set(operations(DOCUMENT))
     stale = [op for op in listed if op not in ops]
     assert not stale, f"listed but no longer in the OpenAPI document: {stale}"
@@ -287,6 +294,14 @@ def test_own_and_public_operations_show_b_nothing_of_a(two_users: Any, method: s
     assert response.status_code < 500, response.text
     leaked = [secret for secret in owned.secrets() if secret and secret in response.text]
     assert not leaked, f"{method} {path} showed B {leaked}: {response.text[:300]}"
+
+
+@pytest.mark.parametrize("method, path", list(ADMIN_ONLY), ids=[f"{m} {p}" for m, p in ADMIN_ONLY])
+def test_admin_only_operations_refuse_b(two_users: Any, method: str, path: str) -> None:
+    client, owned, bob = two_users
+    response = client.request(**request_for(method, path, owned), headers=bob.headers)
+    assert response.status_code == 403, response.text
+    assert response.json()["code"] == "admin_required" and isinstance(response.json()["error"], str)
 
 
 def test_stub_routes_answer_501_and_touch_nothing(two_users: Any) -> None:

@@ -1,6 +1,7 @@
 """Who is calling: the one place a request's principal comes from, an API key (``Authorization: Bearer``) or
 the web session cookie. Routers depend on ``CurrentPrincipal`` (401 when nobody), ``FastPrincipal`` (async hot
-paths) or ``OptionalPrincipal`` (pages that redirect to the login instead).
+paths), ``OptionalPrincipal`` (pages that redirect to the login instead) or ``AdminPrincipal`` (the server's
+admins only: 403 for anyone else; the flag is cached with an API key, like the rest of its principal).
 
 Rate limits are applied here too, because only here is it known who is calling: an address with too many
 wrong keys is refused before its key is looked at, a wrong key is counted against its address, and every
@@ -100,8 +101,22 @@ def get_optional_principal(request: Request, ctx: Ctx, session: DbSession) -> Pr
     return principal
 
 
+def require_admin(principal: Principal) -> Principal:
+    """The server's admin (``User.is_admin``), or 403: the operator's view of the cluster and of every account's
+    charges. A worker's run-scoped key never counts as one, whoever started the run."""
+    if not principal.is_admin or principal.run_id is not None:
+        raise Forbidden("only a server admin may see this (an operator makes one with `lanner users create NAME "
+                        "--admin` or `lanner users set-admin NAME`)", code="admin_required")
+    return principal
+
+
+def get_admin_principal(request: Request, ctx: Ctx, session: DbSession) -> Principal:
+    return require_admin(get_principal(request, ctx, session))
+
+
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 OptionalPrincipal = Annotated[Principal | None, Depends(get_optional_principal)]
+AdminPrincipal = Annotated[Principal, Depends(get_admin_principal)]
 
 
 async def get_principal_nonblocking(request: Request) -> Principal:

@@ -17,11 +17,13 @@ class Principal:
     tier: str
     key_id: str | None
     run_id: int | None = None  # set for a run-scoped worker key
+    is_admin: bool = False  # the server's admin (``lanner users create --admin``): the operator's pages and API
 
     @classmethod
     def of(cls, user: User, *, key_id: str | None = None, run_id: int | None = None) -> Principal:
         """The one way to act as ``user`` (a key's owner, a cookie's user, the CLI acting for someone)."""
-        return cls(user_id=user.id, username=user.username, tier=user.tier, key_id=key_id, run_id=run_id)
+        return cls(user_id=user.id, username=user.username, tier=user.tier, key_id=key_id, run_id=run_id,
+                   is_admin=bool(user.is_admin))
 
     @classmethod
     def operator(cls) -> Principal:

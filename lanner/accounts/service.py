@@ -143,14 +143,15 @@ def authenticate_key(session: Session, *, key: str, cache: dict, ttl: float) -> 
     if hit and hit[0] > now:
         return hit[1]  # type: ignore[return-value]
     row = session.execute(
-        select(ApiKey.id, User.id, User.username, User.tier, ApiKey.run_id)
+        select(ApiKey.id, User.id, User.username, User.tier, ApiKey.run_id, User.is_admin)
         .join(User, User.id == ApiKey.user_id)
         .where(ApiKey.digest == digest, ApiKey.revoked_at.is_(None))
     ).first()
     if row is None:
         cache.pop(digest, None)
         raise Unauthorized("invalid or revoked API key")
-    principal = Principal(user_id=row[1], username=row[2], tier=row[3], key_id=row[0], run_id=row[4])
+    principal = Principal(user_id=row[1], username=row[2], tier=row[3], key_id=row[0], run_id=row[4],
+                          is_admin=bool(row[5]))
     cache[digest] = (now + ttl, principal)
     return principal
 

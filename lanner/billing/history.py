@@ -1,5 +1,6 @@
 """The ledger as a person reads it (the account page): a page of transactions with the balance after each, the
-holds of queued and running runs, what each run cost, and spend per day. Reads only; amounts in micro-dollars.
+holds of queued and running runs, what each run cost, and spend per day; and, for the operator, what runs on a
+GPU type paid (per day and in all). Reads only; amounts in micro-dollars.
 
 Spend is what went to ``revenue`` because of the user's transactions: charges minus refunds. Holds are not
 spend (they come back when a run settles)."""
@@ -104,3 +105,38 @@ def daily_spend(session: Session, *, user_id: str, days: int = 30, now: datetime
         if day in per_day:
             per_day[day] += int(micros)
     return sorted(per_day.items())
+
+
+def revenue_per_day(session: Session, *, gpu_types: list[str], days: int = 30, now: datetime | None = None
+                    ) -> dict[str, dict[date, int]]:
+    """What runs on each of ``gpu_types`` paid per UTC day over the last ``days`` days, every day present (0 when
+    nothing): the ``revenue`` postings of transactions that name the type (training charges, minus refunds),
+    whoever paid. The operator's side of ``daily_spend``."""
+    today = (now or utcnow()).astimezone(UTC).date()
+    first = today - timedelta(days=days - 1)
+    start = datetime(first.year, first.month, first.day, tzinfo=UTC)
+    per_type = {gpu: {first + timedelta(days=i): 0 for i in range(days)} for gpu in gpu_types}
+    if not gpu_types:
+        return per_type
+    stmt = (select(LedgerTransaction.gpu_type, LedgerTransaction.created_at, LedgerPosting.amount_micros)
+            .join(LedgerPosting, LedgerPosting.transaction_id == LedgerTransaction.id)
+            .where(LedgerTransaction.gpu_type.in_(gpu_types), LedgerPosting.account == REVENUE,
+                   LedgerTransaction.created_at >= start))
+    for gpu, created, micros in session.execute(stmt):
+        day = created.astimezone(UTC).date()
+        if day in per_type[gpu]:
+            per_type[gpu][day] += int(micros)
+    return per_type
+
+
+def revenue_total(session: Session, *, gpu_types: list[str]) -> dict[str, int]:
+    """What runs on each of ``gpu_types`` ever paid (charges minus refunds), 0 for a type never charged."""
+    totals = dict.fromkeys(gpu_types, 0)
+    if gpu_types:
+        rows = session.execute(
+            select(LedgerTransaction.gpu_type, func.coalesce(func.sum(LedgerPosting.amount_micros), 0))
+            .join(LedgerPosting, LedgerPosting.transaction_id == LedgerTransaction.id)
+            .where(LedgerTransaction.gpu_type.in_(gpu_types), LedgerPosting.account == REVENUE)
+            .group_by(LedgerTransaction.gpu_type))
+        totals.update({gpu: int(micros or 0) for gpu, micros in rows})
+    return totals

@@ -66,10 +66,12 @@ def serve(host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0
 def users_create(name: str,
                  password: Annotated[str | None, typer.Option(help="Password for the web UI.")] = None,
                  tier: Annotated[str, typer.Option(help="free, pro or enterprise.")] = "free",
-                 credits: Annotated[float, typer.Option(help="Starting credits in USD.")] = 0.0) -> None:
+                 credits: Annotated[float, typer.Option(help="Starting credits in USD.")] = 0.0,
+                 admin: Annotated[bool, typer.Option(help="A server admin: sees the operator's pages and API "
+                                                          "(/operator/pools).")] = False) -> None:
     """Create a user; prints its username."""
     with command_session() as (_, session):
-        user = accounts_service.create_user(session, username=name, password=password, tier=tier)
+        user = accounts_service.create_user(session, username=name, password=password, tier=tier, is_admin=admin)
         if credits:
             billing_service.top_up(session, user_id=user.id, micros=billing_service.dollars_to_micros(credits),
                                    description="Initial credits")
@@ -95,6 +97,14 @@ def users_set_password(name: str) -> None:
     with command_session() as (_, session):
         passwords.set_password(session, user=accounts_service.require_user(session, username=name),
                                password=password)
+
+
+@users_app.command("set-admin")
+def users_set_admin(name: str, off: Annotated[bool, typer.Option("--off", help="Take the role away.")] = False
+                    ) -> None:
+    """Make user NAME a server admin (the operator's pages and API), or no longer one with --off."""
+    with command_session() as (_, session):
+        accounts_service.require_user(session, username=name).is_admin = not off
 
 
 @keys_app.command("create")

@@ -35,6 +35,7 @@ from lanner.gpus.catalogue import get_catalogue
 from lanner.gpus.pools import Pools
 from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
+from lanner.training import pool_usage
 from lanner.training.charging import Charging
 from lanner.training.executors import Capability, Executor, JobState, LaunchDeferred, LaunchSpec
 from lanner.training.executors.watch import LAUNCHING, JobWatch
@@ -78,6 +79,7 @@ class Supervisor(BackgroundLoop):
         self.charging.meter()
         self.charging.settle()
         self.learn()
+        pool_usage.record(self.ctx.db, self.pools, self._free_devices)  # node-hours per pool, for the operator
 
     # --- dispatch --------------------------------------------------------------------------------
 

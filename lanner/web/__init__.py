@@ -20,6 +20,8 @@ Modules
                        times, weights and checkpoints); Preview is ``static/preview.js`` on shared inference
     ``team_pages``     teams: yours (and creating one), a team's members, roles, budgets, spend, invitation links
                        and leaving, and its activity log (admins); ``invitation_pages`` an invitation link opened
+    ``operator_pages`` the operator's GPU pools (``/operator/pools``, server admins only; linked from ``/gpus``):
+                       nodes, runs, typical start, cost against credits per day (``static/operator.js``'s chart)
     ``docs_pages``     the API reference (``/docs``): vendored Swagger UI over ``/openapi.json``, started by
                        ``static/api-docs.js``
     ``workspaces``     which workspace ``/datasets`` and ``/projects`` list (``?owner=`` a team of yours) and the
