@@ -163,12 +163,16 @@ class LocalBackend:
             command=[python, "-m", "lanner.deployments.server"], env=_base_env(folder, process_spec, threads)))
         return Launched(external_id, f"http://{self.host}:{port}")
 
-    def observe(self, external_id: str, url: str | None, *, cpu: int) -> Observation:
+    def observe(self, external_id: str, url: str | None, *, cpu: int, deployment: str | None = None) -> Observation:
         status = self.executor.status(external_id)
         if status.state is JobState.RUNNING:
             try:
-                healthy = httpx.get(f"{url}/health", timeout=HEALTH_TIMEOUT_SECONDS).status_code == 200
-            except httpx.HTTPError:
+                answer = httpx.get(f"{url}/health", timeout=HEALTH_TIMEOUT_SECONDS)
+                # Its own process answering, not another server's endpoint that took the port first (the port
+                # was free when chosen; a process of another Lanner server on this machine may bind it first).
+                healthy = answer.status_code == 200 and (deployment is None
+                                                         or answer.json().get("deployment") == deployment)
+            except (httpx.HTTPError, ValueError):
                 healthy = False
             if not healthy:
                 return Observation(Seen.STARTING)
@@ -258,7 +262,7 @@ class RayBackend:
         response.raise_for_status()
         return response.json().get("applications") or {}
 
-    def observe(self, external_id: str, url: str | None, *, cpu: int) -> Observation:
+    def observe(self, external_id: str, url: str | None, *, cpu: int, deployment: str | None = None) -> Observation:
         _, app, job = external_id.split(":", 2)
         found = self._applications().get(app)
         if found is None:

@@ -150,7 +150,7 @@ class Supervisor(BackgroundLoop):
             if snap.retry_at is None or snap.retry_at <= utcnow():
                 self._launch(snap, backend)
             return
-        self._watch(snap, backend, backend.observe(external, snap.url, cpu=snap.cpu))
+        self._watch(snap, backend, backend.observe(external, snap.url, cpu=snap.cpu, deployment=snap.id))
 
     def _wind_down(self, snap: Snapshot, backend: Any) -> None:
         if snap.external_id:

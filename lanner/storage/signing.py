@@ -27,9 +27,10 @@ class URLSigner:
         # Purpose = the HTTP method: URLs signed before the purpose prefix existed keep verifying.
         return self._mac(method.upper(), f"{path}\n{expires}")
 
-    def sign(self, method: str, path: str, ttl_seconds: int | None = None) -> str:
-        """Return an absolute URL for ``path`` (already URL-safe) usable with ``method`` until it expires."""
-        expires = int(time.time()) + (ttl_seconds or self.ttl_seconds)
+    def sign(self, method: str, path: str, ttl_seconds: int | None = None, *, expires_at: float | None = None) -> str:
+        """Return an absolute URL for ``path`` (already URL-safe) usable with ``method`` until it expires:
+        ``expires_at`` (a Unix time the caller also shows, so the two agree), else ``ttl_seconds`` from now."""
+        expires = int(expires_at) if expires_at is not None else int(time.time()) + (ttl_seconds or self.ttl_seconds)
         query = urlencode({"expires": expires, "signature": self._signature(method, path, expires)})
         return f"{self.public_url}{path}?{query}"
 
@@ -80,9 +81,9 @@ class URLSigner:
 
         return link
 
-    def upload_url(self, key: str, ttl_seconds: int | None = None) -> str:
+    def upload_url(self, key: str, ttl_seconds: int | None = None, *, expires_at: float | None = None) -> str:
         """A signed PUT for the upload slot ``key`` (see ``lanner.storage.router.put_upload``)."""
-        return self.sign("PUT", upload_path(key), ttl_seconds)
+        return self.sign("PUT", upload_path(key), ttl_seconds, expires_at=expires_at)
 
 
 def blob_path(sha256: str, filename: str) -> str:

@@ -5,6 +5,7 @@ the checkpoint in ``checkpoint_saved`` or ``training_complete``; only then does 
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -89,3 +90,17 @@ def saved_checkpoints(session: Session, model_id: str, *, limit: int = 50) -> li
     return list(session.scalars(select(StagedUpload).where(StagedUpload.model_id == model_id,
                                                            StagedUpload.sha256.is_not(None))
                                 .order_by(StagedUpload.uploaded_at.desc()).limit(limit)))
+
+
+def resume_checkpoint_url(session: Session, run: Run, signer: Any) -> str | None:
+    """Where a relaunched attempt fetches the checkpoint it resumes from: the newest this run uploaded, its
+    worker's ``last.pt`` first (a relaunch on another node has no local copy); only this run's uploads, never
+    weights the model had from an earlier run."""
+    if run.attempt <= 1:
+        return None
+    staged = session.scalar(select(StagedUpload).where(
+        StagedUpload.run_id == run.id, StagedUpload.sha256.is_not(None))
+        .order_by((StagedUpload.filename == "last.pt").desc(), StagedUpload.uploaded_at.desc()).limit(1))
+    if staged is None or staged.sha256 is None:
+        return None
+    return signer.download_url(staged.sha256, staged.filename)

@@ -37,11 +37,12 @@ from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
 from lanner.training import pool_usage
 from lanner.training.charging import Charging
+from lanner.training.checkpoints import resume_checkpoint_url
 from lanner.training.executors import Capability, Executor, JobState, LaunchDeferred, LaunchSpec
 from lanner.training.executors.watch import LAUNCHING, JobWatch
 from lanner.training.keys import issue_run_key, revoke_run_key
 from lanner.training.learn import learn_from_running
-from lanner.training.models import Run, StagedUpload
+from lanner.training.models import Run
 from lanner.training.provisioning import fall_back, has_a_device, pool_order, record_wait, wait_for_node
 from lanner.training.state import WAITING, RunStatus, try_transition
 from lanner.training.worker import SPEC_ENV
@@ -168,7 +169,7 @@ class Supervisor(BackgroundLoop):
         spec = {"runId": run.id, "modelId": run.model_id, "attempt": run.attempt, "resume": run.attempt > 1,
                 "trainArgs": launch.get("trainArgs") or run.train_args or {}, "project": launch["project"],
                 "name": launch["name"], "device": "cpu" if run.gpu_type == "cpu" else "auto",
-                "checkpointUrl": self._checkpoint_url(session, run),
+                "checkpointUrl": resume_checkpoint_url(session, run, self.ctx.signer),
                 "checkpointEverySeconds": self.settings.checkpoint_upload_seconds}
         home = self.settings.resolved_home
         workdir = str(home / "runs" / str(run.id) / "work")
@@ -187,18 +188,6 @@ class Supervisor(BackgroundLoop):
         python = self.settings.worker_python or sys.executable
         return LaunchSpec(run_id=run.id, attempt=run.attempt, gpu_type=run.gpu_type or "cpu",
                           command=[python, "-m", "lanner.training.worker"], env=env, workdir=workdir)
-
-    def _checkpoint_url(self, session: Session, run: Run) -> str | None:
-        """The newest checkpoint this run uploaded, its worker's ``last.pt`` first (a relaunch on another node
-        has no local copy); only this run's uploads, never weights the model had from an earlier run."""
-        if run.attempt <= 1:
-            return None
-        staged = session.scalar(select(StagedUpload).where(
-            StagedUpload.run_id == run.id, StagedUpload.sha256.is_not(None))
-            .order_by((StagedUpload.filename == "last.pt").desc(), StagedUpload.uploaded_at.desc()).limit(1))
-        if staged is None or staged.sha256 is None:
-            return None
-        return self.ctx.signer.download_url(staged.sha256, staged.filename)
 
     def _revoke_key(self, session: Session, run: Run) -> None:
         revoke_run_key(session, run, key_cache=self.ctx.key_cache)

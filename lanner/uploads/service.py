@@ -60,7 +60,8 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, set
     upload = upload_sessions.create(session, UploadSession(
         owner_id=principal.user_id, asset_type=asset_type, asset_id=asset_id, filename=filename,
         content_type=content_type, total_bytes=total_bytes, expires_at=expires))
-    return {"sessionId": upload.id, "uploadUrl": signer.upload_url(f"{SESSION_PREFIX}{upload.id}/{filename}", ttl),
+    return {"sessionId": upload.id, "uploadUrl": signer.upload_url(f"{SESSION_PREFIX}{upload.id}/{filename}",
+                                                                     expires_at=expires.timestamp()),
             "expiresAt": iso(expires), "headers": {"Content-Type": "application/octet-stream"}}
 
 

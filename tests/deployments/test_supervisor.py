@@ -40,7 +40,7 @@ class ScriptedBackend:
         self.seen[external] = Observation(Seen.STARTING)
         return Launched(external, f"http://127.0.0.1:1{len(self.launches):04d}")
 
-    def observe(self, external_id: str, url: str | None, *, cpu: int) -> Observation:
+    def observe(self, external_id: str, url: str | None, *, cpu: int, deployment: str | None = None) -> Observation:
         return self.seen[external_id]
 
     def stop(self, external_id: str) -> None:
@@ -252,3 +252,40 @@ def test_a_ready_endpoint_is_restarted_only_after_missing_checks_for_a_while(wor
     restarted = row(app)
     assert restarted.status == "deploying" and backend.stopped == ["1:fake"]
     assert restarted.status_message == "its process stopped answering health checks; restarting in 1 s (restart 1)"
+
+
+def test_a_port_another_servers_endpoint_answers_on_is_not_this_endpoint_up(settings: Settings) -> None:
+    """Two Lanner servers on one machine may pick the same free port at once; the one whose process could not
+    bind it must not take the other's answers to ``/health`` for its own."""
+    import json
+    import os
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from lanner.deployments.backends import LocalBackend
+    from lanner.training.executors import JobState, JobStatus
+    from tests.training.fakes import FakeExecutor
+
+    class Other(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+            body = json.dumps({"ok": True, "deployment": "someone-elses"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        executor = FakeExecutor()
+        ours = f"{os.getpid()}:1"  # the local executor's id: the process's pid first
+        executor.states[ours] = JobStatus(JobState.RUNNING)
+        backend = LocalBackend(settings, executor=executor)
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert backend.observe(ours, url, cpu=1, deployment="ours-deployment").seen is Seen.STARTING
+        assert backend.observe(ours, url, cpu=1, deployment="someone-elses").seen is Seen.UP
+    finally:
+        server.shutdown()
