@@ -107,6 +107,15 @@ def test_pools_bring_nodes_up_on_demand_and_let_them_go(tmp_path, autoscaling_ra
         levels = platform.training.gpu_availability()
         assert levels["h100-sxm"] == "Medium" and levels["rtx-4090"] == "Medium" and levels["l4"] is None
         dialog_says(server, tmp_path)
+        estimated = subprocess.run(  # the operator's command line says it too
+            [str(VENV_BIN / "lanner"), "estimate", "--model", "yolo11n.yaml", "--data", "ul://alice/datasets/shapes",
+             "--epochs", "2", "--imgsz", "128", "--batch", "8"], capture_output=True, text=True, check=False,
+            env={**lanner_env(server.home, **settings), "COLUMNS": "80"})  # 80: the table without borders
+        assert estimated.returncode == 0, estimated.stderr
+        rows = {line.split()[0]: line for line in estimated.stdout.splitlines() if line.strip()}
+        assert "h100-sxm" in rows, estimated.stdout
+        assert rows["h100-sxm"].rstrip().endswith("on demand, about 1 min"), estimated.stdout
+        assert rows["l4"].rstrip().endswith("not offered"), estimated.stdout
 
         # Everything at once: one h100 run, three runs for the one-node rtx-4090 pool, one for the a100 pool.
         start(platform, "h100-first", "h100-sxm", epochs=2)
