@@ -107,6 +107,19 @@ def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, w
     return gpu
 
 
+def check_gpu_count(executor: Executor, gpu: GpuType, count: int) -> None:
+    """A run on ``count`` GPUs of ``gpu``'s type needs them all on one machine: refused when this server's has
+    fewer (an executor whose nodes may join later, Ray, knows no limit)."""
+    if count == 1:
+        return
+    if gpu.multi_gpu_efficiency is None:
+        raise Unprocessable(f"gpuCount: {gpu.display_name} trains on one device; give gpuCount 1")
+    most = executor.most_devices(gpu.id)
+    if most is not None and most < count:
+        raise Unprocessable(f"gpuCount: this server has {most} {gpu.display_name} on one machine, not {count}",
+                            extra={"gpuCountAvailable": most})
+
+
 def is_quick_run(args: dict[str, Any]) -> bool:
     """A quick test run: part of the data for a few epochs; its speed re-estimates the full run."""
     fraction = float(args.get("fraction", 1.0) or 1.0)
@@ -114,10 +127,12 @@ def is_quick_run(args: dict[str, Any]) -> bool:
 
 
 def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, resolved: TrainingInputs,
-                 args: dict[str, Any], gpu: GpuType) -> dict[str, Any]:
-    """The estimate of one GPU type (an item of the advisor's answer), as ``principal`` pays."""
+                 args: dict[str, Any], gpu: GpuType, gpu_count: int = 1) -> dict[str, Any]:
+    """The estimate of one GPU type on ``gpu_count`` of them (an item of the advisor's answer), as ``principal``
+    pays."""
     try:
-        body = resolved.estimate(session, catalogue, args, tier=principal.tier, gpu_types=[gpu.id])
+        body = resolved.estimate(session, catalogue, args, tier=principal.tier, gpu_types=[gpu.id],
+                                 gpu_count=gpu_count)
     except BadRequest as exc:  # what the estimate endpoint calls a bad request is, in training.start, bad trainArgs
         raise Unprocessable(exc.message) from None
     return body["estimates"][0]
@@ -179,13 +194,15 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     assert resolved.dataset is not None
     args["data"], args["model"] = resolved.dataset.uri, resolved.model.trainer
     gpu = choose_gpu(catalogue, executor, payer, body.gpuType)
-    estimate = run_estimate(session, catalogue, payer, resolved, args, gpu)
+    check_gpu_count(executor, gpu, body.gpuCount)
+    estimate = run_estimate(session, catalogue, payer, resolved, args, gpu, body.gpuCount)
     if not estimate["fits"]:
-        raise Unprocessable(f"trainArgs.batch: batch {estimate['batch']} needs {estimate['memoryGb']} GB but "
+        split = f" ({estimate['batchPerGpu']} per GPU)" if body.gpuCount > 1 else ""
+        raise Unprocessable(f"trainArgs.batch: batch {estimate['batch']}{split} needs {estimate['memoryGb']} GB but "
                             f"{gpu.display_name} has {estimate['vramGb']} GB; the largest batch that fits is "
                             f"{estimate['maxBatch']}")
 
-    price_micros = billing.dollars_to_micros(gpu.price_per_hour)
+    price_micros = billing.dollars_to_micros(gpu.price_per_hour) * body.gpuCount  # the run's, for all its GPUs
     estimate_micros = billing.cents_to_micros(estimate["costCents"]["value"])
     max_cost = billing.cents_to_micros(body.maxCostCents) if body.maxCostCents is not None else None
     hold = hold_micros(estimate, max_cost)
@@ -204,7 +221,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
                                               **({"fallback": fallback} if body.allowFallback else {})},
                      estimate=estimate, smoke=quick, dataset_version_id=version["id"] if version else None,
                      price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost,
-                     started_by_id=principal.user_id)
+                     started_by_id=principal.user_id, gpu_count=body.gpuCount)
     if hold:
         budgets.check(session, owner_id=model.owner_id, user_id=principal.user_id, hold_micros=hold)
         billing.place_hold(session, user_id=model.owner_id, run_id=run.id, micros=hold,
@@ -223,12 +240,14 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
         "modelId": model.id,
         "status": "starting",  # the SDK's TrainingStartResponse allows only this; the run is pending (``queued``)
         "gpuType": gpu.id,
-        "estimatedCost": {"pricePerHour": gpu.price_per_hour, "gpuMemoryGb": float(estimate["vramGb"])},
+        "estimatedCost": {"pricePerHour": price_micros / billing.MICROS_PER_DOLLAR,  # all the run's GPUs
+                          "gpuMemoryGb": float(estimate["vramGb"])},
         "billing": {"estimatedCostCents": round(estimate["costCents"]["value"], 4),
                     "estimatedCostDisplay": billing.format_cents(estimate_micros),
                     "balanceCents": billing.micros_to_fractional_cents(balance.available)},
         # Lanner extensions
         "runId": run.id,
+        "gpuCount": body.gpuCount,
         "queued": True,
         "smokeRun": quick,
         "holdCents": billing.micros_to_fractional_cents(hold),
