@@ -224,6 +224,8 @@ def test_a_count_of_gpus_prices_and_estimates_the_chosen_type_and_launches_that_
     assert text(page.select_one("#chosen-price")) == "$6.58/h (2 × $3.29)"
     assert "$6.58/h (2 × $3.29)" in text(page.select_one('#gpu-table tr[data-gpu="h100-sxm"]'))
     assert not page.select('tr[data-gpu="cpu"]')  # the host trains on one device
+    margin = text(page.select_one('#gpu-table tr[data-gpu="h100-sxm"] .memory-margin'))
+    assert "batch 4 (2 per GPU) fits" in margin and "usable GB per GPU" in margin
     note = text(page.select_one("#gpus-note"))
     assert "an assumption until runs on several NVIDIA H100 SXM5 GPUs are measured" in note
     shown = next(text(dt.find_next_sibling("dd")) for dt in page.select("dt") if text(dt) == "Held at launch")
