@@ -109,15 +109,21 @@ def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, w
 
 def check_gpu_count(executor: Executor, gpu: GpuType, count: int) -> None:
     """A run on ``count`` GPUs of ``gpu``'s type needs them all on one machine: refused when this server's has
-    fewer (an executor whose nodes may join later, Ray, knows no limit)."""
+    fewer (a Ray pool: its nodes' GPUs; Ray without one knows no limit, a node with more may join)."""
     if count == 1:
         return
     if gpu.multi_gpu_efficiency is None:
         raise Unprocessable(f"gpuCount: {gpu.display_name} trains on one device; give gpuCount 1")
-    most = executor.most_devices(gpu.id)
-    if most is not None and most < count:
+    if not holds(executor, gpu.id, count):
+        most = executor.most_devices(gpu.id)
         raise Unprocessable(f"gpuCount: this server has {most} {gpu.display_name} on one machine, not {count}",
                             extra={"gpuCountAvailable": most})
+
+
+def holds(executor: Executor, gpu_type: str, count: int) -> bool:
+    """Whether one machine here can have ``count`` GPUs of the type (unknown, as on Ray without a pool: yes)."""
+    most = executor.most_devices(gpu_type)
+    return most is None or most >= count
 
 
 def is_quick_run(args: dict[str, Any]) -> bool:
@@ -139,15 +145,17 @@ def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, r
 
 
 def fallback_types(session: Session, catalogue: Catalogue, payer: Principal, resolved: TrainingInputs,
-                   args: dict[str, Any], chosen: GpuType, executor: Executor, hold: int) -> list[dict[str, Any]]:
+                   args: dict[str, Any], chosen: GpuType, executor: Executor, hold: int,
+                   gpu_count: int = 1) -> list[dict[str, Any]]:
     """Where a run allows it, the GPU types it may move to when no node of ``chosen`` comes up (the hosted
     platform's "fail over to a similar GPU"): those the advisor estimates it fits on, that the payer's tier allows,
     that can run here and whose high cost the run's hold still covers, cheapest first; at most three."""
     candidates = [g.id for g in catalogue.offered() if g.id not in (chosen.id, "cpu")
-                  and g.allowed_for(payer.tier) and executor.offers(g.id)]
+                  and g.allowed_for(payer.tier) and executor.offers(g.id) and holds(executor, g.id, gpu_count)]
     if not candidates:
         return []
-    ranked = sorted(resolved.estimate(session, catalogue, args, tier=payer.tier, gpu_types=candidates)["estimates"],
+    ranked = sorted(resolved.estimate(session, catalogue, args, tier=payer.tier, gpu_types=candidates,
+                                      gpu_count=gpu_count)["estimates"],
                     key=lambda e: e["costCents"]["value"])
     return [{"gpuType": e["gpuType"], "pricePerHour": e["pricePerHour"]} for e in ranked
             if e["fits"] and e["allowed"] and (not hold or hold_micros(e, None) <= hold)][:3]
@@ -207,8 +215,8 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     max_cost = billing.cents_to_micros(body.maxCostCents) if body.maxCostCents is not None else None
     hold = hold_micros(estimate, max_cost)
 
-    fallback = fallback_types(session, catalogue, payer, resolved, args, gpu, executor, hold) if body.allowFallback \
-        else []
+    fallback = fallback_types(session, catalogue, payer, resolved, args, gpu, executor, hold,
+                              body.gpuCount) if body.allowFallback else []
     version = None
     if body.captureDatasetVersion:
         version = capture_version(session, principal, resolved.dataset)

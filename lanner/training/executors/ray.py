@@ -68,6 +68,12 @@ class RayExecutor(base.Executor):
         room = self.capacity().get(gpu_type)
         return room is not None and room.total > 0
 
+    def most_devices(self, gpu_type: str) -> int | None:
+        """A pool's nodes' GPUs for a type a pool brings up (a run's GPUs all come on one node); otherwise no
+        limit is known (a node with more may join)."""
+        pool = self.pools.for_gpu(gpu_type)
+        return pool.gpus_per_node if pool is not None else None
+
     def capacity(self) -> dict[str, base.Capacity]:
         try:
             usage = self._usage()
