@@ -186,9 +186,8 @@ class Supervisor(BackgroundLoop):
         }
         env = self.executor.worker_env(env, run_id=run.id)
         python = self.settings.worker_python or sys.executable
-        return LaunchSpec(run_id=run.id, attempt=run.attempt, gpu_type=run.gpu_type or "cpu",
-                          command=[python, "-m", "lanner.training.worker"], env=env, workdir=workdir,
-                          gpu_count=run.gpu_count)
+        return LaunchSpec(run_id=run.id, attempt=run.attempt, gpu_type=run.gpu_type or "cpu", gpu_count=run.gpu_count,
+                          command=[python, "-m", "lanner.training.worker"], env=env, workdir=workdir)
 
     def _revoke_key(self, session: Session, run: Run) -> None:
         revoke_run_key(session, run, key_cache=self.ctx.key_cache)

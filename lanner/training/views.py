@@ -58,7 +58,8 @@ def job_view(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> d
         gpu = catalogue.get(run.gpu_type) if run.gpu_type in catalogue else None
         compute = {"gpuType": run.gpu_type, "gpuDisplayName": gpu.display_name if gpu else run.gpu_type,
                    "gpuMemoryGb": float(gpu.vram_gb) if gpu else 0.0,
-                   "gpuCount": run.gpu_count}  # Lanner: GPUs of the type on one node (gpuMemoryGb is each one's)
+                   # Lanner, on several GPUs only (one GPU: the SDK's exact shape): gpuMemoryGb is each one's
+                   **({"gpuCount": run.gpu_count} if run.gpu_count > 1 else {})}
     job = {
         "id": str(run.id),
         "status": wire_status(run.status),

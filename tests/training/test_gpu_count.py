@@ -23,6 +23,7 @@ from lanner.db import utcnow
 from lanner.training import charging as charging_module
 from lanner.training.executors.local import LocalExecutor
 from lanner.training.models import Run
+from tests.sdk_types import assert_sdk_type
 from tests.training.conftest import ARGS, new_model
 from tests.training.test_start_api import credit
 
@@ -122,7 +123,11 @@ def charged(app: Any, run_id: int) -> int:
 def test_the_job_and_the_model_show_the_count(shapes, app, alice, client, supervisor):
     credit(app, alice, 100_000_000)
     start(client, alice, new_model(shapes, "pair"), gpuCount=2)
+    start(client, alice, new_model(shapes, "solo"))
     supervisor.run_once()
+    solo = assert_sdk_type(shapes.models.training("alice", "p", "solo"), "ModelsTrainingResponse")["job"]
+    assert "gpuCount" not in solo["compute"]  # one GPU: the SDK's exact shape
+    assert shapes.models.retrieve("alice", "p", "solo")["model"]["computeCost"]["gpuCount"] == 1
     job = shapes.models.training("alice", "p", "pair")["job"]
     assert job["compute"] == {"gpuType": "h100-sxm", "gpuDisplayName": "NVIDIA H100 SXM5", "gpuMemoryGb": 80.0,
                               "gpuCount": 2}
