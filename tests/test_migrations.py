@@ -6,14 +6,14 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, insert, text
+from sqlalchemy import column, create_engine, insert, table, text
 
 from lanner.accounts.models import User
-from lanner.db import Database, migrate
+from lanner.db import Database, migrate, utcnow
 from lanner.db.migrate import alembic_config, upgrade_database
 from lanner.models_registry import metadata
 from lanner.projects.models import ModelRecord, Project
-from lanner.training.models import ConsoleChunk, Run
+from lanner.training.models import ConsoleChunk
 
 
 def test_migrations_match_the_models(database_url):
@@ -39,7 +39,10 @@ def test_console_rows_stored_with_colour_codes_are_made_plain(database_url):
                                                                 metadata={}))
             connection.execute(insert(ModelRecord.__table__).values(id="m1", project_id="p1", owner_id="u1",
                                                                     slug="m", name="m", metadata={}))
-            connection.execute(insert(Run.__table__).values(id=1, model_id="m1", status="completed"))
+            runs = table("runs", *(column(name) for name in ("id", "model_id", "status", "created_at", "attempt",
+                                                                "smoke", "billed_seconds")))
+            connection.execute(insert(runs).values(id=1, model_id="m1", status="completed", created_at=utcnow(),
+                                                   attempt=0, smoke=False, billed_seconds=0.0))
             connection.execute(insert(ConsoleChunk.__table__).values(model_id="m1", run_id=1, chunk_id=1,
                                                                      content=raw, line_count=1))
         upgrade_database(database_url)

@@ -2,6 +2,8 @@
 run will cost follow the same rule, so an estimate is priced exactly as the run will be billed.
 
 The rule: per-second billing, a started second counts whole, and the integer micro-dollar amount is rounded up.
+A run on several devices is billed as that many one-device runs of the same seconds: n GPUs cost exactly n times
+one, to the micro-dollar.
 A run is billed for the seconds of its finished attempts plus the running one (time a lost worker spent after
 its last sign of life is refunded by the supervisor, not counted here)."""
 
@@ -24,15 +26,18 @@ class Metered(Protocol):
     attempt_started_at: datetime | None
 
 
-def charge_for(seconds: float, price_micros_per_hour: int) -> int:
-    """What ``seconds`` of a device cost at ``price_micros_per_hour``, in micro-dollars."""
-    billed = math.ceil(max(0.0, seconds))
-    return -(-billed * price_micros_per_hour // SECONDS_PER_HOUR)
+def charge_for(seconds: float, price_micros_per_hour: int, devices: int = 1) -> int:
+    """What ``seconds`` of ``devices`` devices cost at ``price_micros_per_hour`` for them all, in micro-dollars:
+    each device's share (the price divided by ``devices``, which a run's price always is a multiple of) billed
+    as one device would be."""
+    billed, devices = math.ceil(max(0.0, seconds)), max(1, devices)
+    return devices * -(-billed * (price_micros_per_hour // devices) // SECONDS_PER_HOUR)
 
 
-def cost_micros(seconds: float, price_per_hour: float) -> int:
-    """``charge_for`` at a price in dollars per hour (the catalogue's unit): the estimator's price rule."""
-    return charge_for(seconds, dollars_to_micros(price_per_hour))
+def cost_micros(seconds: float, price_per_hour: float, devices: int = 1) -> int:
+    """``charge_for`` at one device's price in dollars per hour (the catalogue's unit): the estimator's price
+    rule."""
+    return devices * charge_for(seconds, dollars_to_micros(price_per_hour))
 
 
 def elapsed_seconds(start: datetime | None, end: datetime | None) -> float:

@@ -38,6 +38,8 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
              batch: Annotated[int, typer.Option(help="Batch size; -1 = AutoBatch.")] = 16,
              deadline: Annotated[str | None, typer.Option(help="Finish within, e.g. 2h or 90m.")] = None,
              budget: Annotated[float | None, typer.Option(help="Spend at most this many USD.")] = None,
+             gpus: Annotated[int, typer.Option(min=1, max=8, help="GPUs of each type on one node (DDP); price, "
+                                                                  "time and memory per GPU for that many.")] = 1,
              owner: Annotated[str | None, typer.Option(help="Estimate as this user (tier, private datasets); "
                                                          "default: the owner named in --data or --model, else "
                                                          "no tier limit.")] = None,
@@ -73,7 +75,7 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
                 images=(int(train_images or 0), val_images) if data is None else None,
                 train_args={"epochs": epochs, "imgsz": imgsz, "batch": batch},
                 deadline_minutes=_duration(deadline) if deadline else None,
-                budget_cents=budget * 100 if budget is not None else None)
+                budget_cents=budget * 100 if budget is not None else None, gpu_count=gpus)
         finally:
             profile_cache.use_file(None)  # this command's home only (tests run many in one process)
         levels = _availability(session, ctx.settings, catalogue)
@@ -174,6 +176,11 @@ def show(console: Console, result: dict) -> None:
     if guidance := result.get("guidance"):
         console.print(f"rule of thumb: {guidance['rule']}" + (f" ({guidance['why']})" if guidance.get("why") else ""))
     rows = sorted(result["estimates"], key=lambda e: (not e["fits"], e["costCents"]["value"]))
+    if rows and rows[0]["gpuCount"] > 1:
+        count, efficiencies = rows[0]["gpuCount"], sorted({e["scaling"]["efficiency"] for e in rows})
+        console.print(f"{count} GPUs of each type: $/h and cost are for all {count}, the batch is split between them "
+                      f"(memory per GPU); the time assumes DDP scales at {' or '.join(f'{x:g}' for x in efficiencies)}"
+                      f" per GPU (the type's multi_gpu_efficiency), an assumption until measured")
     wide, compact = wide_table(rows), compact_table(rows)
     if _fits(console, wide):
         console.print("memory: the batch's planned peak (with a safety margin) of the card's usable GB (% free), "

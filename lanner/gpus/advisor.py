@@ -39,6 +39,7 @@ class Request:
     nc: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     source_image_size: tuple[int, int] | None = None  # (width, height) of a typical source image
+    gpu_count: int = 1  # GPUs of each type on one node (DDP): the batch is split between them
 
 
 @functools.cache
@@ -158,8 +159,10 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
         if unknown:
             raise BadRequest(f"gpuTypes: unknown GPU type(s) {', '.join(unknown)}")
         gpus = [catalogue.get(g) for g in request.gpu_types]
-    else:
-        gpus = list(catalogue.offered())
+    else:  # on several GPUs, only the types a run may use several of (not the host CPU)
+        gpus = [g for g in catalogue.offered() if request.gpu_count == 1 or g.multi_gpu_efficiency is not None]
+    count = request.gpu_count
+    _check_split(args["batch"], count, [g for g in gpus if g.multi_gpu_efficiency is None])
     train_images = max(1, round(request.train_images * args["fraction"]))
     imgsz = args["imgsz"]
     gflops = model.gflops(imgsz)
@@ -174,17 +177,19 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
                                                                       amp=amp, nc=request.nc)
         else:
             batch = int(args["batch"])
-        mem = memory.training_memory(model, imgsz=imgsz, batch=batch, optimizer=str(args["optimizer"]), amp=amp,
+        per_gpu = batch // count  # the trainer's split (ultralytics BaseTrainer: batch // world_size)
+        batch = per_gpu * count  # what the GPUs train on together per step
+        mem = memory.training_memory(model, imgsz=imgsz, batch=per_gpu, optimizer=str(args["optimizer"]), amp=amp,
                                      nc=request.nc)
         usable = memory.usable_gb(vram) if gpu.id != "cpu" else vram
         memory_scale = fit.memory_correction(session, gpu) if gpu.id != "cpu" else 1.0
         # The largest batch is decided as ``fits`` is: the corrected planning figure against the usable card.
-        max_batch = memory.max_batch(usable / memory_scale, model, imgsz=imgsz, optimizer=str(args["optimizer"]),
-                                     amp=amp, nc=request.nc)
+        max_batch = count * memory.max_batch(usable / memory_scale, model, imgsz=imgsz,
+                                             optimizer=str(args["optimizer"]), amp=amp, nc=request.nc)
         mem = dataclasses.replace(mem, peak_gb=mem.peak_gb * memory_scale, device_gb=mem.device_gb * memory_scale)
         # Whether it fits is decided on the pessimistic planning figure (memory.PLANNING_MARGIN): a false "fits"
         # costs a failed paid run. The figure shown (memoryGb) stays the expected one.
-        plan = memory.training_memory(model, imgsz=imgsz, batch=batch, optimizer=str(args["optimizer"]), amp=amp,
+        plan = memory.training_memory(model, imgsz=imgsz, batch=per_gpu, optimizer=str(args["optimizer"]), amp=amp,
                                       nc=request.nc, planning=True)
         fits = plan.device_gb * memory_scale <= usable if gpu.id != "cpu" else mem.peak_gb <= vram
         workers = loader_workers(int(args["workers"]), host_cpus(gpu), train_images, batch)
@@ -196,20 +201,24 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
                         patience=args["patience"] if args["patience"] else None,
                         activation_bytes=activation_bytes, task=model.task,
                         source_pixels=(request.source_image_size[0] * request.source_image_size[1]
-                                       if request.source_image_size else None))
+                                       if request.source_image_size else None),
+                        gpus=count, gpu_efficiency=gpu.multi_gpu_efficiency or 1.0)
         times = estimate_time(work, calibration.speed, calibration.loader, fit.fixed_costs(session, gpu),
                               spread=calibration.spread)
-        cost = cost_range_cents(times.total_seconds, gpu.price_per_hour, price)
+        # Every GPU is billed as a one-GPU run of the same seconds (billing.metering.charge_for).
+        cost = cost_range_cents(times.total_seconds, gpu.price_per_hour, lambda s, p: count * price(s, p))
         allowed = gpu.allowed_for(request.tier)
-        options.append(Option(gpu.id, gpu.display_name, gpu.price_per_hour, fits, allowed, times.total_seconds,
-                              cost))
+        per_hour = round(gpu.price_per_hour * count, 6)  # the run's whole price per hour
+        options.append(Option(gpu.id, gpu.display_name, per_hour, fits, allowed, times.total_seconds, cost))
         estimates.append({
-            "gpuType": gpu.id, "displayName": gpu.display_name, "pricePerHour": gpu.price_per_hour,
+            "gpuType": gpu.id, "displayName": gpu.display_name, "pricePerHour": per_hour,
+            "gpuCount": count, "pricePerGpuHour": gpu.price_per_hour, "batchPerGpu": per_gpu,
+            "scaling": scaling(gpu, count),
             "vramGb": vram, "fits": fits, "memoryGb": round(mem.device_gb, 2), "maxBatch": max_batch,
             "memory": memory_margin(plan.device_gb * memory_scale if gpu.id != "cpu" else mem.peak_gb, usable,
                                     max_batch, expected_gb=mem.device_gb if gpu.id != "cpu" else mem.peak_gb,
                                     card_gb=vram, device="GPU" if gpu.id != "cpu" else "host RAM"),
-            "host": {"vcpus": host_cpus(gpu), "workers": workers,
+            "host": {"vcpus": host_cpus(gpu) * count, "workers": workers * count,
                      **({"ramGb": gpu.host_ram_gb} if gpu.id != "cpu" else {})},
             "batch": batch, "loaderBound": times.loader_bound, "allowed": allowed,
             "minTier": gpu.min_tier, "availability": "High",
@@ -235,6 +244,33 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
     if deadline is None and request.budget_cents is None:
         body["guidance"] = _guidance(train_images, recommendation, catalogue)
     return body
+
+
+def scaling(gpu: GpuType, count: int) -> dict[str, Any] | None:
+    """How an estimate on ``count`` GPUs was scaled from one (None on one GPU), and the assumption it rests on."""
+    if count == 1:
+        return None
+    efficiency = gpu.multi_gpu_efficiency or 1.0
+    return {"efficiency": efficiency, "speedup": round(count * efficiency, 3), "measured": False,
+            "assumption": f"{count} GPUs are assumed to train {count * efficiency:.2f}x as fast as one ({efficiency:g} "
+                          f"per GPU, DDP on one node; catalogue multi_gpu_efficiency): an assumption until runs on "
+                          f"several {gpu.display_name} GPUs are measured. Start-up and the final validation do not "
+                          f"shrink; memory is per GPU, for batch / {count}."}
+
+
+def _check_split(batch: int | float, count: int, single: list[GpuType]) -> None:
+    """The trainer splits the batch between ``count`` GPUs (DDP), so it must be a whole batch of at least one image
+    per GPU, and the types asked for must run on several."""
+    if count == 1:
+        return
+    if single:
+        raise BadRequest(f"gpuCount: {single[0].display_name} trains on one device; give gpuCount 1")
+    if batch == -1 or batch < 1:  # the trainer refuses AutoBatch on several GPUs
+        raise BadRequest(f"trainArgs.batch: AutoBatch (-1 or a fraction) does not work on {count} GPUs; give a "
+                         f"whole batch, e.g. {8 * count} (8 per GPU)")
+    if batch < count:
+        raise BadRequest(f"trainArgs.batch: batch {int(batch)} split over {count} GPUs leaves a GPU without images; "
+                         f"give at least {count}")
 
 
 def pareto_front(estimates: list[dict[str, Any]]) -> set[str]:

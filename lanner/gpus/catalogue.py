@@ -8,6 +8,9 @@ Each type also says what host comes with it (``host_vcpus``, ``host_ram_gb``): t
 vCPUs, so they bound how fast a fast GPU can be fed. The reference (shared/reference/gpus.csv, hosted-platform.md)
 does not state the hosted provider's host per GPU, so the defaults follow one rule (``host_rule``), and an
 operator who knows their hosts sets them in ``LANNER_GPU_CATALOGUE``.
+
+A run may use several GPUs of one type on one node (DDP); ``multi_gpu_efficiency`` says how much of each extra GPU
+it gets (``MULTI_GPU_EFFICIENCY`` has the defaults and why). The host scales with the GPUs: each brings its slice.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ _NULLABLE_FIELDS = ("bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tdp_w")
 _TEXT_FIELDS = ("display_name", "architecture", "source")
 _NEW_TYPE_REQUIRED = ("display_name", "architecture", "vram_gb", "price_per_hour")
 
+MULTI_GPU_EFFICIENCY = {"nvlink": 0.85, "pcie": 0.80}
+"""Per-GPU scaling efficiency of DDP on one node: n GPUs train ``n * efficiency`` times as fast as one. NVLink
+(the SXM and NVL types): 0.85, from the one published YOLO measurement, YOLOv5l on 1-8 A100 SXM4
+(shared/reference/measured-training.md, A2: 95 -> 84 / 83 / 78 img/s per GPU at 2 / 4 / 8 GPUs, so
+0.88 / 0.87 / 0.82). PCIe (every other type): 0.80, an assumption until measured: the gradient all-reduce crosses
+PCIe, through host memory on cards without peer-to-peer. A2 kept 16 images per GPU; splitting a fixed batch
+leaves each GPU fewer, so for small batches these are optimistic. The estimate says so where it uses them."""
+
 
 @dataclass(frozen=True)
 class GpuType:
@@ -57,6 +68,8 @@ class GpuType:
     tdp_w: float | None = None
     host_vcpus: int = 8         # vCPUs the host gives with one GPU of this type (the data loader's cores)
     host_ram_gb: float = 32.0   # host RAM with one GPU of this type (GB)
+    # DDP's per-GPU scaling efficiency on one node (MULTI_GPU_EFFICIENCY); None: one device per run (cpu)
+    multi_gpu_efficiency: float | None = MULTI_GPU_EFFICIENCY["pcie"]
 
     def allowed_for(self, tier: str) -> bool:
         """Whether an account on ``tier`` may train on this type (offered, and tier at or above ``min_tier``)."""
@@ -174,6 +187,7 @@ def _read_default_rows() -> tuple[list[GpuType], frozenset[str]]:
             price_per_hour=price or 0.0, min_tier=row["min_tier"].strip() or "free",
             offered=row["offered"].strip().lower() == "yes", source=row["source"],
             tdp_w=_optional_float(row["tdp_w"]), host_vcpus=vcpus, host_ram_gb=ram,
+            multi_gpu_efficiency=_optional_float(row["multi_gpu_efficiency"]),
         ))
     return types, frozenset(unpriced)
 
@@ -231,6 +245,12 @@ def _entry_changes(gpu_id: str, entry: Any) -> dict[str, Any]:
                 raise ValueError(f"{field_where}: must be a whole number of vCPUs from 1 to {MAX_HOST_VCPUS}, "
                                  f"got {value!r}")
             changes[name] = value
+        elif name == "multi_gpu_efficiency":
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or not 0 < value <= 1):
+                raise ValueError(f"{field_where}: must be a number above 0 and at most 1 (or null: one GPU per "
+                                 f"run), got {value!r}")
+            changes[name] = None if value is None else float(value)
     if changes.get("host_ram_gb") == 0:
         raise ValueError(f"{where}.host_ram_gb: must be more than 0")
     return changes
@@ -253,7 +273,8 @@ def apply_overrides(base: Catalogue, overrides: Mapping[str, Any], *, unpriced: 
     ``calibration`` (a path or a list of paths, relative to the settings file's folder) names calibration files
     written by ``benchmarks/gpu_calibrate.py``: measured priors for their GPU types. ``host_vcpus`` (a whole
     number) and ``host_ram_gb`` describe the host that comes with one GPU; a new type without them gets
-    ``host_rule``'s.
+    ``host_rule``'s. ``multi_gpu_efficiency`` (above 0, at most 1; null: one GPU per run) is DDP's per-GPU scaling
+    on one node; a new type without it gets the PCIe default (``MULTI_GPU_EFFICIENCY``).
     """
     if not isinstance(overrides, Mapping):
         raise ValueError(f"{SETTING}: must be an object with 'offered' and/or 'gpus', got {type(overrides).__name__}")

@@ -23,6 +23,11 @@ so they add up.
 Validation runs forward only over the val split, once per epoch. Fixed costs: start-up (provisioning, dataset
 download and caching, model build), the final validation, checkpoint uploads.
 
+On ``gpus`` GPUs of one node (DDP) each trains and validates its share of every epoch, with its own slice of the
+host's vCPUs, while the gradients are all-reduced: an epoch takes one GPU's time at the same total batch divided
+by ``gpus * gpu_efficiency`` (the catalogue's ``multi_gpu_efficiency``, an assumption until measured); start-up,
+the final validation and the uploads do not shrink.
+
 ``throughput`` and ``t_fixed`` per device come from ``DeviceSpeed``: seeded from specifications and published
 measurements (see ``priors.py``), replaced by calibration from real runs and probes as they arrive.
 """
@@ -88,6 +93,8 @@ class Workload:
     activation_bytes: float = 0.0  # bytes autograd saves per training image, as trained (AMP: fp16); 0: unknown
     task: str = "detect"
     source_pixels: float | None = None  # width x height of a typical source image; None: like the priors'
+    gpus: int = 1                 # GPUs on one node, one DDP process each; batch is their total
+    gpu_efficiency: float = 1.0   # per-GPU scaling of an epoch on ``gpus`` of them (catalogue multi_gpu_efficiency)
 
 
 # The loader priors were measured on COCO-like 640x480 JPEGs (priors.py, benchmarks/loader_factors.py).
@@ -175,8 +182,14 @@ def step_times(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple
     return compute, load
 
 
+def parallel_speedup(work: Workload) -> float:
+    """How many times faster than one GPU an epoch runs on ``work.gpus`` of them (1 on a single device)."""
+    return work.gpus * work.gpu_efficiency if work.gpus > 1 else 1.0
+
+
 def _epoch_parts(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tuple[float, float, float, float]:
-    """(compute seconds per step, loader seconds per step, training seconds, validation seconds) of one epoch."""
+    """(compute seconds per step, loader seconds per step, training seconds, validation seconds) of one epoch;
+    the steps are one GPU's at the whole batch, the epoch's seconds those of all ``work.gpus``."""
     compute, load = step_times(work, speed, loader)
     # Over a whole epoch: every step pays its overhead, but only real images pay compute and loading (the last
     # batch is partial), so a huge AutoBatch on a small dataset is not charged for images it never sees.
@@ -195,7 +208,8 @@ def _epoch_parts(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> tup
                 / loader_parallel(work, speed))
     val = (max(val_compute, val_load) if speed.overlaps_loader else val_compute + val_load)
     val += math.ceil(work.val_images / max(1, work.batch * 2)) * speed.step_overhead_s if work.val_images else 0.0
-    return compute, load, train, val
+    speedup = parallel_speedup(work)
+    return compute, load, train / speedup, val / speedup
 
 
 def epoch_seconds(work: Workload, speed: DeviceSpeed, loader: LoaderSpeed) -> float:

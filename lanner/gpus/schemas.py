@@ -26,13 +26,17 @@ class GpuItem(BaseModel):
     allowed: bool = Field(description="Whether the caller may start training on it (offered and tier high enough).")
     host_vcpus: int = Field(description="vCPUs the host gives with one GPU of this type (they run the data loader).")
     host_ram_gb: float = Field(description="Host RAM in GB with one GPU of this type.")
+    multi_gpu_efficiency: float | None = Field(description="Per-GPU scaling of a run on several GPUs of this type on "
+                                               "one node (DDP): n GPUs train n x this as fast as one; null: one "
+                                               "device per run. An assumption until measured.")
 
     @classmethod
     def from_gpu(cls, gpu: GpuType, *, tier: str) -> GpuItem:
         return cls(id=gpu.id, display_name=gpu.display_name, architecture=gpu.architecture, vram_gb=gpu.vram_gb,
                    bandwidth_gbs=gpu.bandwidth_gbs, fp32_tflops=gpu.fp32_tflops, fp16_tflops=gpu.fp16_tflops,
                    price_per_hour=gpu.price_per_hour, min_tier=gpu.min_tier, offered=gpu.offered,
-                   allowed=gpu.allowed_for(tier), host_vcpus=gpu.host_vcpus, host_ram_gb=gpu.host_ram_gb)
+                   allowed=gpu.allowed_for(tier), host_vcpus=gpu.host_vcpus, host_ram_gb=gpu.host_ram_gb,
+                   multi_gpu_efficiency=gpu.multi_gpu_efficiency)
 
 
 class GpuList(BaseModel):

@@ -60,7 +60,7 @@ class Charging:
                 self._charge(session, run, seconds, stop_when_short=True)
 
     def _charge(self, session: Session, run: Run, seconds: float, *, stop_when_short: bool) -> None:
-        target = charge_for(seconds, run.price_micros_per_hour or 0)
+        target = charge_for(seconds, run.price_micros_per_hour or 0, run.gpu_count)
         capped = run.max_cost_micros is not None and target >= run.max_cost_micros
         if capped:
             target = run.max_cost_micros or 0
@@ -88,7 +88,7 @@ class Charging:
         model = session.get(ModelRecord, run.model_id)
         if model is None:
             return
-        target = charge_for(run.billed_seconds or 0.0, run.price_micros_per_hour or 0)
+        target = charge_for(run.billed_seconds or 0.0, run.price_micros_per_hour or 0, run.gpu_count)
         if run.max_cost_micros is not None:
             target = min(target, run.max_cost_micros)
         billing.refund_run_to(session, user_id=model.owner_id, run_id=run.id, target_micros=target, reason=reason,

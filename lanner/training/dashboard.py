@@ -74,7 +74,8 @@ def _cost(session: Session, run: Run | None, eta_seconds: float) -> tuple[int | 
     if run is None or run.price_micros_per_hour is None:
         return None, None
     charged = billing.run_charged(session, run.id)
-    projected = charged + (charge_for(eta_seconds, run.price_micros_per_hour) if run.status in ACTIVE else 0)
+    projected = charged + (charge_for(eta_seconds, run.price_micros_per_hour, run.gpu_count)
+                           if run.status in ACTIVE else 0)
     return charged, projected
 
 

@@ -52,17 +52,18 @@ def estimate(session: Session, principal: Principal, body: EstimateRequest, *, c
                           images=(body.imageCount.train, body.imageCount.val) if body.imageCount else None,
                           train_args=body.trainArgs, gpu_types=body.gpuTypes, deadline_minutes=body.deadlineMinutes,
                           budget_cents=body.budgetCents,
-                          source_image_size=(body.imageSize[0], body.imageSize[1]) if body.imageSize else None)
+                          source_image_size=(body.imageSize[0], body.imageSize[1]) if body.imageSize else None,
+                          gpu_count=body.gpuCount)
 
 
 def estimate_named(session: Session, principal: Principal, catalogue: Catalogue, *, model: str, data: str | None,
                    images: tuple[int, int] | None, train_args: dict[str, Any], gpu_types: list[str] | None = None,
                    deadline_minutes: float | None = None, budget_cents: float | None = None,
-                   source_image_size: tuple[int, int] | None = None) -> dict[str, Any]:
-    """The estimate of ``model`` trained on ``data`` (or on ``images``: train, val) with ``train_args``, as
-    ``principal`` (their tier, what they may read). The names are resolved in the session; its transaction is then
-    committed, so a model profiled for the first time (seconds) holds no lock (``inputs.TrainingInputs.profile``):
-    call it with nothing to roll back."""
+                   source_image_size: tuple[int, int] | None = None, gpu_count: int = 1) -> dict[str, Any]:
+    """The estimate of ``model`` trained on ``data`` (or on ``images``: train, val) with ``train_args`` on
+    ``gpu_count`` GPUs of each type, as ``principal`` (their tier, what they may read). The names are resolved in
+    the session; its transaction is then committed, so a model profiled for the first time (seconds) holds no lock
+    (``inputs.TrainingInputs.profile``): call it with nothing to roll back."""
     try:
         resolved = inputs.resolve(session, principal, model=model, data=data, images=images)
     except inputs.Unresolved as exc:
@@ -71,7 +72,7 @@ def estimate_named(session: Session, principal: Principal, catalogue: Catalogue,
     resolved.profile(train_args)
     return resolved.estimate(session, catalogue, train_args, tier=principal.tier, gpu_types=gpu_types,
                              deadline_minutes=deadline_minutes, budget_cents=budget_cents,
-                             source_image_size=source_image_size)
+                             source_image_size=source_image_size, gpu_count=gpu_count)
 
 
 PROFILE_CACHE = "cache/model-profiles.json"  # under LANNER_HOME: what profiling models found (gpus.profile_cache)

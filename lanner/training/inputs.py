@@ -77,14 +77,14 @@ class TrainingInputs:
 
     def estimate(self, session: Session, catalogue: Catalogue, train_args: dict[str, Any], *, tier: str,
                  gpu_types: list[str] | None = None, deadline_minutes: float | None = None,
-                 budget_cents: float | None = None,
-                 source_image_size: tuple[int, int] | None = None) -> dict[str, Any]:
-        """The advisor's answer for these inputs, priced as billing charges (``billing.metering``), so an estimate
-        costs what the run will be charged."""
+                 budget_cents: float | None = None, source_image_size: tuple[int, int] | None = None,
+                 gpu_count: int = 1) -> dict[str, Any]:
+        """The advisor's answer for these inputs on ``gpu_count`` GPUs of each type, priced as billing charges
+        (``billing.metering``), so an estimate costs what the run will be charged."""
         request = advisor.Request(model=self.model.profiled, train_images=self.train, val_images=self.val,
                                   train_args=_advised(train_args), gpu_types=gpu_types,
                                   deadline_minutes=deadline_minutes, budget_cents=budget_cents, tier=tier,
-                                  nc=self.nc, source_image_size=source_image_size)
+                                  nc=self.nc, source_image_size=source_image_size, gpu_count=gpu_count)
         return advisor.estimate(session, catalogue, request, price=cost_micros)
 
 

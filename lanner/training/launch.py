@@ -107,6 +107,25 @@ def choose_gpu(catalogue: Catalogue, executor: Executor, principal: Principal, w
     return gpu
 
 
+def check_gpu_count(executor: Executor, gpu: GpuType, count: int) -> None:
+    """A run on ``count`` GPUs of ``gpu``'s type needs them all on one machine: refused when this server's has
+    fewer (a Ray pool: its nodes' GPUs; Ray without one knows no limit, a node with more may join)."""
+    if count == 1:
+        return
+    if gpu.multi_gpu_efficiency is None:
+        raise Unprocessable(f"gpuCount: {gpu.display_name} trains on one device; give gpuCount 1")
+    if not holds(executor, gpu.id, count):
+        most = executor.most_devices(gpu.id)
+        raise Unprocessable(f"gpuCount: this server has {most} {gpu.display_name} on one machine, not {count}",
+                            extra={"gpuCountAvailable": most})
+
+
+def holds(executor: Executor, gpu_type: str, count: int) -> bool:
+    """Whether one machine here can have ``count`` GPUs of the type (unknown, as on Ray without a pool: yes)."""
+    most = executor.most_devices(gpu_type)
+    return most is None or most >= count
+
+
 def is_quick_run(args: dict[str, Any]) -> bool:
     """A quick test run: part of the data for a few epochs; its speed re-estimates the full run."""
     fraction = float(args.get("fraction", 1.0) or 1.0)
@@ -114,25 +133,29 @@ def is_quick_run(args: dict[str, Any]) -> bool:
 
 
 def run_estimate(session: Session, catalogue: Catalogue, principal: Principal, resolved: TrainingInputs,
-                 args: dict[str, Any], gpu: GpuType) -> dict[str, Any]:
-    """The estimate of one GPU type (an item of the advisor's answer), as ``principal`` pays."""
+                 args: dict[str, Any], gpu: GpuType, gpu_count: int = 1) -> dict[str, Any]:
+    """The estimate of one GPU type on ``gpu_count`` of them (an item of the advisor's answer), as ``principal``
+    pays."""
     try:
-        body = resolved.estimate(session, catalogue, args, tier=principal.tier, gpu_types=[gpu.id])
+        body = resolved.estimate(session, catalogue, args, tier=principal.tier, gpu_types=[gpu.id],
+                                 gpu_count=gpu_count)
     except BadRequest as exc:  # what the estimate endpoint calls a bad request is, in training.start, bad trainArgs
         raise Unprocessable(exc.message) from None
     return body["estimates"][0]
 
 
 def fallback_types(session: Session, catalogue: Catalogue, payer: Principal, resolved: TrainingInputs,
-                   args: dict[str, Any], chosen: GpuType, executor: Executor, hold: int) -> list[dict[str, Any]]:
+                   args: dict[str, Any], chosen: GpuType, executor: Executor, hold: int,
+                   gpu_count: int = 1) -> list[dict[str, Any]]:
     """Where a run allows it, the GPU types it may move to when no node of ``chosen`` comes up (the hosted
     platform's "fail over to a similar GPU"): those the advisor estimates it fits on, that the payer's tier allows,
     that can run here and whose high cost the run's hold still covers, cheapest first; at most three."""
     candidates = [g.id for g in catalogue.offered() if g.id not in (chosen.id, "cpu")
-                  and g.allowed_for(payer.tier) and executor.offers(g.id)]
+                  and g.allowed_for(payer.tier) and executor.offers(g.id) and holds(executor, g.id, gpu_count)]
     if not candidates:
         return []
-    ranked = sorted(resolved.estimate(session, catalogue, args, tier=payer.tier, gpu_types=candidates)["estimates"],
+    ranked = sorted(resolved.estimate(session, catalogue, args, tier=payer.tier, gpu_types=candidates,
+                                      gpu_count=gpu_count)["estimates"],
                     key=lambda e: e["costCents"]["value"])
     return [{"gpuType": e["gpuType"], "pricePerHour": e["pricePerHour"]} for e in ranked
             if e["fits"] and e["allowed"] and (not hold or hold_micros(e, None) <= hold)][:3]
@@ -179,19 +202,21 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     assert resolved.dataset is not None
     args["data"], args["model"] = resolved.dataset.uri, resolved.model.trainer
     gpu = choose_gpu(catalogue, executor, payer, body.gpuType)
-    estimate = run_estimate(session, catalogue, payer, resolved, args, gpu)
+    check_gpu_count(executor, gpu, body.gpuCount)
+    estimate = run_estimate(session, catalogue, payer, resolved, args, gpu, body.gpuCount)
     if not estimate["fits"]:
-        raise Unprocessable(f"trainArgs.batch: batch {estimate['batch']} needs {estimate['memoryGb']} GB but "
+        split = f" ({estimate['batchPerGpu']} per GPU)" if body.gpuCount > 1 else ""
+        raise Unprocessable(f"trainArgs.batch: batch {estimate['batch']}{split} needs {estimate['memoryGb']} GB but "
                             f"{gpu.display_name} has {estimate['vramGb']} GB; the largest batch that fits is "
                             f"{estimate['maxBatch']}")
 
-    price_micros = billing.dollars_to_micros(gpu.price_per_hour)
+    price_micros = billing.dollars_to_micros(gpu.price_per_hour) * body.gpuCount  # the run's, for all its GPUs
     estimate_micros = billing.cents_to_micros(estimate["costCents"]["value"])
     max_cost = billing.cents_to_micros(body.maxCostCents) if body.maxCostCents is not None else None
     hold = hold_micros(estimate, max_cost)
 
-    fallback = fallback_types(session, catalogue, payer, resolved, args, gpu, executor, hold) if body.allowFallback \
-        else []
+    fallback = fallback_types(session, catalogue, payer, resolved, args, gpu, executor, hold,
+                              body.gpuCount) if body.allowFallback else []
     version = None
     if body.captureDatasetVersion:
         version = capture_version(session, principal, resolved.dataset)
@@ -204,7 +229,7 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
                                               **({"fallback": fallback} if body.allowFallback else {})},
                      estimate=estimate, smoke=quick, dataset_version_id=version["id"] if version else None,
                      price_micros_per_hour=price_micros, hold_micros=hold, max_cost_micros=max_cost,
-                     started_by_id=principal.user_id)
+                     started_by_id=principal.user_id, gpu_count=body.gpuCount)
     if hold:
         budgets.check(session, owner_id=model.owner_id, user_id=principal.user_id, hold_micros=hold)
         billing.place_hold(session, user_id=model.owner_id, run_id=run.id, micros=hold,
@@ -223,12 +248,14 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
         "modelId": model.id,
         "status": "starting",  # the SDK's TrainingStartResponse allows only this; the run is pending (``queued``)
         "gpuType": gpu.id,
-        "estimatedCost": {"pricePerHour": gpu.price_per_hour, "gpuMemoryGb": float(estimate["vramGb"])},
+        "estimatedCost": {"pricePerHour": price_micros / billing.MICROS_PER_DOLLAR,  # all the run's GPUs
+                          "gpuMemoryGb": float(estimate["vramGb"])},
         "billing": {"estimatedCostCents": round(estimate["costCents"]["value"], 4),
                     "estimatedCostDisplay": billing.format_cents(estimate_micros),
                     "balanceCents": billing.micros_to_fractional_cents(balance.available)},
         # Lanner extensions
         "runId": run.id,
+        "gpuCount": body.gpuCount,
         "queued": True,
         "smokeRun": quick,
         "holdCents": billing.micros_to_fractional_cents(hold),

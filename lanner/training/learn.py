@@ -102,6 +102,8 @@ def record_run(session: Session, model: ModelRecord, run: Run, *, catalogue: Cat
     existing = session.scalar(select(CalibrationPoint).where(CalibrationPoint.run_id == run.id))
     if existing is not None and not refresh:
         return None
+    if run.gpu_count > 1:
+        return None  # a point is one GPU's speed; several GPUs' epochs would skew the type's calibration
     stamps, epoch_seconds = epoch_timing(session, run)
     if epoch_seconds is None:
         return None

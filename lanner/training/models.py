@@ -42,6 +42,7 @@ class Run(Base):
     # Runs Lanner launched itself (training.start); a run reported by an outside trainer leaves these empty.
     executor: Mapped[str | None] = mapped_column(String(20))
     gpu_type: Mapped[str | None] = mapped_column(String(64))
+    gpu_count: Mapped[int] = mapped_column(default=1, server_default="1")  # GPUs of gpu_type on one node (DDP)
     external_id: Mapped[str | None] = mapped_column(String(200))  # pid or Ray submission id of this attempt
     attempt: Mapped[int] = mapped_column(default=0)
     launch: Mapped[dict[str, Any] | None] = mapped_column()  # what the worker runs (see training/worker.py)
@@ -50,6 +51,7 @@ class Run(Base):
     smoke: Mapped[bool] = mapped_column(default=False)
     dataset_version_id: Mapped[str | None] = mapped_column(String(32))
     # Billing: integer micro-dollars; seconds of finished attempts plus the running one since attempt_started_at.
+    # The price is the run's whole: one GPU's times gpu_count (``billing.metering.charge_for`` bills each alike).
     price_micros_per_hour: Mapped[int | None] = mapped_column(BigInteger)
     hold_micros: Mapped[int | None] = mapped_column(BigInteger)
     max_cost_micros: Mapped[int | None] = mapped_column(BigInteger)

@@ -84,13 +84,14 @@ def launched_by_owner(session: Session, gpu_type: str, executor_name: str) -> di
 
 
 def has_a_device(session: Session, run: Run, up: Any, executor_name: str) -> bool:
-    """Whether a device of the run's type that is up now is its to take: fewer runs launched before it (and not
-    gone) than devices up. Ray's own count of free devices cannot say: it counts a job as using its device while
-    the job is still starting (Ray's PENDING), so a run on a warm node would look as if it waited for a new one."""
-    ahead = session.scalar(select(func.count()).where(
+    """Whether devices of the run's type that are up now are its to take: its GPUs and those of the runs launched
+    before it (and not gone) no more than the devices up. Ray's own count of free devices cannot say: it counts a
+    job as using its device while the job is still starting (Ray's PENDING), so a run on a warm node would look
+    as if it waited for a new one."""
+    ahead = session.scalar(select(func.coalesce(func.sum(Run.gpu_count), 0)).where(
         Run.executor == executor_name, Run.gpu_type == run.gpu_type, Run.external_id.is_not(None),
         Run.worker_exited_at.is_(None), Run.id < run.id)) or 0
-    return ahead < (up.total if up is not None else 0)
+    return ahead + run.gpu_count <= (up.total if up is not None else 0)
 
 
 def wait_for_node(session: Session, run: Run, pool: Pool, has_device: bool, now: datetime) -> bool:
@@ -141,7 +142,7 @@ def pool_order(session: Session, pools: Pools, pending: list[int], capacity: dic
     """Runs each pool can still take (its most nodes' GPUs, or the devices up if more, less the workers launched
     on it), and ``pending`` with each pool type's runs in fair order."""
     types = dict(session.execute(select(Run.id, Run.gpu_type).where(Run.id.in_(pending))).all())
-    busy = dict(session.execute(select(Run.gpu_type, func.count()).where(
+    busy = dict(session.execute(select(Run.gpu_type, func.sum(Run.gpu_count)).where(  # GPUs, not runs
         Run.executor == executor_name, Run.external_id.is_not(None),
         Run.worker_exited_at.is_(None)).group_by(Run.gpu_type)).all())
     room: dict[str, int] = {}

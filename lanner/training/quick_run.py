@@ -6,6 +6,7 @@ for this model and data, not an average over other runs."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
@@ -77,9 +78,9 @@ def estimate_full_run(session: Session, run: Run, model: ModelRecord, *, catalog
     measured, first_epoch_only = timing
     principal, resolved, args = _resolved(session, run, model)
     gpu = catalogue.get(run.gpu_type)
-    quick = launch.run_estimate(session, catalogue, principal, resolved, args, gpu)
+    quick = launch.run_estimate(session, catalogue, principal, resolved, args, gpu, run.gpu_count)
     full_args = {**args, "fraction": 1.0, "epochs": int(launch_args.get("fullRunEpochs") or 100)}
-    full = launch.run_estimate(session, catalogue, principal, resolved, full_args, gpu)
+    full = launch.run_estimate(session, catalogue, principal, resolved, full_args, gpu, run.gpu_count)
     predicted = float(quick["epochSeconds"]["value"]) or measured
     ratio = measured / predicted
     # Only the epochs run at the measured speed; start-up and final validation stay as estimated.
@@ -94,6 +95,7 @@ def estimate_full_run(session: Session, run: Run, model: ModelRecord, *, catalog
         total["low"] = round(min(total["low"], total["value"] - 0.25 * epochs * epoch_seconds["value"]), 1)
     return {
         "gpuType": gpu.id,
+        "gpuCount": run.gpu_count,
         "epochs": full_args["epochs"],
         "fromRunId": run.id,
         "measuredEpochSeconds": round(measured, 2),
@@ -102,5 +104,6 @@ def estimate_full_run(session: Session, run: Run, model: ModelRecord, *, catalog
         "basis": "first epoch only (includes warm-up)" if first_epoch_only else "consecutive epochs",
         "epochSeconds": epoch_seconds,
         "totalSeconds": total,
-        "costCents": cost_range_cents(Range(**total), gpu.price_per_hour, cost_micros).as_dict(0),
+        "costCents": cost_range_cents(Range(**total), gpu.price_per_hour,
+                                      functools.partial(cost_micros, devices=run.gpu_count)).as_dict(0),
     }

@@ -108,6 +108,11 @@ class UploadCheckpointRequest(BaseModel):
     size: FiniteFloat | None = Field(default=None, ge=0)
 
 
+MAX_GPU_COUNT = 8  # GPUs of one type on one node: what one machine holds
+# How many GPUs of the chosen type one run trains on (DDP on one node). Strict: 2.0, "2" and true are refused.
+GpuCount = Annotated[int, Field(ge=1, le=MAX_GPU_COUNT, strict=True)]
+
+
 class StartRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -121,6 +126,8 @@ class StartRequest(BaseModel):
         default=None, description="Lanner: epochs of the full run a quick test run re-estimates (default: 100)")
     allowFallback: bool = Field(default=False, description="Lanner: when no node of gpuType comes up within its "
                                 "pool's start timeout, move to the next type the advisor ranks that the hold covers")
+    gpuCount: GpuCount = Field(default=1, description="Lanner: GPUs of gpuType on one node (1-8); the run is "
+                               "priced per GPU-hour times this, and the trainer gets device=0,1,...")
 
 
 class ImageCount(BaseModel):
@@ -141,3 +148,5 @@ class EstimateRequest(BaseModel):
     gpuTypes: list[str] | None = None
     deadlineMinutes: FiniteFloat | None = Field(default=None, gt=0)
     budgetCents: FiniteFloat | None = Field(default=None, gt=0)
+    gpuCount: GpuCount = Field(default=1, description="GPUs of each type on one node (1-8): time, memory per GPU "
+                               "and cost of a run on that many")

@@ -45,7 +45,7 @@ from lanner.training.learn import learn_from_running
 from lanner.training.models import Run
 from lanner.training.provisioning import fall_back, has_a_device, pool_order, record_wait, wait_for_node
 from lanner.training.state import WAITING, RunStatus, try_transition
-from lanner.training.worker import SPEC_ENV
+from lanner.training.worker import SPEC_ENV, trainer_device
 
 log = logging.getLogger("lanner.supervisor")
 EXIT_GRACE_SECONDS = 15.0  # events still in flight after a worker exits (the final upload, training_complete)
@@ -108,12 +108,12 @@ class Supervisor(BackgroundLoop):
                 gpu_type = run.gpu_type or "cpu"
                 if capacity is not None:
                     free = capacity.get(gpu_type)
-                    if free is None or free.free <= 0:
+                    if free is None or free.free < run.gpu_count:
                         continue
                 if gpu_type in pool_room:
-                    if pool_room[gpu_type] <= 0:
+                    if pool_room[gpu_type] < run.gpu_count:
                         continue  # its pool is at its largest: it waits for a run to end
-                    pool_room[gpu_type] -= 1
+                    pool_room[gpu_type] -= run.gpu_count
                 if not self.jobs.claim(session, run_id):  # another server process launches it
                     continue
                 spec = self._prepare(session, run)
@@ -168,7 +168,7 @@ class Supervisor(BackgroundLoop):
         launch = dict(run.launch or {})
         spec = {"runId": run.id, "modelId": run.model_id, "attempt": run.attempt, "resume": run.attempt > 1,
                 "trainArgs": launch.get("trainArgs") or run.train_args or {}, "project": launch["project"],
-                "name": launch["name"], "device": "cpu" if run.gpu_type == "cpu" else "auto",
+                "name": launch["name"], "device": "cpu" if run.gpu_type == "cpu" else trainer_device(run.gpu_count),
                 "checkpointUrl": resume_checkpoint_url(session, run, self.ctx.signer),
                 "checkpointEverySeconds": self.settings.checkpoint_upload_seconds}
         home = self.settings.resolved_home
@@ -186,7 +186,7 @@ class Supervisor(BackgroundLoop):
         }
         env = self.executor.worker_env(env, run_id=run.id)
         python = self.settings.worker_python or sys.executable
-        return LaunchSpec(run_id=run.id, attempt=run.attempt, gpu_type=run.gpu_type or "cpu",
+        return LaunchSpec(run_id=run.id, attempt=run.attempt, gpu_type=run.gpu_type or "cpu", gpu_count=run.gpu_count,
                           command=[python, "-m", "lanner.training.worker"], env=env, workdir=workdir)
 
     def _revoke_key(self, session: Session, run: Run) -> None:

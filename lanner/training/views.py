@@ -57,7 +57,9 @@ def job_view(session: Session, model: ModelRecord, *, catalogue: Catalogue) -> d
     if run.gpu_type:
         gpu = catalogue.get(run.gpu_type) if run.gpu_type in catalogue else None
         compute = {"gpuType": run.gpu_type, "gpuDisplayName": gpu.display_name if gpu else run.gpu_type,
-                   "gpuMemoryGb": float(gpu.vram_gb) if gpu else 0.0}
+                   "gpuMemoryGb": float(gpu.vram_gb) if gpu else 0.0,
+                   # Lanner, on several GPUs only (one GPU: the SDK's exact shape): gpuMemoryGb is each one's
+                   **({"gpuCount": run.gpu_count} if run.gpu_count > 1 else {})}
     job = {
         "id": str(run.id),
         "status": wire_status(run.status),
@@ -99,7 +101,8 @@ def compute_cost_view(session: Session, model: ModelRecord, *, catalogue: Catalo
     display = catalogue.get(run.gpu_type).display_name if run.gpu_type in catalogue else run.gpu_type
     extra["computeCost"] = {
         "gpuType": run.gpu_type, "gpuDisplayName": display,
-        "pricePerHour": (run.price_micros_per_hour or 0) / billing.MICROS_PER_DOLLAR,
+        "pricePerHour": (run.price_micros_per_hour or 0) / billing.MICROS_PER_DOLLAR,  # for all its GPUs
+        "gpuCount": run.gpu_count,
         "totalCost": billing.run_charged(session, run.id) / billing.MICROS_PER_DOLLAR,
         "durationMs": round(billing_seconds(run) * 1000.0, 1),
         "billedSeconds": math.ceil(billing_seconds(run)),

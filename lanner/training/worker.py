@@ -10,7 +10,8 @@ come every 15 minutes). A relaunch after a lost attempt resumes from ``weights/l
 when this node still has it, otherwise from that uploaded checkpoint.
 
 Spec: ``{"runId", "modelId", "attempt", "resume", "trainArgs", "project", "name", "device", "checkpointUrl",
-"checkpointEverySeconds"}``.
+"checkpointEverySeconds"}``; ``device`` is "cpu", "auto" (one GPU if there is one) or "0,1,..." for a run on several
+GPUs (``trainer_device``), which the trainer then trains with DDP.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ def cli_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(cli_value(v) for v in value) + "]"
     return str(value)
+
+
+def trainer_device(gpu_count: int) -> str:
+    """The spec's ``device`` for a GPU run on ``gpu_count`` GPUs: "auto" for one, else "0,1,...", the indices of
+    the GPUs the executor made visible (``CUDA_VISIBLE_DEVICES``: Ray sets it on its node, the local executor to the
+    devices it reserved), so they always count from 0."""
+    return "auto" if gpu_count <= 1 else ",".join(str(index) for index in range(gpu_count))
 
 
 def resolve_device(device: str | None) -> str:

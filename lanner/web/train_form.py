@@ -11,12 +11,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from lanner.gpus.estimator import Option, Range, duration_text, recommend
+from lanner.training.schemas import MAX_GPU_COUNT
 
 SIZES = ("n", "s", "m", "l", "x")
 OFFICIAL_MODELS = tuple(f"yolo11{s}.yaml" for s in SIZES) + tuple(f"yolov8{s}.yaml" for s in SIZES)
 CHECKBOXES = ("quick", "capture", "fallback")
 # Where a service's message (which names its field first) is shown on the form.
-FIELD_OF = (("gpuType", "gpu"), ("trainArgs.batch", "batch"), ("trainArgs.data", "dataset"),
+FIELD_OF = (("gpuType", "gpu"), ("gpuCount", "gpus"), ("trainArgs.batch", "batch"), ("trainArgs.data", "dataset"),
             ("dataset", "dataset"), ("trainArgs.model", "model"), ("model:", "model"), ("model '", "model"),
             ("trainArgs.epochs", "epochs"), ("trainArgs.imgsz", "imgsz"), ("trainArgs.patience", "patience"),
             ("trainArgs.fraction", "quick_fraction"), ("insufficient credits", "credit"), ("project", "project"))
@@ -34,6 +35,7 @@ class TrainForm:
     project: str = ""
     name: str = ""
     gpu: str = ""
+    gpus: str = "1"  # GPUs of the chosen type on one node
     deadline: str = ""  # hours
     budget: str = ""  # dollars: re-ranks the table
     max_cost: str = ""  # dollars: the run is cancelled when it has cost this
@@ -72,6 +74,9 @@ class TrainForm:
             epochs = integer(self.quick_epochs, "quick_epochs", errors, 1, 5)
             args.update(fraction=fraction, epochs=epochs)
         return args
+
+    def gpu_count(self, errors: dict[str, str]) -> int:
+        return integer(self.gpus, "gpus", errors, 1, MAX_GPU_COUNT)
 
     def constraints(self, errors: dict[str, str]) -> tuple[float | None, float | None]:
         """(deadline in minutes, budget in cents) for the advisor."""

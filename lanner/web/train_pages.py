@@ -25,7 +25,7 @@ from lanner.slugs import slugify, unique_slug
 from lanner.training import estimates, launch, refs
 from lanner.training.capacity import NOT_OFFERED, add_availability, availability, runnable_types
 from lanner.training.dependencies import CurrentCatalogue, Runtime
-from lanner.training.schemas import EstimateRequest, StartRequest
+from lanner.training.schemas import MAX_GPU_COUNT, EstimateRequest, StartRequest
 from lanner.web import train_chart, train_form, train_models
 from lanner.web.templating import PageUser, redirect, render
 from lanner.web.train_form import TrainForm
@@ -61,13 +61,14 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
         return None
     own: dict[str, str] = {}
     args = form.train_args(own)
+    count = form.gpu_count(own)
     deadline, budget = form.constraints(own)
     max_cost = form.max_cost_cents(own)
     errors.update({k: v for k, v in own.items() if k not in errors})
     if own:
         return None
     body = EstimateRequest(model=args.pop("model"), dataset=args.pop("data"), trainArgs=args,
-                           deadlineMinutes=deadline, budgetCents=budget)
+                           deadlineMinutes=deadline, budgetCents=budget, gpuCount=count)
     try:
         result = estimates.estimate(session, user, body, catalogue=catalogue)
     except LannerError as exc:
@@ -76,7 +77,8 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
     found = availability(session, runtime.executor, catalogue)
     for item in result["estimates"]:
         add_availability(item, found.get(item["gpuType"]))
-    runnable = runnable_types(runtime.executor, found)
+    most = {gpu.id: _most_gpus(runtime.executor, gpu) for gpu in catalogue.offered()}
+    runnable = {g for g in runnable_types(runtime.executor, found) if most.get(g, 1) >= count}  # that many here
     picks = train_form.advice(result, runnable, deadline_minutes=deadline, budget_cents=budget)
     rows = train_form.arrange(result, picks, runnable, deadline_minutes=deadline, budget_cents=budget)
     chosen = train_form.choose(rows, picks, form)
@@ -88,7 +90,17 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
             "advised": (picks.get("balanced") or {}).get("gpuType", ""),
             "model": result["model"], "images": result["images"], "accuracy": result["accuracy"],
             "guidance": result.get("guidance"), "hold_micros": hold, "available_micros": available,
-            "after_micros": available - hold, "constrained": deadline is not None or budget is not None}
+            "after_micros": available - hold, "constrained": deadline is not None or budget is not None,
+            "most_gpus": most[chosen["gpuType"]] if chosen else 1}
+
+
+def _most_gpus(executor: Any, gpu: Any) -> int:
+    """The most GPUs of ``gpu``'s type the dialog offers for one run: 1 for a type that trains on one device
+    (the CPU), else what one machine here has (every count up to 8 where the executor knows no limit: Ray)."""
+    if gpu.multi_gpu_efficiency is None:
+        return 1
+    most = executor.most_devices(gpu.id)
+    return MAX_GPU_COUNT if most is None else max(1, min(most, MAX_GPU_COUNT))
 
 
 def _task(form: TrainForm, datasets: list[dict[str, Any]]) -> str:
@@ -183,6 +195,7 @@ async def train_post(request: Request, user: PageUser, session: DbSession, catal
 def _launch(session: Session, user: Principal, form: TrainForm, catalogue: Catalogue, runtime: Any,
             executor_name: str, errors: dict[str, str]) -> str:
     args = form.train_args(errors, launch=True)
+    count = form.gpu_count(errors)
     max_cost = form.max_cost_cents(errors)
     if not form.dataset_ref:
         errors["dataset"] = "Pick a dataset."
@@ -205,7 +218,7 @@ def _launch(session: Session, user: Principal, form: TrainForm, catalogue: Catal
     except LannerError as exc:
         errors["name"] = exc.message
         return ""
-    body = StartRequest(modelId=model.id, gpuType=form.gpu, trainArgs=args, maxCostCents=max_cost,
+    body = StartRequest(modelId=model.id, gpuType=form.gpu, gpuCount=count, trainArgs=args, maxCostCents=max_cost,
                         captureDatasetVersion=form.capture or None, allowFallback=form.fallback,
                         fullRunEpochs=int(form.epochs) if form.quick else None)
     launch.start(session, user, body, catalogue=catalogue, executor=runtime.executor, executor_name=executor_name)

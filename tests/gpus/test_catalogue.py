@@ -268,8 +268,9 @@ def test_api_lists_the_catalogue_for_the_callers_tier(gpu_client: TestClient, ma
     assert set(items) == {g.id for g in load_catalogue()}
     assert set(items["rtx-4090"]) == {"id", "displayName", "architecture", "vramGb", "bandwidthGbs", "fp32Tflops",
                                       "fp16Tflops", "pricePerHour", "minTier", "offered", "allowed", "hostVcpus",
-                                      "hostRamGb"}
+                                      "hostRamGb", "multiGpuEfficiency"}
     assert items["a100-80gb-sxm"]["hostVcpus"] == 8 and items["h100-sxm"]["hostVcpus"] == 16
+    assert items["h100-sxm"]["multiGpuEfficiency"] == 0.85 and items["cpu"]["multiGpuEfficiency"] is None
     assert items["rtx-4090"]["pricePerHour"] == 0.69 and items["rtx-4090"]["allowed"] is True
     assert items["cpu"]["fp32Tflops"] is None and items["cpu"]["vramGb"] == 0
     for gpu_id in ("h200-sxm", "b200", "b300"):

@@ -173,3 +173,20 @@ def test_estimate_counts_runs_the_database_knows_as_busy(lanner_cli: Callable[..
         session.execute(update(Run).where(Run.id == run_id).values(executor="local", external_id="1:2:3:1:cpu:"))
     lines = _estimate_at(lanner_cli, monkeypatch, 80)
     assert next(line for line in lines if line.startswith("cpu ")).endswith("queued: all busy")
+
+
+def test_estimate_on_several_gpus_prices_them_all_and_states_the_assumption(lanner_cli: Callable[..., Any]) -> None:
+    one = lanner_cli("estimate", "--model", "yolo11n.yaml", "--train-images", "2000", "--epochs", "5", "--imgsz",
+                     "320", "--batch", "16")
+    two = lanner_cli("estimate", "--model", "yolo11n.yaml", "--train-images", "2000", "--epochs", "5", "--imgsz",
+                     "320", "--batch", "16", "--gpus", "2")
+    assert one.exit_code == 0 and two.exit_code == 0, two.output
+    assert "2 GPUs of each type: $/h and cost are for all 2" in two.output
+    assert "0.8 or 0.85 per GPU" in two.output and "an assumption until measured" in two.output
+
+    def price(output: str, gpu: str) -> str:
+        return next(line.split("│")[2].strip() for line in output.splitlines() if line.startswith(f"│ {gpu} "))
+
+    assert (price(one.output, "h100-sxm"), price(two.output, "h100-sxm")) == ("3.29", "6.58")
+    assert "│ cpu " not in two.output  # the host trains on one device
+    assert lanner_cli("estimate", "--model", "yolo11n.yaml", "--train-images", "10", "--gpus", "9").exit_code == 2

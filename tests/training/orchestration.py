@@ -16,7 +16,7 @@ TRAIN_ARGS = {"model": "yolo11n.yaml", "data": "ul://alice/datasets/shapes", "im
               "workers": 0, "plots": False}
 
 # Lanner's additions to the SDK's TrainingStartResponse (the SDK's TypedDicts are closed).
-LANNER_START_EXTRAS = frozenset({"runId", "queued", "smokeRun", "holdCents", "estimate", "datasetVersion"})
+LANNER_START_EXTRAS = frozenset({"runId", "gpuCount", "queued", "smokeRun", "holdCents", "estimate", "datasetVersion"})
 
 
 def without(value: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from lanner.training.executors import JobState, LaunchSpec
+import pytest
+
+from lanner.training.executors import JobState, LaunchDeferred, LaunchSpec
 from lanner.training.executors import local as local_module
 from lanner.training.executors.local import LocalExecutor
 
@@ -94,3 +97,23 @@ def test_a_restarted_server_recognises_its_worker_by_pid_and_start_time(tmp_path
     recycled = external_id.split(":")
     recycled[1] = str(int(recycled[1]) + 1)  # same pid, another start time: not ours
     assert second.status(":".join(recycled)).state is JobState.LOST
+
+
+def test_a_run_on_several_gpus_gets_them_together_or_waits(tmp_path):
+    executor = LocalExecutor(tmp_path / "runs", max_cpu_runs=1, gpus={"l4": ["0", "1", "2"]})
+    assert executor.most_devices("l4") == 3 and executor.most_devices("cpu") == 1 and executor.most_devices("t4") == 0
+    show = "import os, time; print('visible', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); time.sleep(30)"
+    pair = executor.launch(replace(spec(tmp_path, show, run_id=1, gpu_type="l4"), gpu_count=2))
+    try:
+        assert pair.endswith(":l4:0,1") and executor.capacity()["l4"].free == 1
+        with pytest.raises(LaunchDeferred, match="1 of the 2 l4 it needs are free"):
+            executor.launch(replace(spec(tmp_path, show, run_id=2, gpu_type="l4"), gpu_count=2))
+        with pytest.raises(RuntimeError, match="this machine has 3 l4, not the 4 the run needs"):
+            executor.launch(replace(spec(tmp_path, show, run_id=3, gpu_type="l4"), gpu_count=4))
+        deadline = time.time() + 20
+        while "visible" not in executor.log_tail(pair) and time.time() < deadline:
+            time.sleep(0.05)
+        assert executor.log_tail(pair) == "visible 0,1"
+    finally:
+        executor.kill(pair)
+    assert executor.capacity()["l4"].free == 3

@@ -211,3 +211,33 @@ def test_train_opens_the_dialog_prefilled_from_home_dataset_project_and_model_pa
     model_page = soup(client.get("/alice/p/m"))
     assert "from this model" in text(model_page.select_one("#train-link"))
     assert value(dialog(model_page.select_one("#train-link")["href"]), "model") == "ul://alice/p/m"
+
+
+def test_a_count_of_gpus_prices_and_estimates_the_chosen_type_and_launches_that_many(client, app, setup):
+    _, token = setup()
+    one = soup(client.get("/train", params={**SMALL, "gpu": "h100-sxm"}))
+    assert [o["value"] for o in one.select("#field-gpus option")] == [str(n) for n in range(1, 9)]  # Ray-like: any
+    assert text(one.select_one("#chosen-price")) == "$3.29/h" and not one.select_one("#gpus-note")
+    page = soup(client.get("/train", params={**SMALL, "gpu": "h100-sxm", "gpus": "2"}))
+    assert page.select_one("#field-gpus option[selected]")["value"] == "2"
+    assert text(page.select_one(".gpu-count dd")).endswith("GPUs")
+    assert text(page.select_one("#chosen-price")) == "$6.58/h (2 × $3.29)"
+    assert "$6.58/h (2 × $3.29)" in text(page.select_one('#gpu-table tr[data-gpu="h100-sxm"]'))
+    assert not page.select('tr[data-gpu="cpu"]')  # the host trains on one device
+    margin = text(page.select_one('#gpu-table tr[data-gpu="h100-sxm"] .memory-margin'))
+    assert "batch 4 (2 per GPU) fits" in margin and "usable GB per GPU" in margin
+    note = text(page.select_one("#gpus-note"))
+    assert "an assumption until runs on several NVIDIA H100 SXM5 GPUs are measured" in note
+    shown = next(text(dt.find_next_sibling("dd")) for dt in page.select("dt") if text(dt) == "Held at launch")
+    assert launch(client, token, gpu="h100-sxm", gpus="2").status_code == 303
+    with app.state.lanner.db.session() as session:
+        run = session.scalars(select(Run)).one()
+    assert (run.gpu_count, run.price_micros_per_hour) == (2, 2 * 3_290_000) and shown == money(run.hold_micros)
+
+
+def test_the_cpu_offers_no_count_and_a_bad_count_is_shown(client, setup):
+    setup()
+    cpu = soup(client.get("/train", params={**SMALL, "gpu": "cpu"}))
+    assert not cpu.select("#field-gpus") and cpu.select_one('input[type=hidden][name="gpus"]')["value"] == "1"
+    bad = soup(client.get("/train", params={**SMALL, "gpu": "h100-sxm", "gpus": "9"}))
+    assert "Enter a whole number from 1 to 8." in text(bad.select_one("#estimate"))

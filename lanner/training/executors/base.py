@@ -55,6 +55,7 @@ class LaunchSpec:
     env: dict[str, str]
     workdir: str
     devices: list[str] = field(default_factory=list)  # local GPU indices, when the executor assigns them
+    gpu_count: int = 1  # GPUs of gpu_type the attempt gets, all on one node (DDP)
 
 
 class Capability(Flag):
@@ -85,6 +86,11 @@ class Executor(ABC):
     @abstractmethod
     def capacity(self) -> dict[str, Capacity]:
         """Devices per GPU type, and how many are free right now."""
+
+    def most_devices(self, gpu_type: str) -> int | None:
+        """The most devices of this type one run can get here (all on one node); None where no limit is known
+        (Ray: a node with more may join)."""
+        return None
 
     @abstractmethod
     def launch(self, spec: LaunchSpec) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from lanner.gpus.probe import gpu_type_for_name
-from lanner.training.executors.base import Capacity, Executor, JobState, JobStatus, LaunchSpec
+from lanner.training.executors.base import Capacity, Executor, JobState, JobStatus, LaunchDeferred, LaunchSpec
 
 log = logging.getLogger("lanner.executor.local")
 KILL_AFTER_SECONDS = 10.0
@@ -100,8 +100,13 @@ class LocalExecutor(Executor):
         totals = {gpu_type: len(indices) for gpu_type, indices in self.gpus.items()}
         if self.max_cpu_runs:
             totals["cpu"] = self.max_cpu_runs
-        return {gpu_type: Capacity(total=total, free=max(0, total - sum(w.gpu_type == gpu_type for w in alive)))
+        # A GPU worker holds its devices (one or several); a CPU worker one slot.
+        return {gpu_type: Capacity(total=total, free=max(0, total - sum(
+                    max(1, len(w.devices)) for w in alive if w.gpu_type == gpu_type)))
                 for gpu_type, total in totals.items()}
+
+    def most_devices(self, gpu_type: str) -> int | None:
+        return 1 if gpu_type == "cpu" else len(self.gpus.get(gpu_type, []))
 
     def free_devices(self, gpu_type: str) -> list[str]:
         if gpu_type == "cpu":
@@ -113,10 +118,16 @@ class LocalExecutor(Executor):
 
     def launch(self, spec: LaunchSpec) -> str:
         env = dict(spec.env)
-        devices = spec.devices or (self.free_devices(spec.gpu_type)[:1] if spec.gpu_type != "cpu" else [])
+        devices = spec.devices
+        if spec.gpu_type != "cpu" and not devices:
+            # A run's devices are reserved together; fewer free than it needs, and it waits (stays pending).
+            if (self.most_devices(spec.gpu_type) or 0) < spec.gpu_count:
+                raise RuntimeError(f"this machine has {self.most_devices(spec.gpu_type)} {spec.gpu_type}, "
+                                   f"not the {spec.gpu_count} the run needs")
+            devices = self.free_devices(spec.gpu_type)[:spec.gpu_count]
+            if len(devices) < spec.gpu_count:
+                raise LaunchDeferred(f"{len(devices)} of the {spec.gpu_count} {spec.gpu_type} it needs are free")
         if spec.gpu_type != "cpu":
-            if not devices:
-                raise RuntimeError(f"no free {spec.gpu_type} on this machine")
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""

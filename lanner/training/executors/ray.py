@@ -1,6 +1,7 @@
 """The scale-out executor: each attempt is a Ray Job (``lanner[ray]``). Ray places and queues it; Lanner
-never schedules. A job asks for the custom resource ``lanner-gpu:<type>`` (one unit), which a worker node
-offers for each GPU it has::
+never schedules. A job asks for the custom resource ``lanner-gpu:<type>``, one unit per GPU of the run (Ray places
+a job's entrypoint on one node, so a run on several GPUs gets them all there), which a worker node offers for
+each GPU it has::
 
     ray start --address=<head>:6379 --resources='{"lanner-gpu:h100-sxm": 8}'
 
@@ -67,6 +68,12 @@ class RayExecutor(base.Executor):
         room = self.capacity().get(gpu_type)
         return room is not None and room.total > 0
 
+    def most_devices(self, gpu_type: str) -> int | None:
+        """A pool's nodes' GPUs for a type a pool brings up (a run's GPUs all come on one node); otherwise no
+        limit is known (a node with more may join)."""
+        pool = self.pools.for_gpu(gpu_type)
+        return pool.gpus_per_node if pool is not None else None
+
     def capacity(self) -> dict[str, base.Capacity]:
         try:
             usage = self._usage()
@@ -110,12 +117,12 @@ class RayExecutor(base.Executor):
     def launch(self, spec: base.LaunchSpec) -> str:
         # Unique per submission: a job that expired in Ray's queue is submitted again under a new id.
         submission_id = f"lanner-run-{spec.run_id}-attempt-{spec.attempt}-{secrets.token_hex(3)}"
-        gpus = self.num_gpus if spec.gpu_type != "cpu" else 0
+        gpus = self.num_gpus * spec.gpu_count if spec.gpu_type != "cpu" else 0
         try:
             return str(self.client.submit_job(
                 entrypoint=shlex.join(spec.command), submission_id=submission_id,
                 runtime_env={"env_vars": spec.env},
-                entrypoint_resources={resource_for(spec.gpu_type): 1},
+                entrypoint_resources={resource_for(spec.gpu_type): spec.gpu_count},
                 entrypoint_num_gpus=gpus or None, entrypoint_num_cpus=1,
                 metadata={"lanner_run": str(spec.run_id), "attempt": str(spec.attempt)},
             ))
