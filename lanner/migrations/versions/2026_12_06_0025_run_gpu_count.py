@@ -2,7 +2,7 @@
 
 Revision ID: 0025
 Revises: 0024
-Create Date: 2026-12-07 09:00:00
+Create Date: 2026-12-06 09:00:00
 
 A run Lanner launches may train on several GPUs of its type on one node (``gpuCount``, DDP); the runs table keeps
 how many. ``price_micros_per_hour`` is already the run's whole price per hour (the GPU's times the count). Runs
