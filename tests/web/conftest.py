@@ -19,6 +19,7 @@ installs it; Playwright never downloads a browser) against a real ``lanner serve
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,7 +46,9 @@ ASSET_TYPES = ("stylesheet", "script", "image", "font", "media")
 
 
 @pytest.fixture
-def database_url(tmp_path: Path) -> str:
+def database_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """SQLite only, a copy of the session's migrated file (``tests/conftest.py``): no migrations per test."""
+    shutil.copyfile(sqlite_template, tmp_path / "lanner.db")
     return f"sqlite:///{tmp_path / 'lanner.db'}"
 
 
