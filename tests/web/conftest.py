@@ -19,7 +19,6 @@ installs it; Playwright never downloads a browser) against a real ``lanner serve
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from lanner.accounts import service as accounts_service
 from lanner.billing import service as billing_service
 from lanner.config import Settings
 from lanner.db import Database
-from tests.conftest import REPOSITORY
+from tests.conftest import REPOSITORY, copy_of
 from tests.servers import Server, lanner_cli, start_server
 from tests.web.pages import PASSWORD
 
@@ -47,9 +46,8 @@ ASSET_TYPES = ("stylesheet", "script", "image", "font", "media")
 
 @pytest.fixture
 def database_url(tmp_path: Path, sqlite_template: Path) -> str:
-    """SQLite only, a copy of the session's migrated file (``tests/conftest.py``): no migrations per test."""
-    shutil.copyfile(sqlite_template, tmp_path / "lanner.db")
-    return f"sqlite:///{tmp_path / 'lanner.db'}"
+    """SQLite only (a copy of the migrated template)."""
+    return copy_of(sqlite_template, tmp_path)
 
 
 @dataclass
