@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from lanner.app import create_app
 from lanner.bounds import JSON_FIELD_MAX_BYTES
 from lanner.config import Settings
+from tests.conftest import copy_of
 from tests.world import DATASET, MODEL, PROJECT, Owned, build, make_user, openapi_document, quiet_settings
 
 BIG = 2**63  # one past SQLite's INTEGER and PostgreSQL's BIGINT
@@ -26,8 +27,9 @@ _databases = itertools.count()
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Owned]]:
     work = tmp_path_factory.mktemp("bounds")
-    url = f"sqlite:///{work / 'lanner.db'}"
-    if request.param == "postgresql":
+    if request.param == "sqlite":
+        url = copy_of(request.getfixturevalue("sqlite_template"), work)
+    else:
         cluster = request.getfixturevalue("postgres")
         name = f"lanner_bounds_{next(_databases)}"
         cluster.execute(f"CREATE DATABASE {name} TEMPLATE lanner_template")
@@ -280,9 +282,8 @@ LIMIT = 64 * 1024
 
 
 @pytest.fixture
-def small_limit(tmp_path: Path) -> Iterator[tuple[TestClient, Owned]]:
-    app = create_app(quiet_settings(tmp_path / "home", f"sqlite:///{tmp_path / 'lanner.db'}",
-                                    max_body_bytes=LIMIT))
+def small_limit(tmp_path: Path, sqlite_template: Path) -> Iterator[tuple[TestClient, Owned]]:
+    app = create_app(quiet_settings(tmp_path / "home", copy_of(sqlite_template, tmp_path), max_body_bytes=LIMIT))
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, build(app, client, make_user(app, "alice"), tmp_path)
     app.state.lanner.db.dispose()

@@ -5,10 +5,12 @@ runs many more cases (docs/fuzzing.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests import fuzzing
+from tests.conftest import copy_of
 from tests.world import openapi_document, operations
 
 EXAMPLES_PER_OPERATION = 40
@@ -16,8 +18,9 @@ DOCUMENT = openapi_document()
 
 
 @pytest.fixture(scope="module")
-def fuzz_target() -> Iterator[fuzzing.Target]:
-    with fuzzing.target() as t:
+def fuzz_target(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Iterator[fuzzing.Target]:
+    work = tmp_path_factory.mktemp("fuzz")
+    with fuzzing.target(work, copy_of(sqlite_template, work)) as t:
         yield t
 
 

@@ -10,12 +10,14 @@ operator's routes are for the server's admins only: B gets 403 from each.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from lanner.app import create_app
+from tests.conftest import copy_of
 from tests.world import (
     DATASET,
     DEPLOYMENT,
@@ -219,9 +221,10 @@ def request_for(method: str, path: str, owned: Owned) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def two_users(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Owned, User]]:
+def two_users(tmp_path_factory: pytest.TempPathFactory,
+              sqlite_template: Path) -> Iterator[tuple[TestClient, Owned, User]]:
     work = tmp_path_factory.mktemp("matrix")
-    app = create_app(quiet_settings(work / "home", f"sqlite:///{work / 'lanner.db'}"))
+    app = create_app(quiet_settings(work / "home", copy_of(sqlite_template, work)))
     with TestClient(app, raise_server_exceptions=False) as client:
         owned = build(app, client, make_user(app, "alice"), work)
         bob = make_user(app, "bob", credits_micros=100_000_000)

@@ -26,6 +26,7 @@ from fastapi.testclient import TestClient
 from lanner.accounts.service import require_user
 from lanner.app import create_app
 from lanner.billing import service as billing
+from tests.conftest import copy_of
 from tests.test_route_matrix import MATRIX, request_for, snapshot
 from tests.world import Owned, User, build, make_user, quiet_settings
 
@@ -85,8 +86,8 @@ def allowed(role: str, method: str, path: str) -> bool:
     return least is not None and ROLES.index(role) >= ROLES.index(least)
 
 
-def _world(work: Path) -> Iterator[tuple[TestClient, Owned, dict[str, User]]]:
-    app = create_app(quiet_settings(work / "home", f"sqlite:///{work / 'lanner.db'}"))
+def _world(work: Path, template: Path) -> Iterator[tuple[TestClient, Owned, dict[str, User]]]:
+    app = create_app(quiet_settings(work / "home", copy_of(template, work)))
     with TestClient(app, raise_server_exceptions=False) as client:
         olga = make_user(app, "olga", credits_micros=100_000_000)
         assert client.post("/api/teams", json={"name": TEAM}, headers=olga.headers).status_code == 201
@@ -106,9 +107,10 @@ def _world(work: Path) -> Iterator[tuple[TestClient, Owned, dict[str, User]]]:
 
 
 @pytest.fixture(scope="module")
-def team_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Owned, dict[str, User]]]:
+def team_world(tmp_path_factory: pytest.TempPathFactory,
+               sqlite_template: Path) -> Iterator[tuple[TestClient, Owned, dict[str, User]]]:
     """The world refused callers and the viewer are run against: nothing in it may change."""
-    for client, owned, people in _world(tmp_path_factory.mktemp("team-matrix")):
+    for client, owned, people in _world(tmp_path_factory.mktemp("team-matrix"), sqlite_template):
         before = snapshot(client, owned)
         yield client, owned, people
         assert snapshot(client, owned) == before, "a refused caller or a viewer changed the team's resources"
@@ -170,8 +172,8 @@ def _editor_order(op: tuple[str, str]) -> tuple[int, int]:
     return (step + (1 if method == "DELETE" and path in ROOTS else 0), -len(path))
 
 
-def test_an_editor_does_everything_but_manage_the_team(tmp_path: Path) -> None:
-    for client, owned, people in _world(tmp_path):
+def test_an_editor_does_everything_but_manage_the_team(tmp_path: Path, sqlite_template: Path) -> None:
+    for client, owned, people in _world(tmp_path, sqlite_template):
         wrong = []
         for method, path in sorted(MATRIX, key=_editor_order):
             response = call(client, owned, people["ed"], method, path)

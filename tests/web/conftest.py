@@ -33,7 +33,7 @@ from lanner.accounts import service as accounts_service
 from lanner.billing import service as billing_service
 from lanner.config import Settings
 from lanner.db import Database
-from tests.conftest import REPOSITORY
+from tests.conftest import REPOSITORY, copy_of
 from tests.servers import Server, lanner_cli, start_server
 from tests.web.pages import PASSWORD
 
@@ -45,8 +45,9 @@ ASSET_TYPES = ("stylesheet", "script", "image", "font", "media")
 
 
 @pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'lanner.db'}"
+def database_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """SQLite only (a copy of the migrated template)."""
+    return copy_of(sqlite_template, tmp_path)
 
 
 @dataclass
