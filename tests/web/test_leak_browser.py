@@ -55,6 +55,9 @@ OWN_PAGES: dict[str, str] = {
     "/metrics": "lanner_endpoint_requests",  # his endpoints in Prometheus text (the metric names, with none)
     "/docs": "swagger-ui",  # the API reference: the same for everyone, nobody's data
 }
+# Pages for server admins only: anyone else gets 403 and nothing of them (tests/web/test_operator_pages.py checks
+# the 403 and what an admin sees; these pages show the server's pools, nobody's own things).
+ADMIN_PAGES = frozenset({"/operator/pools"})
 # Pages of one thing named by the path: bob's own answer 200 and show the second value; alice's answer 404.
 RESOURCE_PAGES: dict[str, str] = {
     "/datasets/{owner}/{slug}": "{class_name}",
@@ -151,7 +154,7 @@ def web_routes() -> set[tuple[str, str]]:
 
 
 def test_every_web_route_is_classified() -> None:
-    known = {("GET", p) for p in [*OWN_PAGES, *RESOURCE_PAGES, *STREAMS, *DOWNLOADS, *TOKEN_PAGES]}
+    known = {("GET", p) for p in [*OWN_PAGES, *RESOURCE_PAGES, *STREAMS, *DOWNLOADS, *TOKEN_PAGES, *ADMIN_PAGES]}
     known |= {("POST", p) for p in [*WRITES, *OWN_WRITES]}
     missing = sorted(web_routes() - known)
     assert not missing, (f"classify these routes in {__name__}: OWN_PAGES, RESOURCE_PAGES, STREAMS, DOWNLOADS or "
