@@ -54,10 +54,10 @@ def availability(session: Session, executor: Executor, catalogue: Catalogue) -> 
         total = room.total if room else 0
         free = min(room.free, total - busy.get(gpu.id, 0)) if room else 0
         pool = pools.for_gpu(gpu.id)
-        behind = waiting.get(gpu.id, 0)
+        behind, behind_gpus = waiting.get(gpu.id, (0, 0))
         if free > 0 and not behind:
             out[gpu.id] = Availability(availability_level(free, total), "free now", 0.0)
-        elif pool is not None and busy.get(gpu.id, 0) + behind < max(pool.slots, total):
+        elif pool is not None and busy.get(gpu.id, 0) + behind_gpus < max(pool.slots, total):
             start, _ = typical_start_seconds(session, pool)
             out[gpu.id] = Availability("Medium", f"on demand, about {max(1, round(start / 60))} min", start)
         elif total or pool is not None:
@@ -83,18 +83,21 @@ def runnable_types(executor: Executor, found: dict[str, Availability]) -> set[st
 
 
 def busy_in_database(session: Session, executor_name: str) -> dict[str, int]:
-    """Launched workers per GPU type not yet known to be gone: what any process (the CLI, another server) knows
-    of runs it did not launch."""
+    """GPUs per type held by launched workers not yet known to be gone: what any process (the CLI, another
+    server) knows of runs it did not launch. Counted in GPUs, as the executor's capacity is: a run on two GPUs
+    holds two."""
     return {gpu_type: int(count) for gpu_type, count in session.execute(
-        select(Run.gpu_type, func.count()).where(Run.executor == executor_name, Run.external_id.is_not(None),
+        select(Run.gpu_type, func.sum(Run.gpu_count)).where(Run.executor == executor_name, Run.external_id.is_not(None),
                                                  Run.worker_exited_at.is_(None)).group_by(Run.gpu_type)).all()}
 
 
-def waiting_in_database(session: Session) -> dict[str, int]:
-    """Runs per GPU type waiting to be launched (pending, no worker yet)."""
-    return {gpu_type: int(count) for gpu_type, count in session.execute(
-        select(Run.gpu_type, func.count()).where(Run.executor.is_not(None), Run.external_id.is_(None),
-                                                 Run.status == RunStatus.PENDING.value).group_by(Run.gpu_type)).all()}
+def waiting_in_database(session: Session) -> dict[str, tuple[int, int]]:
+    """Runs and the GPUs they ask for, per GPU type, waiting to be launched (pending, no worker yet): people
+    are told how many runs they queue behind; a pool's room is counted in GPUs."""
+    return {gpu_type: (int(runs), int(gpus)) for gpu_type, runs, gpus in session.execute(
+        select(Run.gpu_type, func.count(), func.sum(Run.gpu_count)).where(
+            Run.executor.is_not(None), Run.external_id.is_(None),
+            Run.status == RunStatus.PENDING.value).group_by(Run.gpu_type)).all()}
 
 
 def availability_level(free: int, total: int) -> str:

@@ -59,3 +59,14 @@ def test_a_pool_counts_gpus_as_room_and_as_devices_a_waiting_run_may_take(shapes
     single = start(client, alice, new_model(shapes, "single"), 1).json()["runId"]
     supervisor.run_once()  # the pool's one node of two GPUs is the pair's: the single run waits
     assert len(pooled.launched) == 1 and run_row(app, single).external_id is None
+
+
+def test_availability_counts_a_runs_gpus_not_the_run(shapes, app, alice, client, pooled):
+    """One run on both GPUs of the pool's only node fills the pool: no type is 'on demand' while it runs (it was
+    counted as one busy device of two, so the dialog offered a node that cannot come)."""
+    credit(app, alice, 100_000_000)
+    start(client, alice, new_model(shapes, "pair"), 2)
+    app.state.training.supervisor.run_once()
+    assert [spec.gpu_count for spec in pooled.launched] == [2]
+    detail = client.get("/api/training/gpu-availability", params={"detail": "true"}).json()["h100-sxm"]
+    assert detail["text"] == "queued: all busy" and detail["level"] == "Low"
