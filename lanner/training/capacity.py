@@ -20,6 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.gpus.catalogue import Catalogue
+from lanner.gpus.estimator import Option, Range, recommend
 from lanner.training.executors import Executor
 from lanner.training.models import Run
 from lanner.training.provisioning import typical_start_seconds
@@ -80,6 +81,20 @@ def runnable_types(executor: Executor, found: dict[str, Availability]) -> set[st
     no node yet and no pools), those the executor would queue."""
     return {gpu for gpu, entry in found.items() if entry.level is not None} or {
         gpu for gpu in found if executor.offers(gpu)}
+
+
+def picks_here(result: dict[str, Any], runnable: set[str], *, deadline_minutes: float | None,
+               budget_cents: float | None) -> dict[str, Any]:
+    """The advisor's picks among the types that can run here (a type no worker or pool here has cannot be started,
+    so it is neither recommended nor pre-selected), ranked by the time a person waits: training plus the start-up
+    of a node brought up on demand (``add_availability``'s ``doneInSeconds``). What the estimate API, the train
+    dialog and ``lanner estimate`` recommend."""
+    options = [Option(e["gpuType"], e["displayName"], e["pricePerHour"], e["fits"],
+                      e["allowed"] and e["gpuType"] in runnable,
+                      Range(**(e.get("doneInSeconds") or e["totalSeconds"])), Range(**e["costCents"]))
+               for e in result["estimates"]]
+    return recommend(options, deadline_s=deadline_minutes * 60 if deadline_minutes is not None else None,
+                     budget_cents=budget_cents)
 
 
 def busy_in_database(session: Session, executor_name: str) -> dict[str, int]:

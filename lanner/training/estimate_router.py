@@ -11,7 +11,7 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.gpus.schemas import GpuList
 from lanner.http.deps import DbSession
 from lanner.training import estimates
-from lanner.training.capacity import add_availability, availability
+from lanner.training.capacity import add_availability, availability, picks_here, runnable_types
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.training.schemas import EstimateRequest
 
@@ -37,12 +37,15 @@ def list_gpus(principal: CurrentPrincipal, catalogue: CurrentCatalogue) -> GpuLi
              description="Before launch: per GPU type the batch used (AutoBatch resolved), whether it fits, peak "
                          "memory, the largest batch that fits, epoch and total time and cost as value/low/high "
                          "ranges from the calibration residuals, whether the run is loader-bound, whether it is on "
-                         "the time/cost Pareto front (`pareto`), and a cheapest / fastest / balanced "
-                         "recommendation under an optional deadline and budget.")
+                         "the time/cost Pareto front (`pareto`), each type's availability and start-up time, and a "
+                         "cheapest / fastest / balanced recommendation under an optional deadline and budget among "
+                         "the types this server can run, ranked by training plus start-up (`doneInSeconds`).")
 def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSession, catalogue: CurrentCatalogue,
              runtime: Runtime) -> dict[str, Any]:
     result = estimates.estimate(session, principal, body, catalogue=catalogue)
     found = availability(session, runtime.executor, catalogue)
     for item in result["estimates"]:  # free now, on demand (with its start-up time), queued, or not offered
         add_availability(item, found.get(item["gpuType"]))
+    result["recommendation"] = picks_here(result, runnable_types(runtime.executor, found),
+                                          deadline_minutes=body.deadlineMinutes, budget_cents=body.budgetCents)
     return result

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlencode
 
-from lanner.gpus.estimator import Option, Range, duration_text, recommend
+from lanner.gpus.estimator import duration_text
 from lanner.training.schemas import MAX_GPU_COUNT
 
 SIZES = ("n", "s", "m", "l", "x")
@@ -122,19 +122,6 @@ def field_of(message: str) -> str:
         if message.startswith(prefix):
             return name
     return "form"
-
-
-def advice(result: dict[str, Any], runnable: set[str], *, deadline_minutes: float | None,
-           budget_cents: float | None) -> dict[str, Any]:
-    """The advisor's picks among the types that can run here now (a type no worker here has cannot be started,
-    so it is neither recommended nor pre-selected)."""
-    # The time a person waits: training plus the start-up of a node brought up on demand.
-    options = [Option(e["gpuType"], e["displayName"], e["pricePerHour"], e["fits"],
-                      e["allowed"] and e["gpuType"] in runnable,
-                      Range(**(e.get("doneInSeconds") or e["totalSeconds"])), Range(**e["costCents"]))
-               for e in result["estimates"]]
-    return recommend(options, deadline_s=deadline_minutes * 60 if deadline_minutes is not None else None,
-                     budget_cents=budget_cents)
 
 
 def arrange(result: dict[str, Any], picks: dict[str, Any], runnable: set[str], *, deadline_minutes: float | None,

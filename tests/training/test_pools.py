@@ -224,6 +224,24 @@ def make_public(app: Any, slug: str) -> None:
         session.execute(update(Dataset).where(Dataset.slug == slug).values(visibility="public"))
 
 
+def test_the_estimate_api_recommends_only_what_runs_here_with_its_start_up(shapes, app, alice, client, pooled):
+    """The API's picks are the dialog's: among the types a pool or node here has (not the cheapest card of the
+    catalogue), timed as training plus the node's start-up."""
+    from lanner.gpus.estimator import duration_text
+
+    pooled.nodes["l4"] = Capacity(total=1, free=1)  # a warm L4 node, and the h100 pool on demand
+    answer = client.post("/api/training/estimate", headers=alice.headers, json={
+        "model": "yolo11n.yaml", "dataset": "ul://alice/datasets/shapes", "trainArgs": ARGS}).json()
+    picks = answer["recommendation"]
+    assert {picks[kind]["gpuType"] for kind in ("cheapest", "fastest", "balanced")} <= {"l4", "h100-sxm"}, picks
+    h100 = next(e for e in answer["estimates"] if e["gpuType"] == "h100-sxm")
+    if picks["fastest"]["gpuType"] == "h100-sxm":
+        assert duration_text(h100["doneInSeconds"]["value"]) in picks["fastest"]["reason"], picks
+    else:  # three minutes of start-up made the warm L4 the faster to a result
+        assert h100["doneInSeconds"]["value"] > next(
+            e for e in answer["estimates"] if e["gpuType"] == "l4")["totalSeconds"]["value"]
+
+
 def test_a_type_no_pool_or_node_has_is_refused_as_not_offered(shapes, app, alice, client, pooled):
     credit(app, alice, 50_000_000)
     answer = client.post("/api/training/start", headers=alice.headers,
