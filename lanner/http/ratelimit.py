@@ -121,9 +121,10 @@ class Counters:
                 result = getattr(self._shared, method)(*args)
             except StorageError as error:
                 self._retry_at = time.monotonic() + self.RETRY_SECONDS
-                self._degraded = True
-                log.warning("rate-limit storage %s unreachable (%s): counting in this process, retrying in %.0f s",
-                            self._uri, error.storage_error, self.RETRY_SECONDS)
+                if not self._degraded:  # once per outage, not once per retry
+                    self._degraded = True
+                    log.warning("rate-limit storage %s unreachable (%s): counting in this process, retrying every "
+                                "%.0f s", self._uri, error.storage_error, self.RETRY_SECONDS)
             else:
                 if self._degraded:
                     self._degraded = False
