@@ -59,13 +59,14 @@ def test_a_valid_key_and_session_work_from_an_address_that_just_sent_60_wrong_ke
 
 def test_rate_limits_counted_in_redis_hold_across_processes_and_survive_its_outage(tmp_path):
     """Three server processes on one database and one Redis, 200 requests with one key round-robin against a
-    100/minute limit: 100 ± 5 allowed (per process, 162-200 were). Then Redis stops: each process serves again,
-    counting on its own, and logs why."""
+    limit of 100 (per process, 162-200 were allowed): 100 ± 5 allowed. Per hour rather than the issue's per
+    minute, so that a slow machine's 200 requests cannot outlast the window. Then Redis stops: each process
+    serves again, counting on its own, and logs why."""
     home = tmp_path / "home"
     lanner_cli(home, "users", "create", "alice")
     key = lanner_cli(home, "keys", "create", "alice")
     with running_redis(tmp_path / "redis") as redis_server:
-        settings = {"LANNER_REDIS_URL": redis_server.url, "LANNER_API_RATE_LIMIT": "100/minute"}
+        settings = {"LANNER_REDIS_URL": redis_server.url, "LANNER_API_RATE_LIMIT": "100/hour"}
         servers = [start_server(home, serve_args=("--workers", "2"), log_name="server-0.log", **settings)]
         try:
             servers += [start_server(home, log_name=f"server-{i}.log", **settings) for i in (1, 2)]
