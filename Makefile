@@ -23,10 +23,13 @@ run: $(STAMP)
 	LANNER_PUBLIC_URL="$${LANNER_PUBLIC_URL:-http://$(HOST):$(PORT)}" $(BIN)/lanner demo
 	LANNER_PUBLIC_URL="$${LANNER_PUBLIC_URL:-http://$(HOST):$(PORT)}" $(BIN)/lanner serve --host $(HOST) --port $(PORT)
 
-# PostgreSQL (initdb, pg_ctl) for the tests that run the API against a real server.
+# PostgreSQL (initdb, pg_ctl) for the tests that run the API against a real server; Redis for the rate limits
+# shared by several server processes (tests/http/test_shared_limits.py starts its own).
 system-test-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null)
+	@test -x /usr/bin/redis-server || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null)
 
 # Debian's chromium for the browser tests (tests/web, marker `browser`): Playwright drives it and never downloads one.
 browser-test-deps:

@@ -10,8 +10,9 @@ request at a time from 127.0.0.2: first alone, then while 8 threads post wrong p
 ``/api/auth/login`` in a loop without pause (all from 127.0.0.1, as one attacker). Cases:
 
 - ``limits on``: the server's default login limits (the guessers get 429 once they are spent);
-- ``limits off``: no login limits (``LANNER_AUTH_FAILURE_LIMIT_PER_IP`` and ``LANNER_LOGIN_LIMIT_PER_USERNAME``
-  empty), so every guess is hashed: what is left is the hashing pool's protection alone.
+- ``limits off``: no login limits (``LANNER_AUTH_FAILURE_LIMIT_PER_IP``, ``LANNER_LOGIN_LIMIT_PER_USERNAME`` and
+  ``LANNER_LOGIN_LIMIT_PER_USERNAME_AND_ADDRESS`` empty), so every guess is hashed: what is left is the hashing
+  pool's protection alone.
 
 The API budget is turned off (``LANNER_API_RATE_LIMIT=""``) so the measuring client is never refused itself.
 A commit without rate limits ignores the settings, so the same script measures "before" on an older checkout.
@@ -131,7 +132,8 @@ def _commit() -> str:
 
 def run(label: str, results_path: Path, samples: int) -> None:
     cases = [("limits on", {}),
-             ("limits off", {"LANNER_AUTH_FAILURE_LIMIT_PER_IP": "", "LANNER_LOGIN_LIMIT_PER_USERNAME": ""})]
+             ("limits off", {"LANNER_AUTH_FAILURE_LIMIT_PER_IP": "", "LANNER_LOGIN_LIMIT_PER_USERNAME": "",
+                             "LANNER_LOGIN_LIMIT_PER_USERNAME_AND_ADDRESS": ""})]
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     measured = []
     for case, extra in cases:
@@ -151,9 +153,10 @@ def write_doc(results_path: Path) -> None:
              f"{VICTIM_ADDRESS}) alone and while {GUESSERS} threads post wrong passwords for the same user to "
              f"`/api/auth/login` without pause, from 127.0.0.1 (`benchmarks/login_contention.py`; one `lanner serve` "
              f"process, default SQLite; the API budget off so the measuring client is never refused; at most 60 s "
-             f"of measuring per phase). \"limits off\" empties `LANNER_AUTH_FAILURE_LIMIT_PER_IP` and "
-             f"`LANNER_LOGIN_LIMIT_PER_USERNAME`, so every guess is hashed; the old commit has no limits either "
-             f"way. Server, guessers and measuring client share the machine.", ""]
+             f"of measuring per phase). \"limits off\" empties `LANNER_AUTH_FAILURE_LIMIT_PER_IP`, "
+             f"`LANNER_LOGIN_LIMIT_PER_USERNAME` and `LANNER_LOGIN_LIMIT_PER_USERNAME_AND_ADDRESS`, so every guess "
+             f"is hashed; the old commit has no limits either way. Server, guessers and measuring client share the "
+             f"machine.", ""]
     for label, run_ in results.items():
         lines.append(f"- {label}: commit {run_['commit']}, {run_['date']}, {run_['machine']}, "
                      f"Python {run_['python']}")

@@ -34,7 +34,7 @@ from lanner.exports.queue import ExportQueue
 from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
 from lanner.gpus.pools import load_pools
-from lanner.http import body_limit, handlers
+from lanner.http import body_limit, handlers, proxies
 from lanner.http.direct_route import FastAPIWithFastLane
 from lanner.http.security_headers import SecurityHeaders
 from lanner.inference.predictor import Predictor
@@ -147,6 +147,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     body_limit.install(app, max_bytes=settings.max_body_bytes, overrides=(body_limit.Override(
         settings.inference_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES"), body_limit.Override(
         settings.endpoint_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES")))
+    proxies.install(app, settings.trusted_proxy_list)  # in front of everything: the address every limit counts
     for router in ROUTERS:
         app.include_router(router)
         app.fast_lane.add(router.routes)  # API clients reach the metrics webhook without the middlewares

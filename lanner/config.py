@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 class Settings(BaseSettings):
@@ -36,15 +41,31 @@ class Settings(BaseSettings):
 
     # Rate limits: strings in the `limits` library's notation ("100/minute", "5 per 10 seconds"); "" or "0"
     # turns one off. Counted in a moving window.
+    redis_url: str | None = Field(
+        default=None, description="Redis shared by every API process (`redis://host:6379/0`): rate-limit "
+        "counters live there unless LANNER_RATE_LIMIT_STORAGE names another storage. Unset: each process counts "
+        "on its own, and `lanner serve --workers N` (N > 1) warns that limits are per process.")
     rate_limit_storage: str = Field(
-        default="memory://", description="Where rate-limit counters live: a `limits` storage URI. memory:// "
-        "counts per process (each `serve --workers` process separately); redis://host:6379 shares them.")
+        default="", description="Where rate-limit counters live: a `limits` storage URI. Empty: LANNER_REDIS_URL "
+        "when set, else memory:// (counted in each process, so each `serve --workers` process and each host "
+        "allows the whole limit). While a shared storage cannot be reached, each process counts on its own and "
+        "logs a warning (retrying the storage every 5 s): never refused for the outage, never unlimited.")
+    trusted_proxies: str = Field(
+        default="", description="Addresses and CIDR networks of the reverse proxies (load balancers) in front "
+        "of the server, comma-separated (`10.0.0.0/8, 192.168.1.5`). Only from these is X-Forwarded-For believed "
+        "(its right-most address not in the list is the client, the one that rate limits count); empty: the "
+        "connecting address is the client, whatever the headers say.")
     auth_failure_limit_per_ip: str = Field(
-        default="10/minute", description="Sign-in attempts and wrong API keys allowed per client address; once "
-        "spent, even a right password or a valid key from that address gets 429 until the window passes.")
+        default="10/minute", description="Wrong API keys answered 401 per client address; past it a wrong key is "
+        "answered 429 with Retry-After. A valid key (or web session) from that address is always served.")
+    login_limit_per_username_and_address: str = Field(
+        default="5/minute", description="Sign-in attempts (and current-password checks) allowed per username from "
+        "one client address, counted before the password is hashed; then 429 without hashing. Other accounts "
+        "behind the same address are not affected.")
     login_limit_per_username: str = Field(
-        default="5/minute", description="Sign-in attempts allowed per username (counted before the password is "
-        "hashed, so a guesser over the limit costs nothing); then 429, right password or not.")
+        default="20/minute", description="Sign-in attempts allowed per username from all addresses together (a "
+        "guesser spread over many addresses); then 429 without hashing, right password or not. Sessions and "
+        "API keys of the account keep working.")
     api_rate_limit: str = Field(
         default="100/minute", description="Requests per API key (per user for a web session), the hosted "
         "platform's default.")
@@ -197,6 +218,25 @@ class Settings(BaseSettings):
         "the host of LANNER_RAY_ADDRESS, port 8000); Serve is started listening there.")
     worker_python: str | None = Field(default=None, description="Python with Lanner installed on worker nodes "
                                       "(default: the server's own interpreter).")
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_trusted_proxies(cls, value: str) -> str:
+        """A typo stops the server at start: uvicorn's parser would keep it as a name that no address matches."""
+        for item in _items(value):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"LANNER_TRUSTED_PROXIES: {item!r} is not an address or a CIDR network") from None
+        return value
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        return _items(self.trusted_proxies)
+
+    @property
+    def resolved_rate_limit_storage(self) -> str:
+        return self.rate_limit_storage.strip() or self.redis_url or "memory://"
 
     @property
     def resolved_home(self) -> Path:

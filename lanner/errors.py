@@ -65,8 +65,9 @@ class Unprocessable(LannerError):
 
 
 class TooManyRequests(LannerError):
-    """429: a rate limit is spent (too many failed sign-ins or wrong keys from one address, or a key's request
-    budget). ``Retry-After`` says in whole seconds when the window has room again; the SDK waits that long."""
+    """429: a rate limit is spent (too many sign-in attempts for one username, wrong keys from one address, or a
+    key's request budget). ``Retry-After`` says in whole seconds when the window has room again; the SDK waits
+    that long."""
     status_code, code = 429, "rate_limited"
 
     def __init__(self, message: str, *, retry_after: int) -> None:

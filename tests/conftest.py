@@ -124,7 +124,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # Tests make many requests per key and per address quickly: generous limits keep the rate-limit code on the path
 # without refusing anything; tests of the limits themselves set tight ones.
 GENEROUS_LIMITS = {name: "100000/minute" for name in ("auth_failure_limit_per_ip", "login_limit_per_username",
-                                                       "api_rate_limit", "worker_rate_limit", "inference_rate_limit")}
+                                                       "login_limit_per_username_and_address", "api_rate_limit",
+                                                       "worker_rate_limit", "inference_rate_limit")}
 
 
 @pytest.fixture

@@ -39,8 +39,8 @@ def free_port() -> int:
 # The tests poll (every 0.5 s while a run trains) faster than the product's API budget allows; like the app
 # fixtures (conftest.GENEROUS_LIMITS), the real server gets limits that never refuse a test.
 GENEROUS_LIMITS = {f"LANNER_{name}": "100000/minute" for name in (
-    "AUTH_FAILURE_LIMIT_PER_IP", "LOGIN_LIMIT_PER_USERNAME", "API_RATE_LIMIT", "WORKER_RATE_LIMIT",
-    "INFERENCE_RATE_LIMIT")}
+    "AUTH_FAILURE_LIMIT_PER_IP", "LOGIN_LIMIT_PER_USERNAME", "LOGIN_LIMIT_PER_USERNAME_AND_ADDRESS", "API_RATE_LIMIT",
+    "WORKER_RATE_LIMIT", "INFERENCE_RATE_LIMIT")}
 
 
 def lanner_env(home: Path, **extra: str) -> dict[str, str]:
@@ -74,13 +74,15 @@ class Server:
             self.process.kill()
 
 
-def start_server(home: Path, port: int | None = None, **extra: str) -> Server:
-    """``lanner serve`` on ``port`` (a free one by default; the same one again to restart a killed server)."""
+def start_server(home: Path, port: int | None = None, *, serve_args: tuple[str, ...] = (),
+                 log_name: str = "server.log", **extra: str) -> Server:
+    """``lanner serve`` on ``port`` (a free one by default; the same one again to restart a killed server), with
+    ``serve_args`` (``--workers 3``) and its output in ``home/log_name`` (several servers may share a home)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    log = home / "server.log"
+    log = home / log_name
     home.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen([str(VENV_BIN / "lanner"), "serve", "--port", str(port)],
+    process = subprocess.Popen([str(VENV_BIN / "lanner"), "serve", "--port", str(port), *serve_args],
                                env=lanner_env(home, LANNER_PUBLIC_URL=url, **extra),
                                stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.time() + 60

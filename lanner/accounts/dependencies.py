@@ -3,10 +3,11 @@ the web session cookie. Routers depend on ``CurrentPrincipal`` (401 when nobody)
 paths), ``OptionalPrincipal`` (pages that redirect to the login instead) or ``AdminPrincipal`` (the server's
 admins only: 403 for anyone else; the flag is cached with an API key, like the rest of its principal).
 
-Rate limits are applied here too, because only here is it known who is calling: an address with too many
-wrong keys is refused before its key is looked at, a wrong key is counted against its address, and every
-request spends its caller's budget (``lanner.http.ratelimit``). Routes without a principal (health, the login page,
-signed storage links, whose signature is the credential) spend none."""
+Rate limits are applied here too, because only here is it known who is calling: every key is checked, a wrong
+one is counted against its address (429 instead of 401 once the address is past its budget; a valid key from the
+same address is served all the same), and every request spends its caller's budget (``lanner.http.ratelimit``).
+Routes without a principal (health, the login page, signed storage links, whose signature is the credential)
+spend none."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def _check_run_scope(request: Request, principal: Principal) -> Principal:
 
 
 def client_address(request: Request) -> str:
-    """The caller's address as the server saw it (uvicorn takes X-Forwarded-For only from trusted proxies)."""
+    """The caller's address: the connecting one, or what a proxy in LANNER_TRUSTED_PROXIES says in
+    X-Forwarded-For (``lanner.http.proxies`` rewrote it before the request got here)."""
     return request.client.host if request.client else "unknown"
 
 
@@ -67,13 +69,11 @@ def _admit(request: Request, ctx: AppContext, principal: Principal) -> Principal
 
 
 def _key_principal(request: Request, ctx: AppContext, session: Session, token: str) -> Principal:
-    address = client_address(request)
-    ctx.limits.refuse_failing_address(address)
     try:
         return accounts_service.authenticate_key(session, key=token, cache=ctx.key_cache,
                                                  ttl=ctx.settings.api_key_cache_seconds)
     except Unauthorized:
-        ctx.limits.count_failure(address)
+        ctx.limits.wrong_key(client_address(request))  # 429 past the address's budget
         raise
 
 
@@ -126,7 +126,6 @@ async def get_principal_nonblocking(request: Request) -> Principal:
     if token:
         principal = accounts_service.cached_principal(key=token, cache=ctx.key_cache)
         if principal is not None:
-            ctx.limits.refuse_failing_address(client_address(request))
             return _admit(request, ctx, principal)
 
     def lookup() -> Principal:

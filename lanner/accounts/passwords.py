@@ -42,7 +42,7 @@ def _start(db: Database, user_id: str) -> str:
 async def sign_in(ctx: AppContext, *, address: str, username: str, password: str) -> SignedIn:
     """A new web session for the right password; 401 otherwise, in the same time whether the username exists
     or not (an unknown user's password is checked against a stand-in hash), and 429 over the limits."""
-    ctx.limits.count_sign_in(address, username)
+    ctx.limits.sign_in_attempt(address, username)
     user = await run_in_threadpool(_find, ctx.db, username)
     right = await verify_password_async(password, user.password_hash if user is not None else None)
     if user is None or not right:
@@ -70,7 +70,7 @@ async def change_password(ctx: AppContext, principal: Principal, *, address: str
     session cannot guess it quickly). Every session of the user ends; a caller that came with a session cookie
     gets a fresh session (its token is returned) so this browser stays signed in."""
     service.check_new_password(new)
-    ctx.limits.count_sign_in(address, principal.username)
+    ctx.limits.sign_in_attempt(address, principal.username)
 
     def stored() -> str | None:
         with ctx.db.session() as session:

@@ -58,8 +58,13 @@ def serve(host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0
     upgrade_database(settings.resolved_database_url)
     register_official_folder(settings)  # once, before any worker: their maintenance passes pick up later files
     err.print(f"Lanner on http://{host}:{port} (data in {settings.resolved_home})")
+    if workers > 1 and settings.resolved_rate_limit_storage == "memory://":
+        err.print(f"warning: rate limits are per process: each of the {workers} workers allows the whole limit "
+                  "(set LANNER_REDIS_URL to share them)", markup=False, soft_wrap=True)
+    # proxy_headers off: the app believes X-Forwarded-For from LANNER_TRUSTED_PROXIES only (lanner.http.proxies);
+    # uvicorn's own copy would trust 127.0.0.1 by default.
     uvicorn.run("lanner.app:create_served_app", factory=True, host=host, port=port, workers=workers,
-                log_level="warning", access_log=False)
+                log_level="warning", access_log=False, proxy_headers=False)
 
 
 @users_app.command("create")

@@ -162,8 +162,17 @@ class FastAPIWithFastLane(FastAPI):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fast_lane = FastLane(self)
+        self._entry: ASGIApp = self._dispatch
+
+    def wrap_outermost(self, wrap: Callable[[ASGIApp], ASGIApp]) -> None:
+        """Put ``wrap`` in front of everything, the fast lane included: what every request must go through
+        (the trusted proxies' headers, ``lanner.http.proxies``)."""
+        self._entry = wrap(self._entry)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._entry(scope, receive, send)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self.root_path:
             handler = self.fast_lane.match(scope)
             if handler is not None:

@@ -75,26 +75,37 @@ def test_wrong_passwords_then_the_right_one_is_still_refused(limited):
     assert client.get("/api/account/summary").status_code == 401  # no session was started
 
 
-def test_too_many_failures_from_one_address_refuse_even_the_right_password(limited):
-    app, client = limited(auth_failure_limit_per_ip="10/minute")
+def test_one_accounts_failures_from_an_address_never_refuse_another_accounts_password(limited):
+    """An office behind one NAT: bob guessing (or a script of his failing) neither locks alice out nor costs him
+    more than his allowance of hashes; alice's own guesses from that address are throttled for her alone."""
+    app, client = limited(login_limit_per_username_and_address="5/minute", auth_failure_limit_per_ip="10/minute")
     _account(app, "alice")
-    for i in range(10):
+    _account(app, "bob")
+    for _ in range(5):
+        assert _login(client, username="bob", password="guess").status_code == 401
+    for _ in range(10):
+        _assert_rate_limited(_login(client, username="bob", password="guess"))
+    for i in range(20):  # other usernames each their own allowance, whatever the address has failed
         assert _login(client, username=f"nobody{i}", password="guess").status_code == 401
-    _assert_rate_limited(_login(client))
-    with TestClient(app, client=("10.0.0.2", 40000)) as elsewhere:  # another address is not affected
-        assert _login(elsewhere).status_code == 200
+    assert _login(client).status_code == 200
+    _assert_rate_limited(_login(client, username="bob"))  # bob's right password waits out his own window
+    with TestClient(app, client=("10.0.0.2", 40000)) as elsewhere:  # from another address bob has his allowance
+        assert _login(elsewhere, username="bob").status_code == 200
 
 
-def test_wrong_api_keys_from_one_address_get_429_then_even_a_valid_key(limited):
+def test_wrong_api_keys_from_one_address_get_429_but_a_valid_key_is_always_served(limited):
     app, client = limited(auth_failure_limit_per_ip="10/minute")
     alice = _account(app, "alice")
     wrong = {"Authorization": "Bearer ul_" + "0" * 40}
     for _ in range(10):
         assert client.get("/api/account/summary", headers=wrong).status_code == 401
-    _assert_rate_limited(client.get("/api/account/summary", headers=wrong))
-    _assert_rate_limited(client.get("/api/account/summary", headers=alice.headers))
-    with TestClient(app, client=("10.0.0.2", 40000)) as elsewhere:
-        assert elsewhere.get("/api/account/summary", headers=alice.headers).status_code == 200
+    for _ in range(50):
+        _assert_rate_limited(client.get("/api/account/summary", headers=wrong))
+    assert client.get("/api/account/summary", headers=alice.headers).status_code == 200
+    malformed = {"Authorization": "Bearer not-a-key"}
+    _assert_rate_limited(client.get("/api/account/summary", headers=malformed))
+    with TestClient(app, client=("10.0.0.2", 40000)) as elsewhere:  # another address has its own allowance
+        assert elsewhere.get("/api/account/summary", headers=wrong).status_code == 401
 
 
 # --- request budgets ------------------------------------------------------------------------------------------
@@ -175,7 +186,7 @@ def test_memory_rate_limits_start_no_thread_per_hit_and_still_expire(settings, m
 
     from lanner.http.ratelimit import InlineExpiryMemoryStorage, RateLimits
 
-    assert isinstance(RateLimits(settings)._limiter.storage, InlineExpiryMemoryStorage)
+    assert isinstance(RateLimits(settings).counters.storage, InlineExpiryMemoryStorage)
     storage = InlineExpiryMemoryStorage()
 
     def no_timer(*args: Any, **kwargs: Any) -> None:
