@@ -3,7 +3,8 @@ guarded compare-and-set through ``lanner.status`` that writes a ``StatusEvent``.
 
     (signed URL handed out) ──> pending
     pending ──> receiving                a PUT started: the slot is single use, a second PUT is refused before
-                                         anything is stored
+                                         anything is stored (with a bucket's presigned URL: at completion, once
+                                         the staged object was read back and hashed, see ``settle``)
     receiving ──> pending                that PUT failed (too large, cut off): the client may try again
     receiving ──> uploaded               the file arrived
     uploaded ──> completed               ``upload.complete`` checked the size
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from lanner.errors import Conflict, NotFound
 from lanner.status import InvalidStatusChange, change_status, record_created, try_change_status
+from lanner.storage.blobs import BlobStore
 from lanner.storage.models import UploadSession
 
 PENDING = "pending"
@@ -30,6 +32,7 @@ COMPLETED = "completed"
 INGESTED = "ingested"
 EXPIRED = "expired"
 UNFINISHED = (PENDING, RECEIVING, UPLOADED, COMPLETED)
+SESSION_SLOT_PREFIX = "sessions/"  # the slot keys of upload sessions; every other key is a training checkpoint's
 
 NOTHING_UPLOADED = "nothing was uploaded for this session yet: PUT the file to its uploadUrl first"
 
@@ -41,16 +44,40 @@ def create(session: Session, upload: UploadSession) -> UploadSession:
     return upload
 
 
-def get_uploaded(session: Session, *, owner_id: str, session_id: str) -> UploadSession:
-    """The caller's upload session, once its file has arrived (404 for anyone else's, 409 before the PUT)."""
+def slot_key(upload: UploadSession) -> str:
+    """The upload slot of a session: its key in Lanner's signed PUT URL, or under a bucket's staging prefix."""
+    return f"{SESSION_SLOT_PREFIX}{upload.id}/{upload.filename}"
+
+
+def get_uploaded(session: Session, *, owner_id: str, session_id: str, blobs: BlobStore | None = None,
+                 max_bytes: int | None = None) -> UploadSession:
+    """The caller's upload session, once its file has arrived (404 for anyone else's, 409 before the PUT).
+    ``blobs``: the store, to settle a file the client PUT straight into a bucket (``settle``)."""
     upload = session.get(UploadSession, session_id)
     if upload is None or upload.owner_id != owner_id:
         raise NotFound("upload session not found")
+    if blobs is not None and max_bytes is not None:
+        settle(session, upload, blobs, max_bytes)
     if upload.status == EXPIRED:
         raise Conflict("this upload session expired; ask for a new upload URL and upload again")
     if upload.status in (PENDING, RECEIVING):
         raise Conflict(NOTHING_UPLOADED)
     return upload
+
+
+def settle(session: Session, upload: UploadSession, blobs: BlobStore, max_bytes: int) -> None:
+    """pending -> receiving -> uploaded for a file the client PUT on a bucket's presigned URL, which Lanner never
+    saw: the store reads the staged object back and hashes every byte (the client's word is never taken), refuses
+    it over the slot's size (413, and the object goes), and files it by digest. Nothing staged: nothing changes,
+    and ``get_uploaded`` then says nothing was uploaded (409)."""
+    if upload.status != PENDING or not blobs.presigns:
+        return
+    limit = max_bytes if upload.total_bytes is None else min(upload.total_bytes, max_bytes)
+    blob = blobs.settle_staged(slot_key(upload), limit)
+    if blob is None:
+        return
+    start_receiving(session, upload)
+    mark_uploaded(session, upload, sha256=blob.sha256, size=blob.size)
 
 
 def start_receiving(session: Session, upload: UploadSession) -> None:

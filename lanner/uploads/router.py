@@ -20,14 +20,15 @@ router = APIRouter(tags=["datasets"])
 
 @router.post("/api/upload/signed-url")
 def signed_url(body: SignedUrlRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx) -> dict[str, Any]:
-    return service.signed_url(session, principal, signer=ctx.signer, settings=ctx.settings,
+    return service.signed_url(session, principal, signer=ctx.signer, blobs=ctx.blobs, settings=ctx.settings,
                               asset_type=body.assetType, asset_id=body.assetId, filename=body.filename,
                               content_type=body.contentType, total_bytes=body.totalBytes)
 
 
 @router.post("/api/upload/complete")
-def upload_complete(body: UploadCompleteRequest, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
-    upload = service.complete(session, principal, session_id=body.sessionId)
+def upload_complete(body: UploadCompleteRequest, principal: CurrentPrincipal, session: DbSession,
+                    ctx: Ctx) -> dict[str, Any]:
+    upload = service.complete(session, principal, session_id=body.sessionId, blobs=ctx.blobs, settings=ctx.settings)
     return {"success": True, "file": {"size": float(upload.size or 0),
                                       **({"contentType": upload.content_type} if upload.content_type else {})}}
 
