@@ -34,6 +34,7 @@ from lanner.storage.blobs import CHUNK, BlobStore, BlobTooLarge, StoredBlob, che
 # (LANNER_BLOB_GRACE_SECONDS, an hour by default) is far longer, and rewriting costs the whole object.
 REFRESH_AFTER_SECONDS = 60.0
 MISSING = (NotFoundError, FileNotFoundError)  # obstore raises either for a 404, depending on the call
+MAX_PRESIGN_SECONDS = 7 * 24 * 3600  # SigV4's limit: a longer-lived URL is refused by S3
 MULTIPART_ABOVE = 64 * 1024 * 1024  # larger objects are sent in parts (5 MiB each at least, S3's floor)
 
 
@@ -223,11 +224,14 @@ class S3BlobStore(BlobStore):
         return True
 
     def presigned_get(self, sha256: str, filename: str, ttl_seconds: int) -> str | None:
-        return obstore.sign(self.store, "GET", self.key(sha256), timedelta(seconds=ttl_seconds))
+        """The name is not in the URL (one object serves every name it has): callers that need it pass it beside
+        the URL, as the trainer's NDJSON does."""
+        ttl = min(max(1, ttl_seconds), MAX_PRESIGN_SECONDS)
+        return obstore.sign(self.store, "GET", self.key(sha256), timedelta(seconds=ttl))
 
     def presigned_put(self, slot: str, expires_at: float) -> str | None:
-        return obstore.sign(self.store, "PUT", self.staging_key(slot),
-                            timedelta(seconds=max(1, int(expires_at - time.time()))))
+        ttl = min(max(1, int(expires_at - time.time())), MAX_PRESIGN_SECONDS)
+        return obstore.sign(self.store, "PUT", self.staging_key(slot), timedelta(seconds=ttl))
 
     def settle_staged(self, slot: str, max_bytes: int) -> StoredBlob | None:
         """Read back what a client PUT on ``slot``, hash it and store it by digest; the staged object goes."""
