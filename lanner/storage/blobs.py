@@ -88,6 +88,10 @@ class BlobStore(ABC):
         """A URL that GETs the blob straight from the store for ``ttl_seconds``, or None."""
         return None
 
+    def link_origin(self) -> str | None:
+        """Scheme, host and port of ``presigned_get``'s URLs (web pages allow images from there), or None."""
+        return None
+
     def presigned_put(self, slot: str, expires_at: float) -> str | None:
         """A URL where a client PUTs the file of the upload slot ``slot`` until ``expires_at``, or None. What
         arrives there is staged, never trusted: ``settle_staged`` hashes it before it becomes a blob."""

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
 import obstore
 from obstore.exceptions import NotFoundError
@@ -228,6 +229,11 @@ class S3BlobStore(BlobStore):
         the URL, as the trainer's NDJSON does."""
         ttl = min(max(1, ttl_seconds), MAX_PRESIGN_SECONDS)
         return obstore.sign(self.store, "GET", self.key(sha256), timedelta(seconds=ttl))
+
+    def link_origin(self) -> str | None:
+        """Read from a signed URL (no request is made): the endpoint's, or the bucket's virtual host on AWS."""
+        parts = urlsplit(self.presigned_get("0" * 64, "", 60) or "")
+        return f"{parts.scheme}://{parts.netloc}"
 
     def presigned_put(self, slot: str, expires_at: float) -> str | None:
         ttl = min(max(1, int(expires_at - time.time())), MAX_PRESIGN_SECONDS)

@@ -20,7 +20,7 @@ from lanner.errors import BadRequest, NotFound, PayloadTooLarge
 from lanner.exports import jobs as export_jobs
 from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
-from lanner.storage.blobs import BlobStore
+from lanner.storage.blobs import BlobStore, StoredBlob
 from lanner.storage.models import UploadSession
 from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
@@ -69,12 +69,12 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, blo
             "expiresAt": iso(expires), "headers": {"Content-Type": "application/octet-stream"}}
 
 
-def complete(session: Session, principal: Principal, *, session_id: str, blobs: BlobStore | None = None,
-             settings: Settings | None = None) -> UploadSession:
-    """``upload.complete``: check the size announced (a file PUT into a bucket is hashed first); a checkpoint
-    upload becomes its model's weights."""
-    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id, blobs=blobs,
-                                          max_bytes=settings.max_upload_bytes if settings else None)
+def complete(session: Session, principal: Principal, *, session_id: str,
+             staged: StoredBlob | None = None) -> UploadSession:
+    """``upload.complete``: check the size announced (``staged``: a file PUT into a bucket, which
+    ``upload_sessions.read_back`` hashed first); a checkpoint upload becomes its model's weights."""
+    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id,
+                                          staged=staged)
     if upload.total_bytes is not None and upload.size != upload.total_bytes:
         raise BadRequest(f"uploaded {upload.size} bytes but {upload.total_bytes} were announced")
     upload_sessions.mark_completed(session, upload)

@@ -99,6 +99,8 @@ def test_links_are_presigned_and_lanners_own_route_still_checks_its_signature(ap
     assert direct.startswith(moto_endpoint) and httpx.get(direct).content == b"\xff\xd8 image in a bucket"
     page = ctx.signer.blob_links()
     assert page(blob.sha256, "a.jpg").startswith(moto_endpoint)
+    policy = client.get("/login").headers["content-security-policy"]  # pages may show the bucket's images
+    assert f"img-src 'self' {moto_endpoint};" in policy and "default-src 'self'" in policy
 
     own = urlsplit(ctx.signer.sign("GET", blob_path(blob.sha256, "a.jpg")))  # a link handed out before the switch
     served = client.get(f"{own.path}?{own.query}")

@@ -29,7 +29,7 @@ from lanner.db import utcnow
 from lanner.errors import BadRequest
 from lanner.status import change_status, record_created, try_change_status
 from lanner.storage import upload_sessions
-from lanner.storage.blobs import BlobStore
+from lanner.storage.blobs import StoredBlob
 
 QUEUED = "queued"
 RUNNING = "running"
@@ -43,12 +43,12 @@ INTERRUPTED = "the import was interrupted {attempts} times (the server stopped w
 
 
 def start_import(session: Session, principal: Principal, dataset: Dataset, *, session_id: str,
-                 blobs: BlobStore | None = None, max_bytes: int | None = None) -> ImportJob:
+                 staged: StoredBlob | None = None) -> ImportJob:
     """Accept the caller's upload ``session_id`` for import into ``dataset``: a queued job that now holds the
-    uploaded file (the upload session lets go of it). ``blobs``: to settle a file PUT straight into a bucket
-    (the SDK may skip ``upload.complete`` for dataset uploads)."""
-    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id, blobs=blobs,
-                                          max_bytes=max_bytes)
+    uploaded file (the upload session lets go of it). ``staged``: a file PUT straight into a bucket and read back
+    by ``upload_sessions.read_back`` (the SDK may skip ``upload.complete`` for dataset uploads)."""
+    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id,
+                                          staged=staged)
     if upload.asset_type != "datasets" or (upload.asset_id and upload.asset_id != dataset.id):
         raise BadRequest("this upload session is not for this dataset")
     source = upload.sha256
