@@ -7,9 +7,9 @@ One moto S3 server and one ``lanner serve`` with ``LANNER_BLOB_STORE=s3`` on it,
 One sequential client with one keep-alive connection pool, as the SDK and the trainer fetch files:
 
 - PUT, Lanner's flow: ``upload.signed_url`` -> PUT the file to the presigned bucket URL -> ``upload.complete``
-  (which reads the object back and hashes it: the server never takes the client's word). Direct: PUT the same
-  number of new files of the same size to presigned URLs signed here (no Lanner). The PUTs alone of Lanner's flow
-  are shown too (``transfer only``).
+  (which reads the object back and hashes it: the server never takes the client's word), for files of each size
+  in ``--sizes``. Direct: PUT the same number of new files of the same size to presigned URLs signed here (no
+  Lanner). The PUTs alone of Lanner's flow are shown too (``transfer only``).
 - GET, Lanner's flow: one ``datasets.images`` page with ``include_image_urls`` for the links, then GET each image
   from the bucket. Direct: GET the same objects by URLs signed here.
 
@@ -143,11 +143,13 @@ def upload_dataset(platform: Platform, http: httpx.Client, work: Path, files: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=100)
-    parser.add_argument("--size", type=int, default=1 << 20, help="bytes per uploaded file")
+    parser.add_argument("--sizes", default="1048576:100,16777216:16",
+                        help="uploaded files per round, as bytes:count pairs (one PUT measurement each)")
     parser.add_argument("--side", type=int, default=400, help="side of the noise JPEGs downloaded")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
+    sizes = [(int(size), int(count)) for size, count in (pair.split(":") for pair in args.sizes.split(","))]
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lanner-s3-bench-") as tmp:
         work = Path(tmp)
@@ -164,59 +166,73 @@ def main() -> None:
                 with httpx.Client(trust_env=False, timeout=60) as http:
                     platform = Platform(base_url=server.url, api_key=key, timeout=60)
                     image_bytes = upload_dataset(platform, http, work, args.files, args.side)
-                    puts, gets = [], []
+                    puts: dict[tuple[int, int], list[dict[str, float]]] = {size: [] for size in sizes}
+                    gets = []
                     for index in range(args.rounds):
-                        puts.append(put_round(platform, http, store, args.files, args.size, index % 2 == 0))
+                        for size, count in sizes:
+                            puts[(size, count)].append(put_round(platform, http, store, count, size,
+                                                                 index % 2 == 0))
+                            print(f"round {index + 1}: PUT {size} {puts[(size, count)][-1]}", flush=True)
                         gets.append(get_round(platform, http, store, args.files, index % 2 == 1))
-                        print(f"round {index + 1}: PUT {puts[-1]}, GET {gets[-1]}", flush=True)
+                        print(f"round {index + 1}: GET {gets[-1]}", flush=True)
             finally:
                 server.stop()
     report(args, puts, gets, image_bytes, load_before, os.getloadavg())
 
 
-def report(args: Any, puts: list[dict[str, float]], gets: list[dict[str, float]], image_bytes: int,
-           load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
-    mib = args.size / 2**20
-    rows = []
-    for index, (put, get) in enumerate(zip(puts, gets, strict=True)):
-        rows.append(f"| {index + 1} | {put['lanner']:.1f} | {put['transfer']:.1f} | {put['direct']:.1f} | "
-                    f"{put['lanner'] / put['direct']:.2f} | {put['transfer'] / put['direct']:.2f} | "
-                    f"{get['lanner']:.1f} | {get['direct']:.1f} | {get['lanner'] / get['direct']:.2f} |")
-    put_ratio = statistics.median(p["lanner"] / p["direct"] for p in puts)
-    transfer_ratio = statistics.median(p["transfer"] / p["direct"] for p in puts)
+def report(args: Any, puts: dict[tuple[int, int], list[dict[str, float]]], gets: list[dict[str, float]],
+           image_bytes: int, load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
+    put_rows, ratios = [], {}
+    for (size, count), rounds in puts.items():
+        for index, put in enumerate(rounds):
+            put_rows.append(f"| {size / 2**20:g} MiB × {count} | {index + 1} | {put['lanner']:.1f} | "
+                            f"{put['transfer']:.1f} | {put['direct']:.1f} | {put['lanner'] / put['direct']:.2f} | "
+                            f"{put['transfer'] / put['direct']:.2f} |")
+        ratios[size] = (statistics.median(p["lanner"] / p["direct"] for p in rounds),
+                        statistics.median(p["transfer"] / p["direct"] for p in rounds))
+    get_rows = [f"| {index + 1} | {get['lanner']:.1f} | {get['direct']:.1f} | {get['lanner'] / get['direct']:.2f} |"
+                for index, get in enumerate(gets)]
     get_ratio = statistics.median(g["lanner"] / g["direct"] for g in gets)
+    transfer_ratio = min(transfer for _, transfer in ratios.values())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             check=False).stdout.strip()
+    flows = ", ".join(f"{size / 2**20:g} MiB {flow:.2f}" for size, (flow, _) in ratios.items())
     section = f"""{TITLE}
 
 `benchmarks/s3_presigned.py`: a `lanner serve` with `LANNER_BLOB_STORE=s3` on moto's S3 server (both on this
-machine), one sequential client (httpx, keep-alive). PUT: {args.files} files of {mib:g} MiB per round through
-`upload.signed_url` → presigned PUT → `upload.complete` (which reads the object back from the bucket and hashes it),
-against presigned PUTs of as many new files signed locally. GET: {args.files} noise JPEGs of {image_bytes / 1024:.0f}
-KiB on average (an imported dataset), links from one `datasets.images` page, against GETs of the same objects by
-URLs signed locally. Rates in files/s; rounds alternate which side goes first.
+machine), one sequential client (httpx, keep-alive; the SDK for Lanner's API calls). PUT: per round, files of each
+size through `upload.signed_url` → presigned PUT → `upload.complete` (which reads the object back from the bucket,
+hashes it, copies it to its digest's key and deletes the staged object), against presigned PUTs of as many new
+files signed locally. GET: {args.files} noise JPEGs of {image_bytes / 1024:.0f} KiB on average (an imported
+dataset), their links from one `datasets.images` page, against GETs of the same objects by URLs signed locally.
+Rates in files/s; rounds alternate which side goes first.
 
-- Machine: {os.cpu_count()} CPUs ({cpu_model()}), {ram_bytes() / 2**30:.1f} GiB RAM
+- Machine: {os.cpu_count()} CPUs ({cpu_model()}), {ram_bytes() / 2**30:.1f} GiB RAM, shared with other work
 - Date: {datetime.now(UTC).strftime('%a %b %d %H:%M:%S UTC %Y')}; load average before / after: \
 {' '.join(f'{v:.2f}' for v in load_before)} / {' '.join(f'{v:.2f}' for v in load_after)}
 - moto 5.2.6 (its Python server, in its own process), obstore 0.12.1, Lanner 0.1.0 (commit {commit})
-- Command: `.venv/bin/python benchmarks/s3_presigned.py --files {args.files} --size {args.size} --rounds \
+- Command: `.venv/bin/python benchmarks/s3_presigned.py --files {args.files} --sizes {args.sizes} --rounds \
 {args.rounds}`
 
-{HEADER}
-{chr(10).join(rows)}
+| PUT files | round | Lanner flow | transfer only | direct | flow / direct | transfer / direct |
+|---|---:|---:|---:|---:|---:|---:|
+{chr(10).join(put_rows)}
 
-Medians: PUT flow / direct **{put_ratio:.2f}**, PUT transfer / direct **{transfer_ratio:.2f}**, GET flow / direct
-**{get_ratio:.2f}**.
+| GET round | Lanner flow | direct | flow / direct |
+|---:|---:|---:|---:|
+{chr(10).join(get_rows)}
 
-Targets (≥ {TARGET}× direct):
+Targets (≥ {TARGET}× direct, medians):
 
-- GET through Lanner's links: {get_ratio:.2f} — {verdict(get_ratio >= TARGET)}
-- PUT to Lanner's presigned URL (the bytes' path): {transfer_ratio:.2f} — {verdict(transfer_ratio >= TARGET)}
-- PUT with Lanner's whole flow (signed-url, PUT, complete): {put_ratio:.2f} — {verdict(put_ratio >= TARGET)}.
-  `upload.complete` reads every byte back from the bucket to hash it (a presigned PUT cannot make the SDK send a
-  checksum the bucket would verify), so the flow moves each file twice; with small files the two API calls
-  per file add their own round trips.
+- GET through Lanner's links (one page of links, then the bucket): {get_ratio:.2f} — {verdict(get_ratio >= TARGET)}
+- PUT to Lanner's presigned URL, the bytes' path (worst size): {transfer_ratio:.2f} — \
+{verdict(transfer_ratio >= TARGET)}
+- PUT with Lanner's whole flow (signed-url, PUT, complete): {flows} — \
+{verdict(min(flow for flow, _ in ratios.values()) >= TARGET)}.
+  Completing an upload reads every byte back from the bucket to hash it (a presigned PUT cannot make the SDK
+  send a checksum the bucket would verify, and blobs are named by SHA-256), then copies and deletes the staged
+  object: moto does both in Python, copying the bytes (S3 copies server-side). Each file also costs two API
+  calls (signed-url, complete); the larger the file, the smaller their share.
 """
     print(section)
     if args.write_doc:

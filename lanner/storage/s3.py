@@ -240,24 +240,23 @@ class S3BlobStore(BlobStore):
         return obstore.sign(self.store, "PUT", self.staging_key(slot), timedelta(seconds=ttl))
 
     def settle_staged(self, slot: str, max_bytes: int) -> StoredBlob | None:
-        """Read back what a client PUT on ``slot``, hash it and store it by digest; the staged object goes."""
+        """Read back what a client PUT on ``slot``, hash it and store it by digest; the staged object goes. Three
+        requests: the GET (its size checked before a byte is read), a server-side copy to the digest's key (the
+        same bytes if it is there already: the copy also refreshes its time) and the delete."""
         key = self.staging_key(slot)
         try:
-            meta = obstore.head(self.store, key)
+            result = obstore.get(self.store, key)
         except MISSING:
             return None
-        if meta["size"] > max_bytes:
+        if result.meta["size"] > max_bytes:
             obstore.delete(self.store, key)
-            raise BlobTooLarge(f"the upload has {meta['size']} bytes; this upload takes at most {max_bytes}")
+            raise BlobTooLarge(f"the upload has {result.meta['size']} bytes; this upload takes at most {max_bytes}")
         hasher, size = hashlib.sha256(), 0
-        for chunk in obstore.get(self.store, key).stream(CHUNK):
+        for chunk in result.stream(CHUNK):
             hasher.update(chunk)
             size += len(chunk)
         digest = hasher.hexdigest()
-        if self._modified(self.key(digest)) is None:
-            obstore.copy(self.store, key, self.key(digest))
-        else:
-            self.touch(digest)
+        obstore.copy(self.store, key, self.key(digest))
         obstore.delete(self.store, key)
         return StoredBlob(digest, size)
 

@@ -14,8 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lanner.storage import s3
 from lanner.storage.blobs import BlobStore, BlobTooLarge, LocalBlobStore
 from lanner.storage.s3 import S3BlobStore
+from tests.servers import wait_for
 from tests.storage.moto import CREDENTIALS
 
 
@@ -129,3 +131,21 @@ def test_a_bucket_store_travels_to_probe_processes(moto_endpoint: str, bucket: s
     blob = store.put_bytes(b"pickled")
     copy = pickle.loads(pickle.dumps(store))
     assert copy.prefix == "other/" and b"".join(copy.iter_bytes(blob.sha256)) == b"pickled"
+
+
+def test_large_blobs_go_in_parts_and_a_deduplicated_write_refreshes_the_object(
+        moto_endpoint: str, bucket: str, scratch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(s3, "MULTIPART_ABOVE", 6 * 2**20)  # S3's parts are 5 MiB at least: two parts of 8 MiB
+    monkeypatch.setattr(s3, "REFRESH_AFTER_SECONDS", 0.0)
+    store = s3_store(moto_endpoint, bucket, scratch)
+    source = tmp_path / "large.bin"
+    source.write_bytes(b"L" * (12 * 2**20))
+    digest = sha(source.read_bytes())
+    store.put_path(source, digest)
+    assert store.exists(digest) and sum(len(c) for c in store.iter_bytes(digest)) == 12 * 2**20
+
+    wait_for(lambda: digest in list(store.iter_idle(digest[:2], 1)), timeout=30, what="the blob to be 1 s idle")
+    store.put_path(source, digest)  # the same bytes again: the object's time is the write's
+    assert digest not in list(store.iter_idle(digest[:2], 1))
+    wait_for(lambda: digest in list(store.iter_idle(digest[:2], 1)), timeout=30, what="the blob to be 1 s idle")
+    assert store.touch(digest) and digest not in list(store.iter_idle(digest[:2], 1))

@@ -19,6 +19,7 @@ from lanner.datasets.models import ImageBlob
 from lanner.maintenance.gc import sweep
 from lanner.storage.models import UploadSession
 from lanner.storage.s3 import S3BlobStore
+from lanner.storage.references import delete_unreferenced
 from lanner.storage.signing import blob_path
 from tests.conftest import GENEROUS_LIMITS, TEST_URL, copy_of
 from tests.storage.moto import s3_settings
@@ -122,3 +123,12 @@ def test_the_collector_deletes_unreferenced_objects_from_the_bucket(app: Any, cl
     swept = sweep(ctx.db, ctx.blobs, settings, shards=sorted({kept[:2], loose[:2]}))
     assert swept.blobs == 1
     assert ctx.blobs.exists(kept) and not ctx.blobs.exists(loose)
+
+
+def test_a_purge_deletes_what_it_let_go_of_from_the_bucket(app: Any) -> None:
+    """``storage.references.delete_unreferenced``: what a purge or a deleted export runs after its commit."""
+    ctx = app.state.lanner
+    gone = ctx.blobs.put_bytes(b"\xff\xd8 purged").sha256
+    time.sleep(0.01)  # idle for longer than the grace of 0 s
+    assert delete_unreferenced(ctx.db, ctx.blobs, {gone: 0}, 0)["blobs"] == 1
+    assert not ctx.blobs.exists(gone)
