@@ -18,8 +18,8 @@ from lanner.config import Settings
 from lanner.datasets.models import ImageBlob
 from lanner.maintenance.gc import sweep
 from lanner.storage.models import UploadSession
-from lanner.storage.s3 import S3BlobStore
 from lanner.storage.references import delete_unreferenced
+from lanner.storage.s3 import S3BlobStore
 from lanner.storage.signing import blob_path
 from tests.conftest import GENEROUS_LIMITS, TEST_URL, copy_of
 from tests.storage.moto import s3_settings
