@@ -143,7 +143,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     web_site.install(app)  # static files, the sign-in redirect, errors as pages for browsers
     app.add_middleware(CsrfProtection, secret=ctx.signer.derive_key("csrf"),
                        secure=settings.public_url.startswith("https"))
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, media_origin=ctx.blobs.link_origin())
     body_limit.install(app, max_bytes=settings.max_body_bytes, overrides=(body_limit.Override(
         settings.inference_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES"), body_limit.Override(
         settings.endpoint_paths, settings.inference_max_bytes, "LANNER_INFERENCE_MAX_BYTES")))

@@ -7,6 +7,7 @@ import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -237,6 +238,23 @@ class Settings(BaseSettings):
     @property
     def resolved_rate_limit_storage(self) -> str:
         return self.rate_limit_storage.strip() or self.redis_url or "memory://"
+    # Object storage (docs/deploy.md): blobs in an S3-compatible bucket instead of LANNER_HOME, so several API
+    # hosts need no shared disk; clients and workers then fetch and send bytes by presigned bucket URLs.
+    blob_store: Literal["local", "s3"] = Field(default="local", description="Where blobs live: 'local' (files "
+                                                "under LANNER_HOME/blobs) or 's3' (the bucket LANNER_S3_BUCKET).")
+    s3_bucket: str | None = Field(default=None, description="Bucket for LANNER_BLOB_STORE=s3.")
+    s3_endpoint: str | None = Field(default=None, description="S3 endpoint URL for MinIO, R2, GCS's S3 interface "
+                                    "or a test server (default: AWS for LANNER_S3_REGION).")
+    s3_region: str = Field(default="us-east-1", description="The bucket's region (signing needs it).")
+    s3_access_key_id: str | None = Field(default=None, description="S3 access key (default: the AWS_* "
+                                         "environment, instance metadata).")
+    s3_secret_access_key: str | None = Field(default=None, description="S3 secret key, with LANNER_S3_ACCESS_KEY_ID.")
+    s3_prefix: str = Field(default="lanner/", description="Key prefix of everything Lanner writes in the bucket "
+                           "(blobs/ and staging/ under it).")
+    s3_path_style: bool = Field(default=False, description="Path-style URLs (endpoint/bucket/key), as MinIO and "
+                                "most self-hosted S3 servers want; off: bucket.endpoint/key.")
+    s3_allow_http: bool = Field(default=False, description="Allow a plain-http LANNER_S3_ENDPOINT (a local MinIO "
+                                "or test server); presigned URLs then travel unencrypted.")
 
     @property
     def resolved_home(self) -> Path:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from lanner.config import Settings
 from lanner.db import Database
 from lanner.http.ratelimit import RateLimits
-from lanner.storage.blobs import BlobStore, LocalBlobStore
+from lanner.storage.backends import open_blob_store
+from lanner.storage.blobs import BlobStore
 from lanner.storage.signing import URLSigner
 
 
@@ -26,10 +27,12 @@ class AppContext:
     def from_settings(cls, settings: Settings) -> AppContext:
         home = settings.resolved_home
         home.mkdir(parents=True, exist_ok=True)
+        blobs = open_blob_store(settings)
         return cls(
             settings=settings,
             db=Database(settings.resolved_database_url),
-            blobs=LocalBlobStore(settings.blob_root),
-            signer=URLSigner(settings.load_secret_key(), settings.public_url, settings.signed_url_ttl_seconds),
+            blobs=blobs,
+            signer=URLSigner(settings.load_secret_key(), settings.public_url, settings.signed_url_ttl_seconds,
+                             blobs=blobs),
             limits=RateLimits(settings),
         )

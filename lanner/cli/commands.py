@@ -17,6 +17,7 @@ from lanner.cli.common import act_as, command_session, context, err, fail, refus
 from lanner.cli.estimate import estimate
 from lanner.cli.models import models_app, register_official_folder
 from lanner.cli.pools import pools_app
+from lanner.cli.storage import storage_app
 from lanner.cli.teams import teams_app
 from lanner.config import get_settings
 from lanner.db.migrate import upgrade_database
@@ -40,6 +41,7 @@ app.add_typer(gpus_app, name="gpus")
 app.add_typer(models_app, name="models")
 app.add_typer(teams_app, name="teams")
 app.add_typer(pools_app, name="pools")
+app.add_typer(storage_app, name="storage")
 app.command()(estimate)
 
 

@@ -29,9 +29,10 @@ from lanner.datasets.schemas import (
 )
 from lanner.db import after_commit
 from lanner.errors import NotImplementedOnSelfHosted
-from lanner.http.deps import DbSession
+from lanner.http.deps import Ctx, DbSession
 from lanner.projects.schemas import REGION
 from lanner.resources import TransferRequest
+from lanner.storage import upload_sessions
 
 router = APIRouter(tags=["datasets"])
 
@@ -86,11 +87,15 @@ def transfer_dataset(owner: str, dataset: str, body: TransferRequest, principal:
 
 @router.post("/api/datasets/{owner}/{dataset}/ingest", status_code=202)
 def ingest(owner: str, dataset: str, body: IngestRequest, principal: CurrentPrincipal, session: DbSession,
-           imports: Imports) -> dict[str, Any]:
+           imports: Imports, ctx: Ctx) -> dict[str, Any]:
     # 202 once the job is queued and the dataset ``processing`` for everyone (DbSession commits before the
     # answer); that commit wakes the import queue.
+    staged = None
+    if body.sessionId:  # a file PUT into a bucket is read back and hashed before the transaction starts
+        staged = upload_sessions.read_back(ctx.db, ctx.blobs, owner_id=principal.user_id, session_id=body.sessionId,
+                                           max_bytes=ctx.settings.max_upload_bytes)
     record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
-    job = import_jobs.start_import(session, principal, record, session_id=body.sessionId)
+    job = import_jobs.start_import(session, principal, record, session_id=body.sessionId, staged=staged)
     after_commit(session, imports.wake)
     return {"jobId": job.id, "status": "queued"}
 

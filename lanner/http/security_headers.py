@@ -7,7 +7,9 @@ webhook hot path pays only a few header appends).
 - HTML: a Content-Security-Policy that allows only this origin's scripts and styles (the templates keep none
   inline) and no framing, plus ``X-Frame-Options: DENY`` for browsers without CSP frame-ancestors, so the
   sign-in page cannot be framed for clickjacking. The API reference (``/docs``, Swagger UI vendored) gets the
-  same policy plus ``data:`` images: the icons Swagger UI's stylesheet embeds.
+  same policy plus ``data:`` images: the icons Swagger UI's stylesheet embeds. With the blobs in a bucket the
+  pages' image links are the bucket's presigned URLs: ``media_origin`` (its scheme, host and port) is allowed as
+  a source of images and fetches, and nothing else of it.
 """
 
 from __future__ import annotations
@@ -21,15 +23,22 @@ API_EXPLORER_PATHS = ("/docs",)
 _ALWAYS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
 
 
+def page_policy(media_origin: str | None) -> str:
+    if not media_origin:
+        return PAGE_POLICY
+    return f"default-src 'self'; img-src 'self' {media_origin}; connect-src 'self' {media_origin}; {_NO_FRAMING}"
+
+
 class SecurityHeaders:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, media_origin: str | None = None) -> None:
         self.app = app
+        self.page_policy = page_policy(media_origin)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        policy = API_EXPLORER_POLICY if scope["path"].startswith(API_EXPLORER_PATHS) else PAGE_POLICY
+        policy = API_EXPLORER_POLICY if scope["path"].startswith(API_EXPLORER_PATHS) else self.page_policy
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -80,6 +80,34 @@ class BlobStore(ABC):
             while chunk := fh.read(CHUNK):
                 yield chunk
 
+    # Direct links. A store whose bytes a client can fetch or send without Lanner (a bucket) answers with its
+    # own presigned URLs (``presigns``); None means Lanner serves the bytes itself, behind its own signed links.
+    presigns = False
+
+    def presigned_get(self, sha256: str, filename: str, ttl_seconds: int) -> str | None:
+        """A URL that GETs the blob straight from the store for ``ttl_seconds``, or None."""
+        return None
+
+    def link_origin(self) -> str | None:
+        """Scheme, host and port of ``presigned_get``'s URLs (web pages allow images from there), or None."""
+        return None
+
+    def presigned_put(self, slot: str, expires_at: float) -> str | None:
+        """A URL where a client PUTs the file of the upload slot ``slot`` until ``expires_at``, or None. What
+        arrives there is staged, never trusted: ``settle_staged`` hashes it before it becomes a blob."""
+        return None
+
+    def settle_staged(self, slot: str, max_bytes: int) -> StoredBlob | None:
+        """Store by digest what a client PUT on ``slot``'s presigned URL, checking its size and hashing every
+        byte; None when nothing arrived there (or the store hands out no presigned uploads)."""
+        return None
+
+
+def check_digest(sha256: str) -> None:
+    """A digest names a file in the store: anything but 64 lowercase hex digits is refused before it is used."""
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise ValueError("not a sha256 digest")
+
 
 class BlobTooLarge(PayloadTooLarge):
     """More bytes than the upload slot allows; the partial file is gone."""
@@ -91,8 +119,7 @@ class LocalBlobStore(BlobStore):
         (root / "tmp").mkdir(parents=True, exist_ok=True)
 
     def _path(self, sha256: str) -> Path:
-        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
-            raise ValueError("not a sha256 digest")
+        check_digest(sha256)
         return self.root / sha256[:2] / sha256[2:4] / sha256
 
     def _commit(self, tmp_path: Path, digest: str) -> None:

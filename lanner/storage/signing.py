@@ -12,13 +12,19 @@ from collections.abc import Callable, Mapping
 from urllib.parse import quote, urlencode
 
 from lanner.errors import Forbidden
+from lanner.storage.blobs import BlobStore
 
 
 class URLSigner:
-    def __init__(self, key: bytes, public_url: str, ttl_seconds: int) -> None:
+    """``blobs``: the store whose bytes the blob links point at. A store that presigns its own URLs (a bucket)
+    gets its links from there, so clients fetch bytes straight from it; otherwise Lanner's blob route serves them
+    behind this signer's links."""
+
+    def __init__(self, key: bytes, public_url: str, ttl_seconds: int, *, blobs: BlobStore | None = None) -> None:
         self._key = key
         self.public_url = public_url.rstrip("/")
         self.ttl_seconds = ttl_seconds
+        self.blobs = blobs
 
     def _mac(self, purpose: str, message: str) -> str:
         return hmac.new(self._key, f"{purpose}\n{message}".encode(), hashlib.sha256).hexdigest()
@@ -63,12 +69,20 @@ class URLSigner:
         return value
 
     def download_url(self, sha256: str, filename: str, ttl_seconds: int | None = None) -> str:
-        """The one way to hand out a blob: a signed GET on Lanner's blob route, named ``filename``."""
+        """The one way to hand out a blob: the store's presigned GET where it has one, else a signed GET on
+        Lanner's blob route, named ``filename``."""
+        if self.blobs is not None:
+            direct = self.blobs.presigned_get(sha256, filename, ttl_seconds or self.ttl_seconds)
+            if direct is not None:
+                return direct
         return self.sign("GET", blob_path(sha256, filename), ttl_seconds)
 
     def blob_links(self, ttl_seconds: int | None = None) -> Callable[[str, str], str]:
         """``download_url`` for many blobs at once (a page of thumbnails): one expiry for all of them and the
         key's HMAC state prepared once, each link the same as ``download_url`` would make in that second."""
+        if self.blobs is not None and self.blobs.presigns:
+            store, ttl = self.blobs, ttl_seconds or self.ttl_seconds
+            return lambda sha256, filename: store.presigned_get(sha256, filename, ttl) or ""
         expires = int(time.time()) + (ttl_seconds or self.ttl_seconds)
         keyed = hmac.new(self._key, digestmod=hashlib.sha256)
         base = self.public_url

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.http.deps import Ctx, DbSession
+from lanner.storage import upload_sessions
 from lanner.storage.signing import upload_path
 from lanner.uploads import service
 from lanner.uploads.schemas import SignedUrlRequest, UploadCompleteRequest
@@ -20,14 +21,17 @@ router = APIRouter(tags=["datasets"])
 
 @router.post("/api/upload/signed-url")
 def signed_url(body: SignedUrlRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx) -> dict[str, Any]:
-    return service.signed_url(session, principal, signer=ctx.signer, settings=ctx.settings,
+    return service.signed_url(session, principal, signer=ctx.signer, blobs=ctx.blobs, settings=ctx.settings,
                               asset_type=body.assetType, asset_id=body.assetId, filename=body.filename,
                               content_type=body.contentType, total_bytes=body.totalBytes)
 
 
 @router.post("/api/upload/complete")
-def upload_complete(body: UploadCompleteRequest, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
-    upload = service.complete(session, principal, session_id=body.sessionId)
+def upload_complete(body: UploadCompleteRequest, principal: CurrentPrincipal, session: DbSession,
+                    ctx: Ctx) -> dict[str, Any]:
+    staged = upload_sessions.read_back(ctx.db, ctx.blobs, owner_id=principal.user_id, session_id=body.sessionId,
+                                       max_bytes=ctx.settings.max_upload_bytes)  # before the transaction
+    upload = service.complete(session, principal, session_id=body.sessionId, staged=staged)
     return {"success": True, "file": {"size": float(upload.size or 0),
                                       **({"contentType": upload.content_type} if upload.content_type else {})}}
 

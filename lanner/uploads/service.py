@@ -20,6 +20,7 @@ from lanner.errors import BadRequest, NotFound, PayloadTooLarge
 from lanner.exports import jobs as export_jobs
 from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
+from lanner.storage.blobs import BlobStore, StoredBlob
 from lanner.storage.models import UploadSession
 from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
@@ -30,14 +31,16 @@ ASSET_TYPES = ("datasets", "models")
 DATASET_UPLOAD_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".ndjson")
 
 MAX_CHECKPOINT_BYTES = 20 * 1024**3
-SESSION_PREFIX = "sessions/"  # the slot keys of upload sessions; every other key is a training checkpoint's
+SESSION_PREFIX = upload_sessions.SESSION_SLOT_PREFIX
 
 
-def signed_url(session: Session, principal: Principal, *, signer: URLSigner, settings: Settings, asset_type: str,
-               asset_id: str | None, filename: str, content_type: str | None,
+def signed_url(session: Session, principal: Principal, *, signer: URLSigner, blobs: BlobStore, settings: Settings,
+               asset_type: str, asset_id: str | None, filename: str, content_type: str | None,
                total_bytes: int | None) -> dict[str, Any]:
-    """``upload.signed_url``: open an upload session and hand out the URL to PUT the file to. The URL lives
-    ``LANNER_UPLOAD_URL_TTL_SECONDS``; the session expires with it unless the upload was finished."""
+    """``upload.signed_url``: open an upload session and hand out the URL to PUT the file to: the bucket's
+    presigned URL where the store is one (the bytes never pass through Lanner; ``complete`` or the import
+    settles them), else Lanner's signed PUT route. The URL lives ``LANNER_UPLOAD_URL_TTL_SECONDS``; the session
+    expires with it unless the upload was finished."""
     max_bytes = settings.max_upload_bytes
     if asset_type not in ASSET_TYPES:
         raise BadRequest("assetType must be 'datasets' or 'models'")
@@ -60,14 +63,18 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, set
     upload = upload_sessions.create(session, UploadSession(
         owner_id=principal.user_id, asset_type=asset_type, asset_id=asset_id, filename=filename,
         content_type=content_type, total_bytes=total_bytes, expires_at=expires))
-    return {"sessionId": upload.id, "uploadUrl": signer.upload_url(f"{SESSION_PREFIX}{upload.id}/{filename}",
-                                                                     expires_at=expires.timestamp()),
+    slot = upload_sessions.slot_key(upload)
+    url = blobs.presigned_put(slot, expires.timestamp()) or signer.upload_url(slot, expires_at=expires.timestamp())
+    return {"sessionId": upload.id, "uploadUrl": url,
             "expiresAt": iso(expires), "headers": {"Content-Type": "application/octet-stream"}}
 
 
-def complete(session: Session, principal: Principal, *, session_id: str) -> UploadSession:
-    """``upload.complete``: check the size announced; a checkpoint upload becomes its model's weights."""
-    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id)
+def complete(session: Session, principal: Principal, *, session_id: str,
+             staged: StoredBlob | None = None) -> UploadSession:
+    """``upload.complete``: check the size announced (``staged``: a file PUT into a bucket, which
+    ``upload_sessions.read_back`` hashed first); a checkpoint upload becomes its model's weights."""
+    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id,
+                                          staged=staged)
     if upload.total_bytes is not None and upload.size != upload.total_bytes:
         raise BadRequest(f"uploaded {upload.size} bytes but {upload.total_bytes} were announced")
     upload_sessions.mark_completed(session, upload)

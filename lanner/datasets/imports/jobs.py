@@ -29,6 +29,7 @@ from lanner.db import utcnow
 from lanner.errors import BadRequest
 from lanner.status import change_status, record_created, try_change_status
 from lanner.storage import upload_sessions
+from lanner.storage.blobs import StoredBlob
 
 QUEUED = "queued"
 RUNNING = "running"
@@ -41,10 +42,13 @@ MAX_ATTEMPTS = 3  # a job interrupted this often (its server died each time) is 
 INTERRUPTED = "the import was interrupted {attempts} times (the server stopped while it ran); upload the file again"
 
 
-def start_import(session: Session, principal: Principal, dataset: Dataset, *, session_id: str) -> ImportJob:
+def start_import(session: Session, principal: Principal, dataset: Dataset, *, session_id: str,
+                 staged: StoredBlob | None = None) -> ImportJob:
     """Accept the caller's upload ``session_id`` for import into ``dataset``: a queued job that now holds the
-    uploaded file (the upload session lets go of it)."""
-    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id)
+    uploaded file (the upload session lets go of it). ``staged``: a file PUT straight into a bucket and read back
+    by ``upload_sessions.read_back`` (the SDK may skip ``upload.complete`` for dataset uploads)."""
+    upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id,
+                                          staged=staged)
     if upload.asset_type != "datasets" or (upload.asset_id and upload.asset_id != dataset.id):
         raise BadRequest("this upload session is not for this dataset")
     source = upload.sha256

@@ -24,7 +24,8 @@ from lanner.datasets.models import Dataset, ImportJob
 from lanner.datasets.records import ImportRefused
 from lanner.db import Database
 from lanner.scratch import scratch_folder
-from lanner.storage.blobs import BlobStore, LocalBlobStore
+from lanner.storage.backends import open_blob_store
+from lanner.storage.blobs import BlobStore
 
 log = logging.getLogger("lanner.datasets.import")
 
@@ -84,7 +85,7 @@ def main() -> None:
     _limit_memory(settings.import_memory_bytes)
     db = Database(settings.resolved_database_url)
     try:
-        outcome = run_job(db, LocalBlobStore(settings.blob_root), settings, spec["job"], spec["worker"])
+        outcome = run_job(db, open_blob_store(settings), settings, spec["job"], spec["worker"])
     finally:
         db.dispose()
     log.info("import job %s: %s", spec["job"], outcome)

@@ -30,7 +30,10 @@
       const xhr = new XMLHttpRequest();
       xhr.open('PUT', url);
       Object.keys(headers || {}).forEach(function (name) { xhr.setRequestHeader(name, headers[name]); });
-      xhr.setRequestHeader('X-CSRFToken', csrfToken());
+      // Lanner's own PUT route checks the CSRF token; a bucket's presigned URL must not receive it.
+      if (new URL(url, window.location.href).origin === window.location.origin) {
+        xhr.setRequestHeader('X-CSRFToken', csrfToken());
+      }
       xhr.upload.addEventListener('progress', function (event) {
         if (event.lengthComputable) { onProgress(event.loaded / event.total); }
       });

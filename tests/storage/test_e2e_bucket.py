@@ -1,0 +1,63 @@
+"""End to end with the blobs in a bucket (moto's S3 server): the real ``lanner serve`` with LANNER_BLOB_STORE=s3,
+the official SDK's upload flow PUTting the archive into the bucket, the import worker reading it from there, the
+links the SDK gets pointing at the bucket, and the unchanged ``yolo`` trainer downloading the dataset from the
+bucket and uploading its weights. Nothing is written under LANNER_HOME/blobs."""
+
+from __future__ import annotations
+
+import hashlib
+
+import httpx
+import pytest
+from ultralytics_platform import Platform
+
+from lanner.synthetic import make_detection_dataset
+from tests.datasets.helpers import package, upload_dataset
+from tests.servers import lanner_cli, start_server, trainer_env, yolo, yolo_workspace
+from tests.storage.moto import s3_env
+
+pytestmark = pytest.mark.e2e
+
+
+def test_sdk_upload_import_links_and_training_go_through_the_bucket(tmp_path, moto_endpoint, bucket):
+    home = tmp_path / "home"
+    home.mkdir()
+    lanner_cli(home, "users", "create", "alice")
+    key = lanner_cli(home, "keys", "create", "alice")
+    server = start_server(home, **s3_env(moto_endpoint, bucket))
+    try:
+        platform = Platform(base_url=server.url, api_key=key, timeout=60)
+        archive = package(make_detection_dataset(tmp_path / "shapes", train=8, val=4).parent, tmp_path / "zip")
+        sent: list[tuple[str, str]] = []
+        with httpx.Client(timeout=60, event_hooks={"request": [lambda r: sent.append((r.method, str(r.url)))]}) \
+                as http:
+            dataset = upload_dataset(platform, http, "alice", "shapes", archive)
+        assert dataset["status"] == "ready" and dataset["imageCount"] == 12, dataset
+        assert [method for method, _ in sent] == ["PUT"]
+        assert sent[0][1].startswith(f"{moto_endpoint}/{bucket}/lanner/staging/sessions/")  # not Lanner's route
+
+        images = platform.datasets.images("alice", "shapes", limit=2, include_image_urls="true",
+                                          include_thumbnails="true")["images"]
+        assert len(images) == 2
+        for image in images:
+            assert image["imageUrl"].startswith(moto_endpoint) and image["thumbnailUrl"].startswith(moto_endpoint)
+            assert hashlib.sha256(httpx.get(image["imageUrl"]).content).hexdigest() == image["hash"]
+        export = platform.datasets.export("alice", "shapes")["downloadUrl"]
+        assert export.startswith(moto_endpoint) and len(httpx.get(export).text.splitlines()) == 13
+
+        work = tmp_path / "work"
+        work.mkdir()
+        env = trainer_env(work, server.url, key)
+        yolo_workspace(work, env)
+        result = yolo(work, env, "train", "model=yolo11n.yaml", "data=ul://alice/datasets/shapes", "epochs=1",
+                      "imgsz=64", "batch=4", "workers=0", "plots=False", "val=False", "project=alice/bucketed")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert len(list((work / "datasets").rglob("images/train/*"))) == 8  # fetched by presigned URLs
+        files = platform.models.files("alice", "bucketed", "train")["files"]
+        assert files and files[0]["downloadUrl"].startswith(moto_endpoint)
+        weights = httpx.get(files[0]["downloadUrl"]).content
+        assert len(weights) == files[0]["size"] and weights[:2] == b"PK"  # a torch checkpoint is a zip
+        blobs = home / "blobs"
+        assert not blobs.exists() or not any(p.is_file() for p in blobs.rglob("*") if p.parent.name != "tmp")
+    finally:
+        server.stop()
