@@ -39,6 +39,7 @@ from lanner.http.direct_route import FastAPIWithFastLane
 from lanner.http.security_headers import SecurityHeaders
 from lanner.inference.predictor import Predictor
 from lanner.inference.router import router as inference_router
+from lanner.integrations.router import router as integrations_router
 from lanner.maintenance.loop import Maintenance
 from lanner.operator.router import router as operator_router
 from lanner.overview.router import router as overview_router
@@ -72,7 +73,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            inference_router,  # shared inference's predict
            deployments_router,  # then the dedicated endpoints' predict
            accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
-           datasets_router,
+           datasets_router, integrations_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
