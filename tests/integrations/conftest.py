@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ class Bucket:
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request to moto drowns a failure
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -45,8 +47,8 @@ def bucket(moto_endpoint: str) -> Iterator[Bucket]:
     s3.create_bucket(Bucket="photos")
     yield Bucket(moto_endpoint, s3)
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket="photos"):
-        for item in page.get("Contents", []):
-            s3.delete_object(Bucket="photos", Key=item["Key"])
+        if page.get("Contents"):
+            s3.delete_objects(Bucket="photos", Delete={"Objects": [{"Key": i["Key"]} for i in page["Contents"]]})
     s3.delete_bucket(Bucket="photos")
 
 

@@ -1,0 +1,90 @@
+"""A bucket image's pixels: served as a presigned URL to the object, after its ETag is compared with the one
+pinned at import; a changed or deleted object is reported (409, and its ``state`` recorded), never served in
+place of the image that was labelled. ``recheck`` compares a whole dataset's objects in a few listings."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import obstore
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.config import Settings
+from lanner.datasets.models import Dataset, DatasetItem
+from lanner.db import utcnow
+from lanner.errors import Conflict, NotFound
+from lanner.integrations import service, stores
+from lanner.integrations.models import BucketObject, StorageIntegration
+
+CHANGED, MISSING, OK = "changed", "missing", "ok"
+
+
+class ObjectChanged(Conflict):
+    code = "bucket_object_changed"
+
+
+def source_of(session: Session, dataset: Dataset, sha256: str) -> BucketObject:
+    row = session.scalar(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
+                                                    BucketObject.sha256 == sha256)
+                         .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+    if row is None:
+        raise NotFound("this image is not stored in a bucket")
+    return row
+
+
+def _store(session: Session, settings: Settings, row: BucketObject) -> Any:
+    integration = session.get(StorageIntegration, row.integration_id) if row.integration_id else None
+    if integration is None:
+        raise ObjectChanged("the bucket this image is in was disconnected; reconnect it to read the image")
+    return service.open_store(settings, integration, row.target)
+
+
+def presigned_url(session: Session, settings: Settings, row: BucketObject, *, ttl: int) -> str:
+    """A URL to the pinned object, or 409 when the object no longer is what was imported."""
+    store = _store(session, settings, row)
+    try:
+        meta = stores.head(store, row.key)
+    except FileNotFoundError:
+        _mark(row, MISSING)
+        raise ObjectChanged(f"'{row.key}' was deleted from the bucket after it was imported") from None
+    except Exception as exc:  # noqa: BLE001 -- the user's bucket refusing: reworded (service._refusal)
+        raise service._refusal(exc) from None
+    if (meta.get("e_tag") or "") != row.etag:
+        _mark(row, CHANGED)
+        raise ObjectChanged(f"'{row.key}' changed in the bucket after it was imported (ETag {row.etag} then, "
+                            f"{meta.get('e_tag')} now); re-import it to use the new content")
+    _mark(row, OK)
+    return stores.presign(store, row.key, ttl)
+
+
+def _mark(row: BucketObject, state: str) -> None:
+    row.state, row.checked_at = state, utcnow()
+
+
+def recheck(session: Session, settings: Settings, dataset: Dataset) -> dict[str, Any]:
+    """Every bucket object of the dataset's images compared with its bucket: one listing per folder of keys."""
+    shas = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id)
+    rows = list(session.scalars(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
+                                                           BucketObject.sha256.in_(shas))))
+    groups: dict[tuple[str | None, str], list[BucketObject]] = defaultdict(list)
+    for row in rows:
+        groups[(row.integration_id, row.target)].append(row)
+    report: dict[str, list[str]] = {CHANGED: [], MISSING: []}
+    for group in groups.values():
+        store = _store(session, settings, group[0])
+        folders = sorted({row.key.rpartition("/")[0] for row in group})
+        current: dict[str, str] = {}
+        try:
+            for folder in folders:
+                for batch in obstore.list(store, folder + "/" if folder else None, chunk_size=1000):
+                    current.update((meta["path"], meta.get("e_tag") or "") for meta in batch)
+        except Exception as exc:  # noqa: BLE001 -- see presigned_url
+            raise service._refusal(exc) from None
+        for row in group:
+            state = OK if current.get(row.key) == row.etag else MISSING if row.key not in current else CHANGED
+            _mark(row, state)
+            if state != OK:
+                report[state].append(row.key)
+    return {"checked": len(rows), "changed": sorted(report[CHANGED]), "missing": sorted(report[MISSING])}
