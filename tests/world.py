@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography.fernet import Fernet
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from ultralytics_platform import Platform
@@ -20,6 +21,8 @@ from lanner.accounts import service as accounts_service
 from lanner.app import create_app
 from lanner.billing import service as billing_service
 from lanner.config import Settings
+from lanner.integrations import crypto
+from lanner.integrations.models import BucketImport, StorageIntegration
 from lanner.synthetic import make_detection_dataset
 from tests.conftest import GENEROUS_LIMITS, TEST_URL
 from tests.datasets.helpers import package, upload_dataset
@@ -28,9 +31,13 @@ DATASET, OLD_DATASET, PROJECT, MODEL = "alices-private-data", "alices-old-data",
 DEPLOYMENT = "alices-endpoint"
 
 
+WORLD_SECRETS_KEY = Fernet.generate_key().decode()  # seals the world's bucket credentials
+
+
 def quiet_settings(home: Path, database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app whose background loops never start a trainer or collect anything."""
     return Settings(home=home, database_url=database_url, public_url=TEST_URL, secret_key="test-secret",
+                    secrets_key=WORLD_SECRETS_KEY,
                     api_key_cache_seconds=0, supervisor_interval_seconds=0, maintenance_interval_seconds=0,
                     export_poll_seconds=0, endpoint_poll_seconds=0,
                     **{**GENEROUS_LIMITS, **overrides})
@@ -88,12 +95,15 @@ class Owned:
     deployment_id: str = ""  # a deployment of the model (never launched: the endpoint supervisor is off)
     team: str = ""  # a team the user owns (its only member)
     invitation_id: str = ""  # the team's pending invitation
+    integration_id: str = ""  # a connected bucket (made in the database: no bucket is reached)
+    bucket_import_id: str = ""  # a bucket import of the dataset (failed: never run)
     values: dict[str, Any] = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
         """Strings that only a leak of this user's private resources would put in another user's response."""
         return [self.dataset_id, self.old_dataset_id, self.image_id, self.model_id, self.key_id, self.session_id,
-                self.export_id, self.deployment_id, self.team, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
+                self.export_id, self.deployment_id, self.integration_id, self.bucket_import_id, BUCKET_KEY_ID,
+                self.team, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
 
 
 def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str | None = None) -> Owned:
@@ -149,7 +159,29 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str
                                          headers=user.headers))["team"]["username"]
     owned.invitation_id = _ok(client.post(f"/api/teams/{owned.team}/invitations", json={"role": "editor"},
                                           headers=user.headers))["id"]
+    owned.integration_id, owned.bucket_import_id = _bucket(app, user, owned.dataset_id)
     return owned
+
+
+BUCKET_KEY_ID = "AKIAWORLDBUCKETKEY"
+
+
+def _bucket(app: FastAPI, user: User, dataset_id: str) -> tuple[str, str]:
+    """A connected bucket and a failed import from it, written straight to the database: connecting through
+    the API would reach the bucket, and the routes under test only look the rows up."""
+    ctx = app.state.lanner
+    with ctx.db.session() as session:
+        row = StorageIntegration(owner_id=user.user_id, provider="s3", identity=BUCKET_KEY_ID,
+                                 targets=["world-bucket"], endpoint="https://s3.example.com",
+                                 secret=crypto.seal(ctx.settings, {"accessKeyId": BUCKET_KEY_ID,
+                                                                   "secretAccessKey": "world-secret"}))
+        session.add(row)
+        session.flush()
+        job = BucketImport(dataset_id=dataset_id, owner_id=user.user_id, integration_id=row.id,
+                           target="world-bucket", status="failed", error="never run")
+        session.add(job)
+        session.flush()
+        return row.id, job.id
 
 
 def _ok(response: Any) -> Any:
