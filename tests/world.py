@@ -15,14 +15,16 @@ from typing import Any
 from cryptography.fernet import Fernet
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from ultralytics_platform import Platform
 
 from lanner.accounts import service as accounts_service
 from lanner.app import create_app
 from lanner.billing import service as billing_service
 from lanner.config import Settings
+from lanner.datasets.models import Dataset, DatasetItem
 from lanner.integrations import crypto
-from lanner.integrations.models import BucketImport, StorageIntegration
+from lanner.integrations.models import BucketImport, BucketObject, StorageIntegration
 from lanner.synthetic import make_detection_dataset
 from tests.conftest import GENEROUS_LIMITS, TEST_URL
 from tests.datasets.helpers import package, upload_dataset
@@ -159,20 +161,22 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str
                                          headers=user.headers))["team"]["username"]
     owned.invitation_id = _ok(client.post(f"/api/teams/{owned.team}/invitations", json={"role": "editor"},
                                           headers=user.headers))["id"]
-    owned.integration_id, owned.bucket_import_id = _bucket(app, user, owned.dataset_id)
+    owned.integration_id, owned.bucket_import_id = _bucket(app, user, owned.dataset_id, owned.image_id)
     return owned
 
 
 BUCKET_KEY_ID = "AKIAWORLDBUCKETKEY"
 
 
-def _bucket(app: FastAPI, user: User, dataset_id: str) -> tuple[str, str]:
-    """A connected bucket and a failed import from it, written straight to the database: connecting through
-    the API would reach the bucket, and the routes under test only look the rows up."""
+def _bucket(app: FastAPI, user: User, dataset_id: str, image_id: str) -> tuple[str, str]:
+    """A connected bucket, a failed import from it, and the image ``image_id`` standing for an object in it,
+    written straight to the database: connecting through the API would reach the bucket. Its endpoint is a
+    private address, so a caller who gets past the permission check is refused by the endpoint guard (400)
+    before any connection."""
     ctx = app.state.lanner
     with ctx.db.session() as session:
         row = StorageIntegration(owner_id=user.user_id, provider="s3", identity=BUCKET_KEY_ID,
-                                 targets=["world-bucket"], endpoint="https://s3.example.com",
+                                 targets=["world-bucket"], endpoint="https://10.255.0.1",
                                  secret=crypto.seal(ctx.settings, {"accessKeyId": BUCKET_KEY_ID,
                                                                    "secretAccessKey": "world-secret"}))
         session.add(row)
@@ -180,6 +184,10 @@ def _bucket(app: FastAPI, user: User, dataset_id: str) -> tuple[str, str]:
         job = BucketImport(dataset_id=dataset_id, owner_id=user.user_id, integration_id=row.id,
                            target="world-bucket", status="failed", error="never run")
         session.add(job)
+        sha256 = session.scalar(select(DatasetItem.sha256).where(DatasetItem.key == image_id.rpartition("-")[2]))
+        workspace = session.get(Dataset, dataset_id).owner_id  # the team's, for a team's dataset
+        session.add(BucketObject(owner_id=workspace, integration_id=row.id, target="world-bucket",
+                                 key="images/a.jpg", etag='"world"', size=1, sha256=sha256))
         session.flush()
         return row.id, job.id
 

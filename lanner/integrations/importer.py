@@ -152,15 +152,17 @@ class Import:
                 if dataset is None:
                     raise ImportRefused("the dataset was deleted during the import")
                 commit_import(session, prepared, dataset=dataset, queued=False)  # see jobs: never processing
-                _pin(session, job, integration.id, target, sources)
+                _pin(session, dataset.owner_id, integration.id, target, sources)
                 summary = result.summary()
                 jobs.succeed(session, job, {k: summary[k] for k in ("added", "errors", "skippedCounts")})
                 return summary
 
 
-def _pin(session: Session, job: BucketImport, integration_id: str, target: str,
+def _pin(session: Session, owner_id: str, integration_id: str, target: str,
          sources: list[tuple[str, dict[str, Any], str]]) -> None:
-    rows = [{"owner_id": job.owner_id, "integration_id": integration_id, "target": target, "key": key,
+    """``owner_id``: the dataset's workspace (a team's, for a team dataset), where a reader of the dataset looks
+    its images' pixels up, whoever connected the bucket."""
+    rows = [{"owner_id": owner_id, "integration_id": integration_id, "target": target, "key": key,
              "etag": meta.get("e_tag") or "", "size": meta["size"], "sha256": sha, "state": "ok",
              "checked_at": utcnow()} for key, meta, sha in sources]
     if not rows:

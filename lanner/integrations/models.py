@@ -39,7 +39,9 @@ class StorageIntegration(Base):
 
 
 class BucketObject(Base):
-    """Where an imported image's pixels live, pinned to the object's ETag at import."""
+    """Where an imported image's pixels live, pinned to the object's ETag at import. ``owner_id`` is the
+    workspace of the dataset it was imported into (a team's too), not necessarily the integration's owner: a
+    reader of the dataset gets the pixels through the integration of whoever imported them."""
 
     __tablename__ = "bucket_objects"
     __table_args__ = (UniqueConstraint("owner_id", "integration_id", "target", "key", "etag"),)
