@@ -5,6 +5,7 @@ place of the image that was labelled. ``recheck`` compares a whole dataset's obj
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import obstore
@@ -88,3 +89,43 @@ def recheck(session: Session, settings: Settings, dataset: Dataset) -> dict[str,
             if state != OK:
                 report[state].append(row.key)
     return {"checked": len(rows), "changed": sorted(report[CHANGED]), "missing": sorted(report[MISSING])}
+
+
+def export_urls(session: Session, settings: Settings, dataset: Dataset) -> Callable[[str, int], str | None] | None:
+    """For ``datasets.archives``: a bucket image's URL in an NDJSON export (what the trainer downloads), a
+    presigned URL to its pinned object; None for an image whose pixels are Lanner's blobs. Each object's ETag is
+    compared first, from one listing per folder (cached for the export): a changed or deleted object refuses the
+    export (409 naming it) rather than hand the trainer other pixels than those labelled. None when the
+    dataset's workspace has no bucket images at all (then exports are cached as before)."""
+    if session.scalar(select(BucketObject.id).where(BucketObject.owner_id == dataset.owner_id).limit(1)) is None:
+        return None
+    listings: dict[tuple[str | None, str, str], dict[str, str]] = {}
+    opened: dict[tuple[str | None, str], Any] = {}
+
+    def url(sha256: str, ttl: int) -> str | None:
+        row = session.scalar(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
+                                                        BucketObject.sha256 == sha256)
+                             .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+        if row is None:
+            return None
+        where = (row.integration_id, row.target)
+        if where not in opened:
+            opened[where] = _store(session, settings, row)
+        folder = row.key.rpartition("/")[0]
+        if (*where, folder) not in listings:
+            try:
+                listings[(*where, folder)] = {
+                    meta["path"]: meta.get("e_tag") or "" for batch in obstore.list(
+                        opened[where], folder + "/" if folder else None, chunk_size=1000) for meta in batch}
+            except Exception as exc:  # noqa: BLE001 -- see presigned_url
+                raise service._refusal(exc) from None
+        current = listings[(*where, folder)].get(row.key)
+        if current != row.etag:
+            _mark(row, MISSING if current is None else CHANGED)
+            session.commit()  # the report outlives the refused request
+            raise ObjectChanged(f"'{row.key}' {'was deleted from' if current is None else 'changed in'} the bucket "
+                                "after it was imported: re-import it, or remove the image, before exporting or "
+                                "training (POST .../bucket-check lists every such object)")
+        return stores.presign(opened[where], row.key, ttl)
+
+    return url

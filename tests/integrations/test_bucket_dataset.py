@@ -1,9 +1,13 @@
 """A bucket of 2,000 synthetic images with YOLO labels on moto, imported in place: scan, import (progress, the
 labels and classes read), browse (Lanner's thumbnails; the pixels through a presigned URL to the pinned object),
-then an object changed and one deleted in the bucket are reported, on serve and by a re-check, never served."""
+trained on (the export's URLs read by the trainer's own NDJSON reader, then an epoch), then an object changed and
+one deleted in the bucket are reported, on serve, on export and by a re-check, never served."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,10 +17,12 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import func, select
+from ultralytics.data.converter import convert_ndjson_to_yolo
 
 from lanner.integrations.models import BucketImport, BucketObject
 from lanner.synthetic import make_detection_dataset
 from tests.integrations.conftest import SECRET, Bucket
+from tests.trained import _train
 
 IMAGES = 2000
 
@@ -87,8 +93,25 @@ def test_a_bucket_of_2000_images_imported_in_place(client: Any, alice: Any, bob:
     assert served.status_code == 307
     pixels = httpx.get(served.headers["location"])
     original = bucket.s3.get_object(Bucket="photos", Key=key)["Body"].read()
+    assert hashlib.sha256(original).hexdigest() == sha256
     assert pixels.status_code == 200 and pixels.content == original
     assert client.get(f"/api/images/{image['id']}/source", headers=bob.headers).status_code == 404
+
+    # Train: the trainer's own reader (Ultralytics' NDJSON converter, what data=ul://... runs) downloads every
+    # image through the export's URLs, which are presigned URLs to the pinned objects; then a real epoch.
+    export = client.get("/api/datasets/alice/shapes/export", headers=headers).json()
+    ndjson = tmp_path / "shapes.ndjson"
+    ndjson.write_bytes(client.get(export["downloadUrl"]).content)
+    lines = [json.loads(line) for line in ndjson.read_text().splitlines()[1:]]
+    assert len(lines) == IMAGES and all(line["url"].startswith(bucket.endpoint + "/photos/") for line in lines)
+    data_yaml = asyncio.run(convert_ndjson_to_yolo(ndjson, tmp_path / "converted"))
+    downloaded = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "converted").rglob("*")
+                  if p.suffix.lower() in (".jpg", ".png")}
+    with app.state.lanner.db.session() as session:
+        assert downloaded == set(session.scalars(select(BucketObject.sha256)))  # exactly the pinned pixels
+    (tmp_path / "run").mkdir()
+    weights = _train(tmp_path / "run", Path(data_yaml), epochs=1, imgsz=64, batch=64)
+    assert weights.stat().st_size > 1_000_000
 
     # Changed and deleted afterwards: reported, never served.
     other = page["images"][1]
@@ -100,6 +123,8 @@ def test_a_bucket_of_2000_images_imported_in_place(client: Any, alice: Any, bob:
     assert "changed in the bucket" in changed.json()["error"]
     gone = client.get(f"/api/images/{other['id']}/source", headers=headers, follow_redirects=False)
     assert gone.status_code == 409 and "deleted" in gone.json()["error"]
+    refused = client.get("/api/datasets/alice/shapes/export", headers=headers)  # nor handed to a trainer
+    assert refused.status_code == 409 and refused.json()["code"] == "bucket_object_changed"
     report = client.post("/api/datasets/alice/shapes/bucket-check", headers=headers).json()
     assert report == {"checked": IMAGES, "changed": [key], "missing": [other_key]}
     assert client.post("/api/datasets/alice/shapes/bucket-check", headers=bob.headers).status_code == 404
