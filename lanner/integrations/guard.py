@@ -19,6 +19,7 @@ import select
 import socket
 import socketserver
 import threading
+from collections import deque
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -114,6 +115,7 @@ class _Handler(socketserver.BaseRequestHandler):
             address = resolve_checked(upstream_host, upstream_port, self.server.allowed, self.server.resolver)
         except (ValueError, EndpointRefused) as exc:
             self.server.refusals.append(str(exc))
+            self.server.refused += 1
             client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
                            b"Content-Length: %d\r\n\r\n%s" % (len(str(exc).encode()), str(exc).encode()))
             return
@@ -154,7 +156,8 @@ class _Server(socketserver.ThreadingTCPServer):
     def __init__(self, allowed: list[Network], resolver: Resolver, connect_timeout: float) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.allowed, self.resolver, self.connect_timeout = allowed, resolver, connect_timeout
-        self.refusals: list[str] = []
+        self.refusals: deque[str] = deque(maxlen=100)
+        self.refused = 0
 
 
 class GuardProxy:
@@ -173,9 +176,14 @@ class GuardProxy:
         return f"http://{host}:{port}"
 
     @property
-    def refusals(self) -> list[str]:
-        """What was refused, newest last (the error a client saw only says 403)."""
+    def refusals(self) -> deque[str]:
+        """The last refusals, newest last (the error a client saw only says 403, or that its tunnel failed)."""
         return self._server.refusals
+
+    @property
+    def refused(self) -> int:
+        """How many connections were refused so far: a caller compares it before and after its request."""
+        return self._server.refused
 
     @property
     def resolver(self) -> Resolver:

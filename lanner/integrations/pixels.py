@@ -46,12 +46,11 @@ def presigned_url(session: Session, settings: Settings, row: BucketObject, *, tt
     """A URL to the pinned object, or 409 when the object no longer is what was imported."""
     store = _store(session, settings, row)
     try:
-        meta = stores.head(store, row.key)
-    except FileNotFoundError:
+        with service.reading(settings):
+            meta = stores.head(store, row.key)
+    except FileNotFoundError:  # ``reading`` lets it through
         _mark(row, MISSING)
         raise ObjectChanged(f"'{row.key}' was deleted from the bucket after it was imported") from None
-    except Exception as exc:  # noqa: BLE001 -- the user's bucket refusing: reworded (service._refusal)
-        raise service._refusal(exc) from None
     if (meta.get("e_tag") or "") != row.etag:
         _mark(row, CHANGED)
         raise ObjectChanged(f"'{row.key}' changed in the bucket after it was imported (ETag {row.etag} then, "
@@ -77,12 +76,10 @@ def recheck(session: Session, settings: Settings, dataset: Dataset) -> dict[str,
         store = _store(session, settings, group[0])
         folders = sorted({row.key.rpartition("/")[0] for row in group})
         current: dict[str, str] = {}
-        try:
+        with service.reading(settings):
             for folder in folders:
                 for batch in obstore.list(store, folder + "/" if folder else None, chunk_size=1000):
                     current.update((meta["path"], meta.get("e_tag") or "") for meta in batch)
-        except Exception as exc:  # noqa: BLE001 -- see presigned_url
-            raise service._refusal(exc) from None
         for row in group:
             state = OK if current.get(row.key) == row.etag else MISSING if row.key not in current else CHANGED
             _mark(row, state)
@@ -113,12 +110,10 @@ def export_urls(session: Session, settings: Settings, dataset: Dataset) -> Calla
             opened[where] = _store(session, settings, row)
         folder = row.key.rpartition("/")[0]
         if (*where, folder) not in listings:
-            try:
+            with service.reading(settings):
                 listings[(*where, folder)] = {
                     meta["path"]: meta.get("e_tag") or "" for batch in obstore.list(
                         opened[where], folder + "/" if folder else None, chunk_size=1000) for meta in batch}
-            except Exception as exc:  # noqa: BLE001 -- see presigned_url
-                raise service._refusal(exc) from None
         current = listings[(*where, folder)].get(row.key)
         if current != row.etag:
             _mark(row, MISSING if current is None else CHANGED)

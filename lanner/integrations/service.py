@@ -5,6 +5,8 @@ by the caller's own rows, so someone else's integration is a 404 like one that d
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -15,9 +17,9 @@ from sqlalchemy.orm import Session
 from lanner.accounts.principal import Principal
 from lanner.config import Settings
 from lanner.db import iso
-from lanner.errors import BadRequest, NotFound
+from lanner.errors import BadRequest, LannerError, NotFound
 from lanner.integrations import crypto, stores
-from lanner.integrations.guard import EndpointRefused, check_endpoint, parse_networks
+from lanner.integrations.guard import check_endpoint, parse_networks
 from lanner.integrations.models import StorageIntegration
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
@@ -60,10 +62,12 @@ def _identity(provider: str, secret: dict[str, Any]) -> str:
     return str(key.get("client_email", "service account") if isinstance(key, dict) else "service account")[:300]
 
 
-def _refusal(exc: Exception) -> BucketUnreachable:
-    """An error from the client, without anything it might echo (a URL with a signature, a key id)."""
+def _refusal(exc: Exception, *, guarded: bool = False) -> BucketUnreachable:
+    """An error from the client, without anything it might echo (a URL with a signature, a key id).
+    ``guarded``: the guard refused a connection during the call (an https tunnel's refusal reads only as a failed
+    tunnel)."""
     text = str(exc)
-    if "403 Forbidden: the endpoint resolves to" in text:
+    if guarded or "403 Forbidden: the endpoint resolves to" in text:
         return BucketUnreachable("the bucket's endpoint resolves to an address the operator has not allowed",
                                  code="endpoint_refused")
     kind = type(exc).__name__
@@ -71,14 +75,27 @@ def _refusal(exc: Exception) -> BucketUnreachable:
                              "the credentials may list and read it")
 
 
+@contextmanager
+def reading(settings: Settings) -> Iterator[None]:
+    """Around a call to a user's bucket: any client error becomes a 400 that echoes nothing of it, naming the
+    guard when the guard refused a connection meanwhile. A missing object (FileNotFoundError) passes through:
+    the caller reports it as deleted."""
+    guard = stores.guard_for(settings)
+    before = guard.refused
+    try:
+        yield
+    except (LannerError, FileNotFoundError):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- any client error is the user's bucket refusing: a 400 saying so
+        raise _refusal(exc, guarded=guard.refused > before) from None
+
+
 def _verify(settings: Settings, provider: str, secret: dict[str, Any], target: str, endpoint: str | None,
             region: str | None) -> None:
     store = stores.build_store(settings, provider=provider, credentials=secret, target=target, endpoint=endpoint,
                                region=region)
-    try:
+    with reading(settings):
         next(iter(obstore.list(store, chunk_size=1)), None)
-    except Exception as exc:  # noqa: BLE001 -- any client error is the user's bucket refusing: a 400 saying so
-        raise _refusal(exc) from None
 
 
 def create(session: Session, settings: Settings, principal: Principal, *, provider: str,
@@ -104,10 +121,8 @@ def discover(settings: Settings, *, provider: str, credentials: dict[str, Any]) 
     secret, endpoint, region = _split(settings, provider, credentials)
     if provider != "s3":
         raise BadRequest(f"discovering {provider} buckets is not supported here; name them in targets")
-    try:
+    with reading(settings):
         return stores.list_buckets(settings, credentials=secret, endpoint=endpoint, region=region)
-    except Exception as exc:  # noqa: BLE001 -- see _refusal
-        raise _refusal(exc) from None
 
 
 def list_mine(session: Session, principal: Principal) -> list[StorageIntegration]:
@@ -135,10 +150,8 @@ def objects(settings: Settings, row: StorageIntegration, *, target: str, prefix:
             ) -> dict[str, Any]:
     """Folders and objects right under ``prefix``, a page at a time (``cursor``: the last key of the page)."""
     store = open_store(settings, row, target)
-    try:
+    with reading(settings):
         listing = obstore.list_with_delimiter(store, prefix or None)
-    except Exception as exc:  # noqa: BLE001 -- see _refusal
-        raise _refusal(exc) from None
     entries: list[dict[str, Any]] = [
         {"kind": "folder", "name": PurePosixPath(p).name, "key": p.rstrip("/") + "/"}
         for p in listing["common_prefixes"]]
@@ -161,7 +174,7 @@ def scan(settings: Settings, row: StorageIntegration, *, target: str, prefix: st
     images: Counter[str] = Counter()
     labels: Counter[str] = Counter()
     seen, truncated = 0, False
-    try:
+    with reading(settings):
         for batch in obstore.list(store, base or None, chunk_size=1000):
             for meta in batch:
                 seen += 1
@@ -177,10 +190,6 @@ def scan(settings: Settings, row: StorageIntegration, *, target: str, prefix: st
                     labels[folder] += 1
             if truncated:
                 break
-    except EndpointRefused:
-        raise
-    except Exception as exc:  # noqa: BLE001 -- see _refusal
-        raise _refusal(exc) from None
     folders = sorted(set(images) | set(labels))
     return {"target": target, "prefix": base, "images": sum(images.values()), "labels": sum(labels.values()),
             "truncated": truncated,

@@ -162,3 +162,17 @@ def test_an_allowed_name_is_connected_at_the_address_it_resolved_to(settings: An
     entries = client.get(f"/api/integrations/buckets/{created.json()['id']}/objects", params={"target": "photos"},
                          headers=alice.headers).json()["entries"]
     assert [e["key"] for e in entries] == ["a.jpg"]
+
+
+@pytest.mark.parametrize("endpoint", ["http://169.254.169.254", "http://10.0.0.1:9000", "https://127.0.0.1:1"])
+def test_the_guard_refuses_at_connect_even_past_the_first_check(settings: Any, endpoint: str) -> None:
+    """A store built straight from a row (as an import does, long after the create-time check): the proxy
+    refuses the connection itself, so no request ever leaves for the address."""
+    settings.bucket_allowed_networks = ""
+    guard = stores.guard_for(settings)
+    before = len(guard.refusals)
+    with pytest.raises(Exception) as refused:
+        service._verify(settings, "s3", {"accessKeyId": KEY_ID, "secretAccessKey": SECRET}, "photos", endpoint,
+                        None)
+    assert getattr(refused.value, "code", "") == "endpoint_refused" and SECRET not in str(refused.value)
+    assert len(guard.refusals) > before
