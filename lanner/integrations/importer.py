@@ -110,7 +110,7 @@ class Import:
         except Exception as exc:  # noqa: BLE001 -- a client error from the user's bucket: reworded, never echoed
             log.warning("bucket import %s failed: %s", self.job_id, type(exc).__name__)
             with self.db.session() as session:
-                jobs.fail(session, session.get(BucketImport, self.job_id), service._refusal(exc).message)
+                jobs.fail(session, session.get(BucketImport, self.job_id), service.reworded(exc).message)
             return
         log.info("bucket import %s: %s images", self.job_id, result["added"])
 

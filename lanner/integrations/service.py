@@ -62,7 +62,7 @@ def _identity(provider: str, secret: dict[str, Any]) -> str:
     return str(key.get("client_email", "service account") if isinstance(key, dict) else "service account")[:300]
 
 
-def _refusal(exc: Exception, *, guarded: bool = False) -> BucketUnreachable:
+def reworded(exc: Exception, *, guarded: bool = False) -> BucketUnreachable:
     """An error from the client, without anything it might echo (a URL with a signature, a key id).
     ``guarded``: the guard refused a connection during the call (an https tunnel's refusal reads only as a failed
     tunnel)."""
@@ -87,7 +87,7 @@ def reading(settings: Settings) -> Iterator[None]:
     except (LannerError, FileNotFoundError):
         raise
     except Exception as exc:  # noqa: BLE001 -- any client error is the user's bucket refusing: a 400 saying so
-        raise _refusal(exc, guarded=guard.refused > before) from None
+        raise reworded(exc, guarded=guard.refused > before) from None
 
 
 def _verify(settings: Settings, provider: str, secret: dict[str, Any], target: str, endpoint: str | None,
