@@ -39,6 +39,8 @@ from lanner.http.direct_route import FastAPIWithFastLane
 from lanner.http.security_headers import SecurityHeaders
 from lanner.inference.predictor import Predictor
 from lanner.inference.router import router as inference_router
+from lanner.integrations.queue import BucketImports
+from lanner.integrations.router import router as integrations_router
 from lanner.maintenance.loop import Maintenance
 from lanner.operator.router import router as operator_router
 from lanner.overview.router import router as overview_router
@@ -72,7 +74,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            inference_router,  # shared inference's predict
            deployments_router,  # then the dedicated endpoints' predict
            accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
-           datasets_router,
+           datasets_router, integrations_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
@@ -91,6 +93,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     security.warm_up()  # an unknown username costs one hash from the first sign-in on
     training = TrainingRuntime(ctx, prepare_estimates=prepare_estimates)
     imports = ImportQueue(ctx)
+    bucket_imports = BucketImports(ctx)
     exports = ExportQueue(ctx)
     maintenance = Maintenance(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
@@ -101,6 +104,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         training.start()
         imports.start()
+        bucket_imports.start()
         exports.start()
         maintenance.start()
         deployments.start()
@@ -117,6 +121,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         await deployments.forwarder.close()
         maintenance.stop()
         exports.stop()
+        bucket_imports.stop()
         imports.stop()
         training.stop()
         inference.close()
@@ -133,6 +138,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     app.state.lanner = ctx
     app.state.training = training
     app.state.imports = imports
+    app.state.bucket_imports = bucket_imports
     app.state.exports = exports
     app.state.maintenance = maintenance
     app.state.inference = inference
@@ -164,8 +170,8 @@ def background_loops(app: FastAPI) -> dict[str, BackgroundLoop]:
     """Every background loop of ``app`` by name, as they are now (``TrainingRuntime.use_executor`` replaces the
     supervisor): where a status view, or a lease among several server processes, reads their heartbeats."""
     state = app.state
-    loops = (state.training.supervisor, state.imports, state.exports, state.maintenance, state.deployments.supervisor,
-             state.deployments.requests, state.assistant)
+    loops = (state.training.supervisor, state.imports, state.bucket_imports, state.exports, state.maintenance,
+             state.deployments.supervisor, state.deployments.requests, state.assistant)
     return {loop.name: loop for loop in loops}
 
 

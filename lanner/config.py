@@ -255,6 +255,20 @@ class Settings(BaseSettings):
                                 "most self-hosted S3 servers want; off: bucket.endpoint/key.")
     s3_allow_http: bool = Field(default=False, description="Allow a plain-http LANNER_S3_ENDPOINT (a local MinIO "
                                 "or test server); presigned URLs then travel unencrypted.")
+    secrets_key: str | None = Field(
+        default=None, description="Key that encrypts stored bucket credentials (Fernet, 32 url-safe base64 bytes: "
+        "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`). Without "
+        "it, storage integrations cannot be created. Keep it outside LANNER_HOME: a copy of the database alone "
+        "then holds no usable credential. Several keys, comma-separated: the first encrypts, all decrypt.")
+    bucket_allowed_networks: str = Field(
+        default="", description="Comma-separated networks (CIDR) that bucket endpoints may reach although they "
+        "are private, loopback or link-local (a MinIO on the LAN: `10.0.5.0/24`). Empty: only public addresses.")
+    bucket_timeout_seconds: float = Field(
+        default=30.0, description="Cap on one request to a user's bucket (connect 5 s within it).")
+    bucket_max_object_bytes: int = Field(
+        default=200_000_000, description="Largest bucket object Lanner reads (images and label files).")
+    bucket_max_objects: int = Field(
+        default=50_000, description="Most objects one bucket import indexes (the hosted platform's limit).")
 
     @property
     def resolved_home(self) -> Path:

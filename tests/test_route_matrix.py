@@ -48,6 +48,8 @@ PATH_VALUES: dict[str, Callable[[Owned], Any]] = {
     "team": lambda a: a.team,
     "invitation_id": lambda a: a.invitation_id,
     "username": lambda a: a.user.username,  # a member of A's team (its owner)
+    "id": lambda a: a.integration_id,  # /api/integrations/buckets/{id}
+    "import_id": lambda a: a.bucket_import_id,
 }
 
 # Query parameters and body properties that name a resource -> A's value. An operation taking any of these
@@ -64,6 +66,7 @@ IDENTIFIERS: dict[str, Callable[[Owned], Any]] = {
     "model": lambda a: f"ul://{a.workspace}/{PROJECT}/{MODEL}",
     "dataset": lambda a: f"ul://{a.workspace}/datasets/{DATASET}",
     "username": lambda a: a.user.username,
+    "integrationId": lambda a: a.integration_id,
 }
 
 # Required body properties that must hold a valid value for the request to reach its authorization check.
@@ -90,6 +93,9 @@ NOT_TENANT_SCOPED: dict[tuple[str, str], str] = {
 OWN_OR_PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/api/account/summary"): "the caller's own account",
     ("GET", "/api/api-keys"): "the caller's own keys",
+    ("GET", "/api/integrations/buckets"): "the caller's own storage integrations",
+    ("POST", "/api/integrations/buckets"): "connects a bucket for the caller (A's are untouched: the snapshot)",
+    ("POST", "/api/integrations/buckets/discover"): "lists the buckets of the credentials in the body",
     ("POST", "/api/api-keys"): "makes a key for the caller",
     ("POST", "/api/auth/logout"): "clears the caller's cookie",
     ("POST", "/api/auth/password"): "changes the caller's own password (the current one is required)",
@@ -245,7 +251,9 @@ def snapshot(client: TestClient, owned: Owned) -> dict[str, Any]:
              "job": f"/api/models/{a}/{PROJECT}/{MODEL}/training",
              "exports": f"/api/models/{a}/{PROJECT}/{MODEL}/exports",
              "deployment": f"/api/deployments/{a}/{DEPLOYMENT}", "deployments": f"/api/deployments/{a}",
-             "deployment logs": f"/api/deployments/{a}/{DEPLOYMENT}/logs"}
+             "deployment logs": f"/api/deployments/{a}/{DEPLOYMENT}/logs",
+             "storage integrations": "/api/integrations/buckets",
+             "bucket import": f"/api/datasets/{a}/{DATASET}/bucket-imports/{owned.bucket_import_id}"}
     seen = {}
     for name, url in reads.items():
         response = client.get(url, headers=headers)

@@ -12,14 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography.fernet import Fernet
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from ultralytics_platform import Platform
 
 from lanner.accounts import service as accounts_service
 from lanner.app import create_app
 from lanner.billing import service as billing_service
 from lanner.config import Settings
+from lanner.datasets.models import Dataset, DatasetItem
+from lanner.integrations import crypto
+from lanner.integrations.models import BucketImport, BucketObject, StorageIntegration
 from lanner.synthetic import make_detection_dataset
 from tests.conftest import GENEROUS_LIMITS, TEST_URL
 from tests.datasets.helpers import package, upload_dataset
@@ -28,9 +33,13 @@ DATASET, OLD_DATASET, PROJECT, MODEL = "alices-private-data", "alices-old-data",
 DEPLOYMENT = "alices-endpoint"
 
 
+WORLD_SECRETS_KEY = Fernet.generate_key().decode()  # seals the world's bucket credentials
+
+
 def quiet_settings(home: Path, database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app whose background loops never start a trainer or collect anything."""
     return Settings(home=home, database_url=database_url, public_url=TEST_URL, secret_key="test-secret",
+                    secrets_key=WORLD_SECRETS_KEY,
                     api_key_cache_seconds=0, supervisor_interval_seconds=0, maintenance_interval_seconds=0,
                     export_poll_seconds=0, endpoint_poll_seconds=0,
                     **{**GENEROUS_LIMITS, **overrides})
@@ -88,12 +97,15 @@ class Owned:
     deployment_id: str = ""  # a deployment of the model (never launched: the endpoint supervisor is off)
     team: str = ""  # a team the user owns (its only member)
     invitation_id: str = ""  # the team's pending invitation
+    integration_id: str = ""  # a connected bucket (made in the database: no bucket is reached)
+    bucket_import_id: str = ""  # a bucket import of the dataset (failed: never run)
     values: dict[str, Any] = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
         """Strings that only a leak of this user's private resources would put in another user's response."""
         return [self.dataset_id, self.old_dataset_id, self.image_id, self.model_id, self.key_id, self.session_id,
-                self.export_id, self.deployment_id, self.team, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
+                self.export_id, self.deployment_id, self.integration_id, self.bucket_import_id, BUCKET_KEY_ID,
+                self.team, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
 
 
 def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str | None = None) -> Owned:
@@ -149,7 +161,35 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str
                                          headers=user.headers))["team"]["username"]
     owned.invitation_id = _ok(client.post(f"/api/teams/{owned.team}/invitations", json={"role": "editor"},
                                           headers=user.headers))["id"]
+    owned.integration_id, owned.bucket_import_id = _bucket(app, user, owned.dataset_id, owned.image_id)
     return owned
+
+
+BUCKET_KEY_ID = "AKIAWORLDBUCKETKEY"
+
+
+def _bucket(app: FastAPI, user: User, dataset_id: str, image_id: str) -> tuple[str, str]:
+    """A connected bucket, a failed import from it, and the image ``image_id`` standing for an object in it,
+    written straight to the database: connecting through the API would reach the bucket. Its endpoint is a
+    private address, so a caller who gets past the permission check is refused by the endpoint guard (400)
+    before any connection."""
+    ctx = app.state.lanner
+    with ctx.db.session() as session:
+        row = StorageIntegration(owner_id=user.user_id, provider="s3", identity=BUCKET_KEY_ID,
+                                 targets=["world-bucket"], endpoint="https://10.255.0.1",
+                                 secret=crypto.seal(ctx.settings, {"accessKeyId": BUCKET_KEY_ID,
+                                                                   "secretAccessKey": "world-secret"}))
+        session.add(row)
+        session.flush()
+        job = BucketImport(dataset_id=dataset_id, owner_id=user.user_id, integration_id=row.id,
+                           target="world-bucket", status="failed", error="never run")
+        session.add(job)
+        sha256 = session.scalar(select(DatasetItem.sha256).where(DatasetItem.key == image_id.rpartition("-")[2]))
+        workspace = session.get(Dataset, dataset_id).owner_id  # the team's, for a team's dataset
+        session.add(BucketObject(owner_id=workspace, integration_id=row.id, target="world-bucket",
+                                 key="images/a.jpg", etag='"world"', size=1, sha256=sha256))
+        session.flush()
+        return row.id, job.id
 
 
 def _ok(response: Any) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,11 @@ from lanner.storage.signing import URLSigner
 KINDS = {"ndjson": "dataset.ndjson", "yolo": "dataset.zip", "coco": "annotations.json"}
 IMAGE_URL_TTL = timedelta(days=7)
 ANNOTATION_KEY = {"detect": "boxes", "segment": "segments", "pose": "pose", "obb": "obb"}
+
+
+# Where an image's pixels are when they are not in the blob store (a bucket image: ``integrations.pixels``):
+# (sha256, seconds) -> a URL, or None for a blob. Passed in by the routers, so datasets imports no domain above.
+ImageUrl = Callable[[str, int], str | None]
 
 
 def _rows(session: Session, manifest_id: int) -> Iterator[Any]:
@@ -59,7 +64,7 @@ def _round(values: list) -> list:
 
 
 def write_ndjson(session: Session, dataset: Dataset, manifest_id: int, class_names: list[str], task: str, out: Path,
-                 *, signer: URLSigner, owner: str) -> None:
+                 *, signer: URLSigner, owner: str, image_url: ImageUrl | None = None) -> None:
     ttl = int(IMAGE_URL_TTL.total_seconds())
     header: dict[str, Any] = {
         "type": "dataset", "task": task, "name": dataset.slug, "description": dataset.description or "",
@@ -80,7 +85,8 @@ def write_ndjson(session: Session, dataset: Dataset, manifest_id: int, class_nam
                     continue  # unlabelled, not a background image: training must not learn "nothing here"
                 rows = [_round(r) for r in (yolo_row(task, x) for x in row.labels) if r is not None]
                 annotations = {ANNOTATION_KEY.get(task, "boxes"): rows} if rows else {}
-            url = signer.download_url(row.sha256, row.name, ttl_seconds=ttl)
+            url = image_url(row.sha256, ttl) if image_url else None
+            url = url or signer.download_url(row.sha256, row.name, ttl_seconds=ttl)
             fh.write(json.dumps({"type": "image", "file": row.name, "url": url, "width": row.width,
                                  "height": row.height, "split": row.split, "annotations": annotations}) + "\n")
 
@@ -140,7 +146,8 @@ def write_coco(session: Session, dataset: Dataset, manifest_id: int, class_names
 
 def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer: URLSigner, settings: Settings,
                  kind: str = "ndjson", manifest_id: int | None = None, class_names: list[str] | None = None,
-                 task: str | None = None, revision: int | None = None, owner: str = "") -> tuple[str, str, bool]:
+                 task: str | None = None, revision: int | None = None, owner: str = "",
+                 image_url: ImageUrl | None = None) -> tuple[str, str, bool]:
     """Return (sha256, filename, cached) of the export, building it only when the content changed."""
     if kind not in KINDS:
         raise BadRequest(f"format must be one of {', '.join(KINDS)}")
@@ -149,15 +156,17 @@ def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer
     now = utcnow()
     cached = session.scalar(select(DatasetExport).where(
         DatasetExport.dataset_id == dataset.id, DatasetExport.kind == kind, DatasetExport.revision == revision))
-    if cached is not None and (cached.expires_at is None or cached.expires_at > now + IMAGE_URL_TTL / 2) \
-            and blobs.exists(cached.sha256):
+    # With bucket images (``image_url``) never from the cache: each build compares the objects with the bucket.
+    if cached is not None and image_url is None and blobs.exists(cached.sha256) \
+            and (cached.expires_at is None or cached.expires_at > now + IMAGE_URL_TTL / 2):
         return cached.sha256, KINDS[kind], True
     with scratch_folder(settings.resolved_home, f"export-{kind}-") as folder:
         path = folder / f"export.{kind}"
         names = list(class_names if class_names is not None else dataset.class_names or [])
         task = task or dataset.task
         if kind == "ndjson":
-            write_ndjson(session, dataset, manifest_id, names, task, path, signer=signer, owner=owner)
+            write_ndjson(session, dataset, manifest_id, names, task, path, signer=signer, owner=owner,
+                         image_url=image_url)
         elif kind == "yolo":
             write_yolo_zip(session, dataset, manifest_id, names, task, path, blobs=blobs)
         else:
@@ -176,12 +185,12 @@ def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer
 
 def export_version(session: Session, dataset: Dataset, version: DatasetVersion, *, blobs: BlobStore,
                    signer: URLSigner, settings: Settings, kind: str = "ndjson", owner: str = "",
-                   filename: str | None = None) -> str:
+                   filename: str | None = None, image_url: ImageUrl | None = None) -> str:
     """A signed link to an export of ``version`` (frozen content, so it is cached for good), downloading as
     ``filename`` if given."""
     sha, name, _ = build_export(session, dataset, blobs=blobs, signer=signer, settings=settings, kind=kind,
                                 manifest_id=version.manifest_id, class_names=list(version.class_names),
-                                task=version.task, revision=-version.version, owner=owner)
+                                task=version.task, revision=-version.version, owner=owner, image_url=image_url)
     return signer.download_url(sha, filename or name)
 
 
@@ -195,7 +204,8 @@ def download_name(dataset: Dataset, kind: str, version: int | None) -> str:
 
 
 def export(session: Session, dataset: Dataset, *, version: int | None, pinned_version_id: int | None, kind: str,
-           owner: str, blobs: BlobStore, signer: URLSigner, settings: Settings, named: bool = False) -> dict[str, Any]:
+           owner: str, blobs: BlobStore, signer: URLSigner, settings: Settings, named: bool = False,
+           image_url: ImageUrl | None = None) -> dict[str, Any]:
     """``datasets.export``: a version when one is asked for, or the one the caller's training run pinned
     (``versions.pinned_version``); otherwise the live dataset, which must not be halfway through an import.
     ``named``: the link downloads as ``download_name`` (the web pages' links)."""
@@ -205,9 +215,10 @@ def export(session: Session, dataset: Dataset, *, version: int | None, pinned_ve
     if version is not None or captured is not None:
         frozen = captured or versions.get_version(session, dataset, version or 0)
         url = export_version(session, dataset, frozen, blobs=blobs, signer=signer, settings=settings, kind=kind,
-                             owner=owner, filename=download_name(dataset, kind, frozen.version) if named else None)
+                             owner=owner, filename=download_name(dataset, kind, frozen.version) if named else None,
+                             image_url=image_url)
         return {"downloadUrl": url, "version": frozen.version}
     sha, name, cached = build_export(session, dataset, blobs=blobs, signer=signer, settings=settings, kind=kind,
-                                     owner=owner)
+                                     owner=owner, image_url=image_url)
     name = download_name(dataset, kind, None) if named else name
     return {"downloadUrl": signer.download_url(sha, name), "cached": cached}

@@ -12,6 +12,7 @@ from lanner.bounds import Count, Cursor, RowId
 from lanner.datasets import archives, service, versions
 from lanner.datasets.schemas import CloneRequest, CreateExportRequest, RestoreRequest, UpdateExportRequest
 from lanner.http.deps import Ctx, DbSession
+from lanner.integrations import pixels
 from lanner.training import service as training_service
 
 router = APIRouter(tags=["datasets"])
@@ -34,7 +35,8 @@ def export(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSes
     record = service.get_dataset(session, principal, owner=owner, slug=dataset)
     pinned = training_service.pinned_dataset_version_id(session, principal)
     return archives.export(session, record, version=v, pinned_version_id=pinned, kind=format, owner=owner.lower(),
-                          blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings)
+                          blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings,
+                          image_url=pixels.export_urls(session, ctx.settings, record))
 
 
 @router.post("/api/datasets/{owner}/{dataset}/export")
@@ -46,7 +48,8 @@ def create_version(owner: str, dataset: str, body: CreateExportRequest, principa
     if body.download:
         response["downloadUrl"] = archives.export_version(session, record, version, blobs=ctx.blobs,
                                                          signer=ctx.signer, settings=ctx.settings,
-                                                         owner=owner.lower())
+                                                         owner=owner.lower(),
+                                                         image_url=pixels.export_urls(session, ctx.settings, record))
     return response
 
 

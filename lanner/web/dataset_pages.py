@@ -34,6 +34,7 @@ from lanner.db import after_commit
 from lanner.errors import BadRequest, Conflict, LannerError, NotFound
 from lanner.gpus.catalogue import Catalogue
 from lanner.http.deps import Ctx, DbSession
+from lanner.integrations import pixels
 from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
 from lanner.training import trained_on
@@ -370,7 +371,8 @@ def export_dataset(owner: str, slug: str, user: PageUser, session: DbSession, ct
     if format not in EXPORT_FORMATS:
         raise BadRequest(f"format must be one of {', '.join(EXPORT_FORMATS)}")
     result = archives.export(session, dataset, version=v, pinned_version_id=None, kind=format, owner=owner.lower(),
-                            blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings, named=True)
+                            blobs=ctx.blobs, signer=ctx.signer, settings=ctx.settings, named=True,
+                            image_url=pixels.export_urls(session, ctx.settings, dataset))
     return RedirectResponse(result["downloadUrl"], status_code=303)
 
 

@@ -42,12 +42,18 @@ READS = {
     ("POST", "/api/training/estimate"): "an estimate for a dataset the caller may read",
     ("POST", "/api/images/urls"): "signed links to images the caller may read",
     ("POST", "/api/datasets/{owner}/{dataset}/images"): "images.list with filters in the body",
+    ("POST", "/api/datasets/{owner}/{dataset}/bucket-check"): "compares the dataset's bucket images with the bucket: "
+                                                              "reports, changes no content",
 }
 # Operations on something personal of the team's owner (not the team's): nobody else reaches them.
 PERSONAL = {
     ("DELETE", "/api/api-keys/{key_id}"): "the owner's own API key",
     ("POST", "/api/upload/complete"): "the owner's own upload session",
     ("POST", "/api/mobile/models/{export_id}"): "a signed import link: its signature is the credential",
+    ("GET", "/api/integrations/buckets/{id}/objects"): "the owner's own storage integration (they are personal)",
+    ("GET", "/api/integrations/buckets/{id}/scan"): "the owner's own storage integration",
+    ("PATCH", "/api/integrations/buckets/{id}"): "the owner's own storage integration",
+    ("DELETE", "/api/integrations/buckets/{id}"): "the owner's own storage integration",
     ("PATCH", "/api/users"): "following the owner, a person with nothing public: the 404 of a name nobody has "
                              "(tests/accounts/test_account_sdk.py follows)",
 }
@@ -59,6 +65,9 @@ EDITOR_OTHERS = {
     ("POST", "/api/datasets/{owner}/{dataset}/proposals"): (404, "past the role check, the generated body's image "
                                                                  "'x' does not exist (the world's weights are 7 bytes, "
                                                                  "no model to run): tests/annotation propose for real"),
+    ("POST", "/api/datasets/{owner}/{dataset}/bucket-imports"): (404, "names the owner's storage integration, which "
+                                                                        "is personal: an editor imports from one "
+                                                                        "of their own"),
     ("DELETE", "/api/trash"): (404, "the editor restored that dataset a moment before (POST /api/trash); the viewer's "
                                     "403 shows the check"),
 }

@@ -1,0 +1,126 @@
+"""A bucket image's pixels: served as a presigned URL to the object, after its ETag is compared with the one
+pinned at import; a changed or deleted object is reported (409, and its ``state`` recorded), never served in
+place of the image that was labelled. ``recheck`` compares a whole dataset's objects in a few listings."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import obstore
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lanner.config import Settings
+from lanner.datasets.models import Dataset, DatasetItem
+from lanner.db import utcnow
+from lanner.errors import Conflict, NotFound
+from lanner.integrations import service, stores
+from lanner.integrations.models import BucketObject, StorageIntegration
+
+CHANGED, MISSING, OK = "changed", "missing", "ok"
+
+
+class ObjectChanged(Conflict):
+    code = "bucket_object_changed"
+
+
+def source_of(session: Session, dataset: Dataset, sha256: str) -> BucketObject:
+    row = session.scalar(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
+                                                    BucketObject.sha256 == sha256)
+                         .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+    if row is None:
+        raise NotFound("this image is not stored in a bucket")
+    return row
+
+
+def _store(session: Session, settings: Settings, row: BucketObject) -> Any:
+    integration = session.get(StorageIntegration, row.integration_id) if row.integration_id else None
+    if integration is None:
+        raise ObjectChanged("the bucket this image is in was disconnected; reconnect it to read the image")
+    return service.open_store(settings, integration, row.target)
+
+
+def presigned_url(session: Session, settings: Settings, row: BucketObject, *, ttl: int) -> str:
+    """A URL to the pinned object, or 409 when the object no longer is what was imported."""
+    store = _store(session, settings, row)
+    try:
+        with service.reading(settings):
+            meta = stores.head(store, row.key)
+    except FileNotFoundError:  # ``reading`` lets it through
+        _mark(row, MISSING)
+        raise ObjectChanged(f"'{row.key}' was deleted from the bucket after it was imported") from None
+    if (meta.get("e_tag") or "") != row.etag:
+        _mark(row, CHANGED)
+        raise ObjectChanged(f"'{row.key}' changed in the bucket after it was imported (ETag {row.etag} then, "
+                            f"{meta.get('e_tag')} now); re-import it to use the new content")
+    _mark(row, OK)
+    return stores.presign(store, row.key, ttl)
+
+
+def _mark(row: BucketObject, state: str) -> None:
+    row.state, row.checked_at = state, utcnow()
+
+
+def recheck(session: Session, settings: Settings, dataset: Dataset) -> dict[str, Any]:
+    """Every bucket object of the dataset's images compared with its bucket: one listing per folder of keys."""
+    shas = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id)
+    rows = list(session.scalars(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
+                                                           BucketObject.sha256.in_(shas))))
+    groups: dict[tuple[str | None, str], list[BucketObject]] = defaultdict(list)
+    for row in rows:
+        groups[(row.integration_id, row.target)].append(row)
+    report: dict[str, list[str]] = {CHANGED: [], MISSING: []}
+    for group in groups.values():
+        store = _store(session, settings, group[0])
+        folders = sorted({row.key.rpartition("/")[0] for row in group})
+        current: dict[str, str] = {}
+        with service.reading(settings):
+            for folder in folders:
+                for batch in obstore.list(store, folder + "/" if folder else None, chunk_size=1000):
+                    current.update((meta["path"], meta.get("e_tag") or "") for meta in batch)
+        for row in group:
+            state = OK if current.get(row.key) == row.etag else MISSING if row.key not in current else CHANGED
+            _mark(row, state)
+            if state != OK:
+                report[state].append(row.key)
+    return {"checked": len(rows), "changed": sorted(report[CHANGED]), "missing": sorted(report[MISSING])}
+
+
+def export_urls(session: Session, settings: Settings, dataset: Dataset) -> Callable[[str, int], str | None] | None:
+    """For ``datasets.archives``: a bucket image's URL in an NDJSON export (what the trainer downloads), a
+    presigned URL to its pinned object; None for an image whose pixels are Lanner's blobs. Each object's ETag is
+    compared first, from one listing per folder (cached for the export): a changed or deleted object refuses the
+    export (409 naming it) rather than hand the trainer other pixels than those labelled. None when the
+    dataset's workspace has no bucket images at all (then exports are cached as before)."""
+    if session.scalar(select(BucketObject.id).where(BucketObject.owner_id == dataset.owner_id).limit(1)) is None:
+        return None
+    listings: dict[tuple[str | None, str, str], dict[str, str]] = {}
+    opened: dict[tuple[str | None, str], Any] = {}
+
+    def url(sha256: str, ttl: int) -> str | None:
+        row = session.scalar(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
+                                                        BucketObject.sha256 == sha256)
+                             .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+        if row is None:
+            return None
+        where = (row.integration_id, row.target)
+        if where not in opened:
+            opened[where] = _store(session, settings, row)
+        folder = row.key.rpartition("/")[0]
+        if (*where, folder) not in listings:
+            with service.reading(settings):
+                listings[(*where, folder)] = {
+                    meta["path"]: meta.get("e_tag") or "" for batch in obstore.list(
+                        opened[where], folder + "/" if folder else None, chunk_size=1000) for meta in batch}
+        current = listings[(*where, folder)].get(row.key)
+        if current != row.etag:
+            _mark(row, MISSING if current is None else CHANGED)
+            session.commit()  # the report outlives the refused request
+            raise ObjectChanged(f"'{row.key}' {'was deleted from' if current is None else 'changed in'} the bucket "
+                                "after it was imported: re-import it, or remove the image, before exporting or "
+                                "training (POST .../bucket-check lists every such object)")
+        return stores.presign(opened[where], row.key, ttl)
+
+    return url
