@@ -8,6 +8,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI
 
@@ -39,6 +40,7 @@ from lanner.http.direct_route import FastAPIWithFastLane
 from lanner.http.security_headers import SecurityHeaders
 from lanner.inference.predictor import Predictor
 from lanner.inference.router import router as inference_router
+from lanner.integrations import pixels as bucket_pixels
 from lanner.integrations.queue import BucketImports
 from lanner.integrations.router import router as integrations_router
 from lanner.maintenance.loop import Maintenance
@@ -86,6 +88,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
                prepare_estimates: bool = False) -> FastAPI:
     settings = settings or get_settings()
     ctx = AppContext.from_settings(settings)
+    ctx.pixel_locators.append(partial(bucket_pixels.locate, settings=settings))  # bucket datasets' images
     if migrate:
         upgrade_database(ctx.db.url)
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use

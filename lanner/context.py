@@ -4,6 +4,7 @@ queue) are composed by ``lanner.app.create_app``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lanner.config import Settings
@@ -22,6 +23,11 @@ class AppContext:
     signer: URLSigner
     limits: RateLimits
     key_cache: dict[str, tuple[float, object]] = field(default_factory=dict)
+    # Where the blob route finds bytes Lanner references but does not hold (a bucket dataset's pixels): each
+    # locator takes a session, a sha256 and a lifetime in seconds and answers a URL to redirect to, None when the
+    # bytes are not its, or raises (a changed object: 409). Registered by the composition root, so the storage
+    # layer names no domain.
+    pixel_locators: list[Callable[..., str | None]] = field(default_factory=list)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AppContext:

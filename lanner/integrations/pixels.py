@@ -35,6 +35,20 @@ def source_of(session: Session, dataset: Dataset, sha256: str) -> BucketObject:
     return row
 
 
+def locate(session: Session, sha256: str, ttl: int, *, settings: Settings) -> str | None:
+    """The blob route's locator (``AppContext.pixel_locators``): a signed link to a bucket image is answered with
+    a presigned URL to its pinned object, whoever imported it (the signature is the credential, as for any blob);
+    None for bytes no bucket holds. A changed or deleted object is a 409, as on ``/api/images/{id}/source``."""
+    row = session.scalar(select(BucketObject).where(BucketObject.sha256 == sha256)
+                         .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+    if row is None:
+        return None
+    try:
+        return presigned_url(session, settings, row, ttl=ttl)
+    finally:
+        session.commit()  # the state found (ok, changed, missing) stays recorded, whatever is answered
+
+
 def _store(session: Session, settings: Settings, row: BucketObject) -> Any:
     integration = session.get(StorageIntegration, row.integration_id) if row.integration_id else None
     if integration is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import FileResponse, RedirectResponse, StreamingResponse
 
 from lanner.errors import NotFound
 from lanner.http.deps import Ctx
@@ -34,5 +34,16 @@ def get_blob(sha256: str, filename: str, request: Request, ctx: Ctx) -> Any:
     if path is not None:
         return FileResponse(path, filename=filename, media_type="application/octet-stream")
     if not ctx.blobs.exists(sha256):
-        raise NotFound("file not found")
+        return _elsewhere(sha256, ctx)
     return StreamingResponse(ctx.blobs.iter_bytes(sha256), media_type="application/octet-stream")
+
+
+def _elsewhere(sha256: str, ctx: Any) -> RedirectResponse:
+    """Bytes referenced but not held here (an image indexed in place in a user's bucket): a redirect to where a
+    registered locator says they are, checked by it first; 404 when none knows them."""
+    with ctx.db.session() as session:  # a locator records what it found (a changed object)
+        for locate in ctx.pixel_locators:
+            url = locate(session, sha256, ctx.settings.signed_url_ttl_seconds)
+            if url is not None:
+                return RedirectResponse(url, status_code=307)
+    raise NotFound("file not found")

@@ -96,6 +96,12 @@ def test_a_bucket_of_2000_images_imported_in_place(client: Any, alice: Any, bob:
     assert hashlib.sha256(original).hexdigest() == sha256
     assert pixels.status_code == 200 and pixels.content == original
     assert client.get(f"/api/images/{image['id']}/source", headers=bob.headers).status_code == 404
+    # The link every page and images.urls hand out (the blob route's) leads to the same pinned pixels.
+    link = client.post("/api/images/urls", headers=headers, json={"imageIds": [image["id"]]}).json()["urls"][
+        image["id"]]
+    redirected = client.get(link, follow_redirects=False)
+    assert redirected.status_code == 307, redirected.text
+    assert httpx.get(redirected.headers["location"]).content == original
 
     # Train: the trainer's own reader (Ultralytics' NDJSON converter, what data=ul://... runs) downloads every
     # image through the export's URLs, which are presigned URLs to the pinned objects; then a real epoch.
@@ -121,6 +127,7 @@ def test_a_bucket_of_2000_images_imported_in_place(client: Any, alice: Any, bob:
     changed = client.get(f"/api/images/{image['id']}/source", headers=headers, follow_redirects=False)
     assert changed.status_code == 409 and changed.json()["code"] == "bucket_object_changed"
     assert "changed in the bucket" in changed.json()["error"]
+    assert client.get(link, follow_redirects=False).status_code == 409  # the page's link too
     gone = client.get(f"/api/images/{other['id']}/source", headers=headers, follow_redirects=False)
     assert gone.status_code == 409 and "deleted" in gone.json()["error"]
     refused = client.get("/api/datasets/alice/shapes/export", headers=headers)  # nor handed to a trainer
