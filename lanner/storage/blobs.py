@@ -193,16 +193,7 @@ class LocalBlobStore(BlobStore):
                     continue
 
     def collect_partial(self, idle_seconds: float) -> int:
-        cutoff = time.time() - idle_seconds
-        removed = 0
-        for path in (self.root / "tmp").iterdir():
-            try:
-                if path.stat().st_mtime <= cutoff:
-                    path.unlink()
-                    removed += 1
-            except FileNotFoundError:
-                continue
-        return removed
+        return remove_idle_files(self.root / "tmp", time.time() - idle_seconds)
 
     def local_path(self, sha256: str) -> Path | None:
         path = self._path(sha256)
@@ -224,6 +215,20 @@ class LocalBlobStore(BlobStore):
         except FileNotFoundError:
             return False
         return True
+
+
+def remove_idle_files(folder: Path, cutoff: float) -> int:
+    """Delete the files in ``folder`` nobody wrote since ``cutoff`` (a Unix time): half-written blobs and spools
+    of a writer that died. Answers how many went; one a concurrent sweep took first is not counted."""
+    removed = 0
+    for path in folder.iterdir():
+        try:
+            if path.stat().st_mtime <= cutoff:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
 
 
 def _place(name: str, final: Path) -> None:

@@ -29,7 +29,7 @@ import obstore
 from obstore.exceptions import NotFoundError
 from obstore.store import S3Store
 
-from lanner.storage.blobs import CHUNK, BlobStore, BlobTooLarge, StoredBlob, check_digest
+from lanner.storage.blobs import CHUNK, BlobStore, BlobTooLarge, StoredBlob, check_digest, remove_idle_files
 
 # A write that finds its blob written this recently does not rewrite it: the collector's grace period
 # (LANNER_BLOB_GRACE_SECONDS, an hour by default) is far longer, and rewriting costs the whole object.
@@ -170,15 +170,7 @@ class S3BlobStore(BlobStore):
                  if meta["last_modified"].timestamp() <= cutoff]
         if stale:
             obstore.delete(self.store, stale)
-        removed = len(stale)
-        for path in self.scratch.iterdir():
-            try:
-                if path.stat().st_mtime <= cutoff:
-                    path.unlink()
-                    removed += 1
-            except FileNotFoundError:
-                continue
-        return removed
+        return len(stale) + remove_idle_files(self.scratch, cutoff)
 
     def open(self, sha256: str) -> BinaryIO:
         """A private local copy, opened (deleted on close): callers read with seek and ``zipfile`` alike."""
