@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from lanner.config import Settings
 from lanner.db import Database
+from lanner.db.leases import Lease
 from lanner.http.ratelimit import RateLimits
 from lanner.storage.blobs import BlobStore, LocalBlobStore
 from lanner.storage.signing import URLSigner
@@ -33,3 +34,7 @@ class AppContext:
             signer=URLSigner(settings.load_secret_key(), settings.public_url, settings.signed_url_ttl_seconds),
             limits=RateLimits(settings),
         )
+
+    def lease(self, name: str) -> Lease:
+        """The lease of the background loop ``name`` among every process on this database (``lanner.periodic``)."""
+        return Lease(self.db, name, lambda: self.settings.lease_seconds)
