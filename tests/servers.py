@@ -74,11 +74,12 @@ class Server:
             self.process.kill()
 
 
-def start_server(home: Path, port: int | None = None, **extra: str) -> Server:
-    """``lanner serve`` on ``port`` (a free one by default; the same one again to restart a killed server)."""
+def start_server(home: Path, port: int | None = None, *, log_name: str = "server.log", **extra: str) -> Server:
+    """``lanner serve`` on ``port`` (a free one by default; the same one again to restart a killed server);
+    ``log_name``: several servers on one home log apart."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    log = home / "server.log"
+    log = home / log_name
     home.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen([str(VENV_BIN / "lanner"), "serve", "--port", str(port)],
                                env=lanner_env(home, LANNER_PUBLIC_URL=url, **extra),

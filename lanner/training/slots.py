@@ -31,10 +31,12 @@ def capacity(db: Database, executor: Executor) -> dict[str, Any]:
     """Free slots per GPU type for this pass: the executor's count, never more than the database allows."""
     capacity = dict(executor.capacity())
     with db.session() as session:
-        busy = dict(session.execute(select(func.coalesce(Run.gpu_type, "cpu"), func.sum(Run.gpu_count))
-                                    .where(*_busy(executor)).group_by(func.coalesce(Run.gpu_type, "cpu"))).all())
+        busy: dict[str, int] = {}
+        for gpu_type, devices in session.execute(select(Run.gpu_type, func.sum(Run.gpu_count))
+                                                 .where(*_busy(executor)).group_by(Run.gpu_type)):
+            busy[gpu_type or "cpu"] = busy.get(gpu_type or "cpu", 0) + int(devices or 0)
     for gpu_type, room in capacity.items():
-        free = min(room.free, room.total - int(busy.get(gpu_type) or 0))
+        free = min(room.free, room.total - busy.get(gpu_type, 0))
         capacity[gpu_type] = type(room)(total=room.total, free=max(0, free))
     return capacity
 
