@@ -19,8 +19,9 @@ pass does (``one_pass``); the base runs passes on a thread of its own:
   holder of the loop's lease runs its passes. A second thread per loop takes or renews it every third of the
   lease (so a long pass never lets it lapse); a process that gains it runs a pass at once (``on_lead`` first:
   a loop picks up what the previous leader left), one that loses it stops passing after its current pass, and
-  ``stop`` releases it so another takes over within a third of the lease. A loop without one (a process's own
-  request log) runs in every process.
+  ``stop`` releases it so another takes over within a third of the lease; ``wake`` in a process that does not
+  lead wakes the leader (``lanner.db.wakes``). A loop without one (a process's own request log) runs in every
+  process.
 
 A pass driven by hand and one of the thread never overlap (``run_once`` holds the loop's lock); passes driven by
 hand ignore the lease (tests, and the CLI, drive them on purpose)."""
@@ -55,6 +56,10 @@ class Lease(Protocol):
 
     def release(self) -> None: ...
 
+    def wake_leader(self) -> None: ...  # wake the loop in the process holding the lease
+
+    def subscribe(self, wake: Callable[[], None]) -> Callable[[], None]: ...  # returns what unsubscribes
+
     def renew_every(self) -> float: ...
 
 
@@ -69,6 +74,7 @@ class BackgroundLoop(ABC):
         self.lease = lease
         self._leading = lease is None  # without a lease every process leads
         self._keeper: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] = lambda: None
         self._took_over = threading.Event()  # the keeper took the lease: the next pass calls on_lead first
         self._wake = threading.Event()
         self._stopping = threading.Event()  # a fresh one per thread: a stopped thread never sees a later start
@@ -126,6 +132,7 @@ class BackgroundLoop(ABC):
                                                 daemon=True)
                 self._thread.start()
                 if self.lease is not None:
+                    self._unsubscribe = self.lease.subscribe(self._wake.set)
                     self._keeper = threading.Thread(target=self._keep, args=(self._stopping,),
                                                     name=f"{self.name}-lease", daemon=True)
                     self._keeper.start()
@@ -133,9 +140,17 @@ class BackgroundLoop(ABC):
             self._wake.set()
 
     def wake(self) -> None:
-        """Run the next pass now instead of at the end of the current wait (nothing when not started)."""
-        if self.started:
-            self._wake.set()
+        """Run the next pass now instead of at the end of the current wait (nothing when not started), in
+        whichever process leads the loop."""
+        if not self.started:
+            return
+        if self.lease is not None and not self._leading:
+            try:
+                self.lease.wake_leader()
+            except Exception:
+                self._log.exception("%s: could not wake its leader; it passes at its interval", self.name)
+            return
+        self._wake.set()
 
     def stop(self, timeout: float = 30.0) -> None:
         with self._guard:
@@ -147,6 +162,7 @@ class BackgroundLoop(ABC):
             thread.join(timeout=timeout)
         if keeper is not None:
             keeper.join(timeout=timeout)
+            self._unsubscribe()
             self._give_up_lease()
 
     def _give_up_lease(self) -> None:

@@ -130,3 +130,25 @@ def test_the_shared_lock_serialises_a_check_and_its_claim(dbs: list[Database]) -
     first.join()
     with dbs[2].session() as session:
         assert session.execute(text("SELECT holder FROM test_claims")).scalars().all() == ["first"]
+
+
+def test_a_wake_in_a_process_that_does_not_lead_wakes_the_leader(dbs: list[Database], database_url: str) -> None:
+    """A request handled by any process starts its work at once (PostgreSQL's NOTIFY reaches the leader)."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite serves one process: its loops lead, and wake themselves")
+    loops = [Passing(db, f"loop-{n}") for n, db in enumerate(dbs[:2])]
+    try:
+        for loop in loops:
+            loop.start()
+        leader = wait_for(lambda: next((loop for loop in loops if loop.passes), None), timeout=WAIT,
+                          what="a leader's first pass")
+        follower = next(loop for loop in loops if loop is not leader)
+        for _ in range(3):  # the interval is an hour: each pass here comes from the follower's wake
+            passes = leader.passes
+            leader.passed.clear()
+            follower.wake()
+            assert leader.passed.wait(WAIT) and leader.passes == passes + 1
+        assert follower.passes == 0
+    finally:
+        for loop in loops:
+            loop.stop()

@@ -37,7 +37,7 @@ from sqlalchemy import Float, String, case, delete, func, literal_column, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from lanner.db import Base, Database
+from lanner.db import Base, Database, wakes
 
 
 class LeaseRow(Base):
@@ -91,6 +91,14 @@ class Lease:
         ).returning(table.c.holder)
         with self.db.engine.begin() as connection:
             return connection.execute(statement).first() is not None
+
+    def wake_leader(self) -> None:
+        """Wake this loop in the process that leads it (``lanner.db.wakes``: PostgreSQL's NOTIFY)."""
+        wakes.publish(self.db, self.name)
+
+    def subscribe(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """``wake`` is called when another process wakes this loop; returns what unsubscribes."""
+        return wakes.subscribe(self.db, self.name, wake)
 
     def release(self) -> None:
         """Give it up now (a stopping server): another process takes over on its next try."""
