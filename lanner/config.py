@@ -158,6 +158,10 @@ class Settings(BaseSettings):
     prepare_estimates: bool = Field(default=True, description="`lanner serve` makes the default model's first "
                                     "estimate in the background at start, so the first training.start or estimate "
                                     "request does not pay for profiling it (false: the first request does).")
+    lease_seconds: float = Field(default=15.0, gt=0, description="With several server processes on one "
+                                 "database, each background loop runs in the one holding its lease; a process "
+                                 "killed outright is taken over once its leases expire, after this long (and at "
+                                 "most a third more); a stopping one hands them over at once.")
     supervisor_interval_seconds: float = Field(default=2.0, description="How often runs are dispatched, polled, "
                                                "metered and settled.")
     meter_interval_seconds: float = Field(default=30.0, description="How often a running run's charges are "

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from lanner.config import Settings
 from lanner.db import Database
+from lanner.db.leases import Lease
 from lanner.http.ratelimit import RateLimits
 from lanner.storage.backends import open_blob_store
 from lanner.storage.blobs import BlobStore
@@ -42,3 +43,7 @@ class AppContext:
                              blobs=blobs),
             limits=RateLimits(settings),
         )
+
+    def lease(self, name: str) -> Lease:
+        """The lease of the background loop ``name`` among every process on this database (``lanner.periodic``)."""
+        return Lease(self.db, name, lambda: self.settings.lease_seconds)

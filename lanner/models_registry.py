@@ -6,6 +6,7 @@ from lanner.assistant import models as _assistant  # noqa: F401
 from lanner.billing import models as _billing  # noqa: F401
 from lanner.datasets import models as _datasets  # noqa: F401
 from lanner.db import Base
+from lanner.db import leases as _leases  # noqa: F401
 from lanner.deployments import models as _deployments  # noqa: F401
 from lanner.exports import models as _exports  # noqa: F401
 from lanner.gpus import models as _gpus  # noqa: F401

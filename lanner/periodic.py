@@ -14,9 +14,17 @@ pass does (``one_pass``); the base runs passes on a thread of its own:
 - ``stop``: the thread ends after its current pass; what the loop watches (workers, processes) is left to it;
 - errors: a failing pass is logged and the next one retries, so one bad row never stops the loop;
 - the heartbeat (``heartbeat()``): when the last pass completed and when one last failed, with why; what a
-  status view reads, and what a lease among several processes will renew.
+  status view reads;
+- the lease (``lease=``, ``lanner.db.leases.Lease``): with several server processes on one database, only the
+  holder of the loop's lease runs its passes. A second thread per loop takes or renews it every third of the
+  lease (so a long pass never lets it lapse); a process that gains it runs a pass at once (``on_lead`` first:
+  a loop picks up what the previous leader left), one that loses it stops passing after its current pass, and
+  ``stop`` releases it so another takes over within a third of the lease; ``wake`` in a process that does not
+  lead wakes the leader (``lanner.db.wakes``). A loop without one (a process's own request log) runs in every
+  process.
 
-A pass driven by hand and one of the thread never overlap (``run_once`` holds the loop's lock)."""
+A pass driven by hand and one of the thread never overlap (``run_once`` holds the loop's lock); passes driven by
+hand ignore the lease (tests, and the CLI, drive them on purpose)."""
 
 from __future__ import annotations
 
@@ -26,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -39,14 +47,35 @@ class Heartbeat:
     last_error: str | None  # why it failed (kept after later passes succeed: compare the two times)
 
 
+class Lease(Protocol):
+    """What the base needs of a lease shared by processes (``lanner.db.leases.Lease``)."""
+
+    holder: str
+
+    def hold(self) -> bool: ...  # take or renew: True while this holder has it
+
+    def release(self) -> None: ...
+
+    def wake_leader(self) -> None: ...  # wake the loop in the process holding the lease
+
+    def subscribe(self, wake: Callable[[], None]) -> Callable[[], None]: ...  # returns what unsubscribes
+
+    def renew_every(self) -> float: ...
+
+
 class BackgroundLoop(ABC):
     def __init__(self, name: str, interval: Callable[[], float], log: logging.Logger, *,
-                 first_pass_at_start: bool = True) -> None:
+                 first_pass_at_start: bool = True, lease: Lease | None = None) -> None:
         """``interval`` is read before every wait, so a test or an operator can change it while it runs."""
         self.name = name
         self._interval = interval
         self._log = log
         self._first_pass_at_start = first_pass_at_start
+        self.lease = lease
+        self._leading = lease is None  # without a lease every process leads
+        self._keeper: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] = lambda: None
+        self._took_over = threading.Event()  # the keeper took the lease: the next pass calls on_lead first
         self._wake = threading.Event()
         self._stopping = threading.Event()  # a fresh one per thread: a stopped thread never sees a later start
         self._thread: threading.Thread | None = None
@@ -62,6 +91,16 @@ class BackgroundLoop(ABC):
 
     def interval(self) -> float:
         return self._interval()
+
+    def on_lead(self) -> None:
+        """This process just took the loop's lease (a previous leader stopped or died): called before the pass
+        that follows at once. A loop that looks for what a dead process left only now and then looks now."""
+        return None
+
+    @property
+    def leading(self) -> bool:
+        """Whether this process runs the loop's passes (always, without a lease)."""
+        return self._leading
 
     @property
     def started(self) -> bool:
@@ -92,21 +131,68 @@ class BackgroundLoop(ABC):
                 self._thread = threading.Thread(target=self._loop, args=(self._stopping,), name=self.name,
                                                 daemon=True)
                 self._thread.start()
+                if self.lease is not None:
+                    self._unsubscribe = self.lease.subscribe(self._wake.set)
+                    self._keeper = threading.Thread(target=self._keep, args=(self._stopping,),
+                                                    name=f"{self.name}-lease", daemon=True)
+                    self._keeper.start()
         if self._first_pass_at_start:
             self._wake.set()
 
     def wake(self) -> None:
-        """Run the next pass now instead of at the end of the current wait (nothing when not started)."""
-        if self.started:
-            self._wake.set()
+        """Run the next pass now instead of at the end of the current wait (nothing when not started), in
+        whichever process leads the loop."""
+        if not self.started:
+            return
+        if self.lease is not None and not self._leading:
+            try:
+                self.lease.wake_leader()
+            except Exception:
+                self._log.exception("%s: could not wake its leader; it passes at its interval", self.name)
+            return
+        self._wake.set()
 
     def stop(self, timeout: float = 30.0) -> None:
         with self._guard:
             thread, self._thread = self._thread, None
+            keeper, self._keeper = self._keeper, None
             self._stopping.set()
         self._wake.set()
         if thread is not None:
             thread.join(timeout=timeout)
+        if keeper is not None:
+            keeper.join(timeout=timeout)
+            self._unsubscribe()
+            self._give_up_lease()
+
+    def _give_up_lease(self) -> None:
+        if self.lease is None or not self._leading:
+            return
+        self._leading = False
+        try:
+            self.lease.release()
+        except Exception:
+            self._log.exception("%s could not release its lease; another process takes over when it expires",
+                                self.name)
+
+    def _keep(self, stopping: threading.Event) -> None:
+        """The lease's thread: take or renew it every third of the lease, whatever the passes are doing."""
+        assert self.lease is not None
+        while not stopping.is_set():
+            try:
+                leading = self.lease.hold()
+            except Exception:
+                self._log.exception("%s could not renew its lease; passes pause until it can", self.name)
+                leading = False
+            was_leading, self._leading = self._leading, leading
+            if leading and not was_leading:
+                self._log.info("%s: this process (%s) leads it now", self.name, self.lease.holder)
+                self._took_over.set()
+                if self._first_pass_at_start:  # what the previous leader left, at once
+                    self._wake.set()
+            elif was_leading and not leading:
+                self._log.warning("%s: lost its lease; another process leads it now", self.name)
+            stopping.wait(self.lease.renew_every())
 
     def _loop(self, stopping: threading.Event) -> None:
         while True:
@@ -114,6 +200,14 @@ class BackgroundLoop(ABC):
             self._wake.clear()
             if stopping.is_set():
                 return
+            if not self._leading:
+                continue  # another process runs the passes
+            if self._took_over.is_set():
+                self._took_over.clear()
+                try:
+                    self.on_lead()
+                except Exception:
+                    self._log.exception("%s: taking over failed; the next pass retries", self.name)
             try:
                 self.run_once()
             except Exception:

@@ -35,7 +35,8 @@ SCORE_IOU = 0.7
 class AssistantLoop(BackgroundLoop):
     def __init__(self, ctx: AppContext, *, executor: Callable[[], Executor], predictor: Predictor) -> None:
         """``executor``: the training runtime's current executor (tests swap it for a fake one)."""
-        super().__init__("lanner-assistant", lambda: ctx.settings.assistant_poll_seconds, log)
+        super().__init__("lanner-assistant", lambda: ctx.settings.assistant_poll_seconds, log,
+                         lease=ctx.lease("lanner-assistant"))
         self.ctx = ctx
         self._executor = executor
         self.predictor = predictor

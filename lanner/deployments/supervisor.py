@@ -77,7 +77,8 @@ def backoff(crashes: int) -> float:
 class Supervisor(BackgroundLoop):
     def __init__(self, ctx: AppContext, backends: dict[str, Any] | None = None,
                  on_change: Any = None) -> None:
-        super().__init__("lanner-deployments", lambda: ctx.settings.endpoint_poll_seconds, log)
+        super().__init__("lanner-deployments", lambda: ctx.settings.endpoint_poll_seconds, log,
+                         lease=ctx.lease("lanner-deployments"))
         self.ctx = ctx
         self._backends: dict[str, Any] = dict(backends or {})
         self._on_change = on_change or (lambda _id: None)

@@ -75,7 +75,8 @@ class ExportQueue(BackgroundLoop):
     """``wake`` when a request queued or cancelled a job (once it committed); ``stop`` leaves workers running."""
 
     def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
-        super().__init__("lanner-exports", lambda: ctx.settings.export_poll_seconds, log)
+        super().__init__("lanner-exports", lambda: ctx.settings.export_poll_seconds, log,
+                         lease=ctx.lease("lanner-exports"))
         self.ctx = ctx
         self._executor = executor
         self.jobs = JobWatch(ctx.db, ModelExport, what="export", log=log)

@@ -48,7 +48,7 @@ class Maintenance(BackgroundLoop):
 
     def __init__(self, ctx: AppContext) -> None:
         super().__init__("lanner-maintenance", lambda: ctx.settings.maintenance_interval_seconds, log,
-                         first_pass_at_start=False)
+                         first_pass_at_start=False, lease=ctx.lease("lanner-maintenance"))
         self.ctx = ctx
         self._next_shard = 0
         self.official = OfficialFolder(ctx.settings.official_models_dir)

@@ -11,7 +11,10 @@ Each pass, in order:
 5. learn: about once a minute, running runs refresh their calibration points (``learn.py``).
 
 Every step is idempotent (guarded transitions, cumulative charges, ledger idempotency keys), so a pass that
-dies half-way, or two servers running passes at once, cannot double-charge or skip a state. Where executors
+dies half-way, or two servers running passes at once, cannot double-charge or skip a state. Two rarely do: with
+several server processes on one database only the holder of the supervisor's lease runs passes
+(``lanner.periodic``), so one process dispatches, and one meters each run (one charge writer per run); free
+slots are counted under a lock all processes share all the same (``slots.room``). Where executors
 differ, the supervisor asks the executor (its capabilities, its ``worker_env``), never which one it is.
 """
 
@@ -25,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from lanner.billing.metering import elapsed_seconds
@@ -35,7 +38,7 @@ from lanner.gpus.catalogue import get_catalogue
 from lanner.gpus.pools import Pools
 from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
-from lanner.training import pool_usage
+from lanner.training import pool_usage, slots
 from lanner.training.charging import Charging
 from lanner.training.checkpoints import resume_checkpoint_url
 from lanner.training.executors import Capability, Executor, JobState, LaunchDeferred, LaunchSpec
@@ -58,7 +61,8 @@ class Supervisor(BackgroundLoop):
     next start finds them again)."""
 
     def __init__(self, ctx: AppContext, executor: Executor) -> None:
-        super().__init__("lanner-supervisor", lambda: ctx.settings.supervisor_interval_seconds, log)
+        super().__init__("lanner-supervisor", lambda: ctx.settings.supervisor_interval_seconds, log,
+                         lease=ctx.lease("lanner-supervisor"))
         self.ctx = ctx
         self.executor = executor
         self.settings = ctx.settings
@@ -94,7 +98,7 @@ class Supervisor(BackgroundLoop):
         # An executor that queues jobs itself is handed every pending run, except what a pool at its largest
         # cannot hold (those wait here, launched fairly); otherwise Lanner counts free slots.
         queues = self.executor.can(Capability.QUEUES_JOBS)
-        capacity = None if queues else self._capacity()
+        capacity = None if queues else slots.capacity(self.ctx.db, self.executor)
         pools = self.pools if queues else Pools()
         pool_room: dict[str, int] = {}
         if len(pools):
@@ -106,10 +110,8 @@ class Supervisor(BackgroundLoop):
                 if run is None or run.status != RunStatus.PENDING or run.external_id is not None:
                     continue
                 gpu_type = run.gpu_type or "cpu"
-                if capacity is not None:
-                    free = capacity.get(gpu_type)
-                    if free is None or free.free < run.gpu_count:
-                        continue
+                if capacity is not None and slots.room(session, self.executor, capacity, gpu_type) < run.gpu_count:
+                    continue
                 if gpu_type in pool_room:
                     if pool_room[gpu_type] < run.gpu_count:
                         continue  # its pool is at its largest: it waits for a run to end
@@ -146,20 +148,6 @@ class Supervisor(BackgroundLoop):
         if self._free is None:
             self._free = dict(self.executor.capacity())
         return self._free
-
-    def _capacity(self) -> dict[str, Any]:
-        """Free slots per GPU type: the executor's count, never more than the database allows. The executor
-        knows only workers it launched or has polled since this server started; the database also knows
-        workers launched before a restart, ones whose status cannot be read, and other servers' claims."""
-        capacity = dict(self.executor.capacity())
-        with self.ctx.db.session() as session:
-            busy = dict(session.execute(select(Run.gpu_type, func.count()).where(
-                Run.executor == self.executor.name, Run.external_id.is_not(None),
-                Run.worker_exited_at.is_(None)).group_by(Run.gpu_type)).all())
-        for gpu_type, room in capacity.items():
-            free = min(room.free, room.total - int(busy.get(gpu_type, 0)))
-            capacity[gpu_type] = type(room)(total=room.total, free=max(0, free))
-        return capacity
 
     def _prepare(self, session: Session, run: Run) -> LaunchSpec:
         """A fresh run-scoped key per attempt (the previous one is revoked) and the worker's whole environment."""

@@ -14,7 +14,9 @@ Each pass (every ``LANNER_IMPORT_POLL_SECONDS``, or at once when a request queue
 3. heartbeat: this server's running jobs say they are alive;
 4. dispatch: while fewer than ``LANNER_IMPORT_WORKERS`` workers run here, the next job goes to the user with the
    fewest imports running (at most ``LANNER_IMPORT_MAX_PER_USER`` each), oldest first, so one user's uploads
-   can never hold up another's. Claiming is a compare-and-set, so several servers can share one database;
+   can never hold up another's. Only the process holding the queue's lease dispatches (``lanner.periodic``),
+   the per-user count is read under a lock every process shares, and claiming is a compare-and-set, so several
+   servers can share one database;
 5. health: a few datasets whose content changed since their stored health report get a fresh one
    (``health.report.refresh_stale``): the datasets' one loop, so a label save never pays for the checks and a
    read never writes them.
@@ -44,6 +46,7 @@ from lanner.datasets.health.report import refresh_stale
 from lanner.datasets.imports import jobs as import_jobs
 from lanner.datasets.models import ImportJob
 from lanner.db import utcnow
+from lanner.db.leases import shared_lock
 from lanner.periodic import BackgroundLoop
 
 log = logging.getLogger("lanner.datasets.import")
@@ -67,7 +70,8 @@ class ImportQueue(BackgroundLoop):
     started it too, such as a test client used without ``with``)."""
 
     def __init__(self, ctx: AppContext) -> None:
-        super().__init__("lanner-imports", lambda: ctx.settings.import_poll_seconds, log)
+        super().__init__("lanner-imports", lambda: ctx.settings.import_poll_seconds, log,
+                         lease=ctx.lease("lanner-imports"))
         self.ctx = ctx
         self.host = socket.gethostname()
         self.instance = secrets.token_hex(4)  # several apps may share one process (tests)
@@ -83,6 +87,10 @@ class ImportQueue(BackgroundLoop):
     def start(self) -> None:
         self._passes_to_recovery = 0  # a queue started again (after stop) recovers on its first pass too
         super().start()  # its first pass at once recovers what a previous server left
+
+    def on_lead(self) -> None:
+        """Taking over from another server process: its running jobs are recovered on this first pass."""
+        self._passes_to_recovery = 0
 
     def wake(self) -> None:
         """A job was queued (called once its request committed)."""
@@ -169,6 +177,7 @@ class ImportQueue(BackgroundLoop):
         settings = self.ctx.settings
         while len(self._workers) < settings.import_workers:
             with self.ctx.db.session() as session:
+                shared_lock(session, "lanner-imports:dispatch")  # the per-user cap, across every process
                 job = self._next_job(session, settings.import_max_per_user)
                 if job is None:
                     return

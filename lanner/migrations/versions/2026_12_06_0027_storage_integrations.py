@@ -1,7 +1,7 @@
 """Storage integrations: buckets as datasets
 
 Revision ID: 0027
-Revises: 0025
+Revises: 0026
 Create Date: 2026-12-06 14:00:00
 
 Connected buckets (credentials sealed with LANNER_SECRETS_KEY), the bucket objects imported images stand for
@@ -16,7 +16,7 @@ from alembic import op
 import lanner.db
 
 revision: str = '0027'
-down_revision: str | None = '0025'
+down_revision: str | None = '0026'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,226 @@
+"""End to end on PostgreSQL, three real ``lanner serve`` processes on one database (and one home: blobs on the
+local disk): each background loop runs in the one process holding its lease, so ``LANNER_LOCAL_MAX_RUNS=2``
+holds with 8 runs started at once through all three (trainer processes sampled), each run has one charge
+writer and an exact ledger, an SSE client on one process follows a run another process dispatches and ends,
+and the import of a leader killed with -9 is taken over by another process and done once (attempt 2).
+
+The local executor is the real one; its worker program is a stand-in that lives a few seconds (the real
+trainer's minutes of CPU, eight times over, would only make the bound slower to test on this machine: the bound
+is on processes alive, whatever they run). A stand-in that exits without a result fails its run, as a real
+crashed trainer would, and the run is settled to its billed seconds."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from sqlalchemy import select
+from ultralytics_platform import Platform
+
+from lanner.billing.metering import charge_for
+from lanner.datasets.models import ImportJob
+from lanner.db import Database
+from lanner.db.leases import LeaseRow
+from lanner.synthetic import make_detection_dataset
+from lanner.training.models import Run
+from tests.datasets.helpers import package, wait_for_import
+from tests.pg import PostgresCluster
+from tests.servers import Server, lanner_cli, start_server, wait_for
+from tests.training.orchestration import add_dataset, new_model, run_ledger
+from tests.web.pages import PASSWORD, token_of
+
+pytestmark = pytest.mark.e2e
+_databases = itertools.count()
+LEASE_SECONDS = 10.0  # renewed every 3.3 s: a renewal late under load must not move a lease mid-test
+
+
+@dataclass
+class Cluster:
+    servers: list[Server]
+    db: Database
+    key: str
+    home: Path
+    stand_in: Path
+
+    def platform(self, server: Server) -> Platform:
+        return Platform(base_url=server.url, api_key=self.key, timeout=60)
+
+    def leader(self, loop: str) -> Server | None:
+        """The server whose process holds ``loop``'s unexpired lease."""
+        with self.db.session() as session:
+            row = session.get(LeaseRow, loop)
+            if row is None or row.expires_at < time.time():
+                return None
+        pid = int(row.holder.split(":")[1])
+        return next((s for s in self.servers if s.process.pid == pid), None)
+
+
+@pytest.fixture
+def cluster(postgres: PostgresCluster, tmp_path: Path) -> Iterator[Cluster]:
+    name = f"lanner_leases_{next(_databases)}"
+    postgres.execute(f"CREATE DATABASE {name} TEMPLATE lanner_template")
+    url = postgres.url(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    stand_in = tmp_path / "worker-stand-in"
+    stand_in.write_text("#!/bin/sh\nsleep 3\n")
+    stand_in.chmod(0o755)
+    lanner_cli(home, "users", "create", "alice", "--tier", "pro", "--password", PASSWORD, LANNER_DATABASE_URL=url)
+    key = lanner_cli(home, "keys", "create", "alice", LANNER_DATABASE_URL=url)
+    lanner_cli(home, "credits", "add", "alice", "50", LANNER_DATABASE_URL=url)
+    settings = {"LANNER_DATABASE_URL": url, "LANNER_LEASE_SECONDS": str(LEASE_SECONDS), "LANNER_LOCAL_MAX_RUNS": "2",
+                "LANNER_SUPERVISOR_INTERVAL_SECONDS": "0.5", "LANNER_WORKER_PYTHON": str(stand_in),
+                "LANNER_METER_INTERVAL_SECONDS": "600"}
+    servers: list[Server] = []
+    db = Database(url)
+    try:
+        for n in range(3):
+            servers.append(start_server(home, log_name=f"server-{n}.log", **settings))
+        yield Cluster(servers, db, key, home, stand_in)
+    finally:
+        for server in servers:
+            server.stop()
+        db.dispose()
+
+
+def trainers(stand_in: Path) -> int:
+    count = 0
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = process.info["cmdline"] or []
+        if str(stand_in) in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
+            count += 1
+    return count
+
+
+def test_max_runs_hold_across_processes_with_one_charge_writer_per_run_and_sse_anywhere(cluster: Cluster,
+                                                                                        tmp_path: Path) -> None:
+    first = cluster.platform(cluster.servers[0])
+    add_dataset(tmp_path, first, train=4, val=2)
+    models = [new_model(first, "leases", f"m{n}") for n in range(8)]
+    supervisor = wait_for(lambda: cluster.leader("lanner-supervisor"), timeout=60, what="a supervisor leader")
+    # An SSE client on another process than the one that dispatches and meters.
+    other = next(s for s in cluster.servers if s is not supervisor)
+    seen: list[dict[str, Any]] = []
+    follow = threading.Thread(target=_follow_live, args=(other, "leases", "m0", seen), daemon=True)
+
+    peak = 0
+    sampling = threading.Event()
+    leaders: set[str] = set()  # the supervisor's leaders seen: a lease that moved explains a second meter row
+
+    def sample() -> None:
+        nonlocal peak
+        while not sampling.is_set():
+            peak = max(peak, trainers(cluster.stand_in))
+            with cluster.db.session() as session:
+                row = session.get(LeaseRow, "lanner-supervisor")
+                leaders.add(row.holder if row else "")
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started: list[int] = []
+
+    def start(n: int) -> None:
+        platform = cluster.platform(cluster.servers[n % 3])
+        response = platform.training.start(model_id=models[n]["id"], gpu_type="cpu",
+                                           train_args={"model": "yolo11n.yaml", "epochs": 1, "imgsz": 64,
+                                                       "data": "ul://alice/datasets/shapes"})
+        started.append(int(response["runId"]))
+
+    starters = [threading.Thread(target=start, args=(n,)) for n in range(8)]
+    for thread in starters:
+        thread.start()
+    for thread in starters:
+        thread.join()
+    assert len(started) == 8
+    follow.start()  # once m0's run is active (the stream of an untrained model ends at once)
+
+    def all_settled() -> bool:
+        with cluster.db.session() as session:
+            runs = list(session.scalars(select(Run).where(Run.id.in_(started))))
+        return all(run.settled_at is not None and run.worker_exited_at is not None for run in runs)
+
+    wait_for(all_settled, timeout=600, what="all 8 runs to run and settle", every=0.5)
+    sampling.set()
+    sampler.join()
+    assert 1 <= peak <= 2, f"{peak} trainer processes alive at once with LANNER_LOCAL_MAX_RUNS=2"
+
+    with cluster.db.session() as session:
+        runs = list(session.scalars(select(Run).where(Run.id.in_(started))))
+    assert all(run.attempt == 1 and run.status == "failed" for run in runs)  # each launched once
+    for run in runs:
+        ledger = run_ledger(first, run.id)
+        # One metering process: at most one meter row in a 600 s meter interval, plus settlement's.
+        assert len(ledger["charge"]) <= 2, (run.id, ledger, leaders)
+        expected = charge_for(run.billed_seconds or 0.0, run.price_micros_per_hour or 0, run.gpu_count)
+        assert expected > 0 and -sum(ledger["charge"]) - sum(ledger.get("refund", [0])) == expected, (run.id, ledger)
+
+    follow.join(timeout=60)
+    statuses = [event["status"] for event in seen]
+    # Followed on a process that neither dispatched, metered nor failed it: every change reached it.
+    assert statuses[-1] == "failed" and not seen[-1]["active"], seen
+    assert any(event["active"] for event in seen), statuses
+    print(f"trainer processes alive at once, sampled every 50 ms: at most {peak}")
+
+
+def _follow_live(server: Server, project: str, model: str, seen: list[dict[str, Any]]) -> None:
+    """Sign in on ``server`` and read the model page's live stream until its ``end`` event."""
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        token = token_of(client.get("/login").text)
+        response = client.post("/login", data={"username": "alice", "password": PASSWORD, "csrf_token": token},
+                               follow_redirects=False)
+        assert response.status_code == 303, response.text
+        with client.stream("GET", f"/alice/{project}/{model}/live") as stream:
+            event = None
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and event == "run":
+                    seen.append(json.loads(line.split(":", 1)[1]))
+                elif line.startswith("data:") and event == "end":
+                    return
+
+
+def test_a_leader_killed_mid_import_is_taken_over_and_the_import_done_once(cluster: Cluster, tmp_path: Path) -> None:
+    archive = package(make_detection_dataset(tmp_path / "big", train=600, val=8).parent, tmp_path / "zip")
+    platform = cluster.platform(cluster.servers[0])
+    created = platform.datasets.create(dataset="big", name="big")
+    signed = platform.upload.signed_url(body={"assetType": "datasets", "assetId": created["id"],
+                                              "filename": archive.name, "totalBytes": archive.stat().st_size})
+    assert httpx.put(signed["uploadUrl"], content=archive.read_bytes(), timeout=60).status_code == 200
+    platform.datasets.ingest("alice", "big", body={"sessionId": signed["sessionId"]})
+
+    def running_job() -> ImportJob | None:
+        with cluster.db.session() as session:
+            return session.scalar(select(ImportJob).where(ImportJob.status == "running"))
+
+    job = wait_for(running_job, timeout=120, what="the import to start")
+    pid = int(job.worker.split(":")[1])
+    leader = next(s for s in cluster.servers if s.process.pid == pid)
+    assert cluster.leader("lanner-imports") is leader  # only the leaseholder dispatches imports
+    time.sleep(1.0)  # mid-import: its worker is probing and storing images
+    leader.process.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    leader.process.wait()
+    survivor = next(s for s in cluster.servers if s is not leader)
+    successor = wait_for(lambda: cluster.leader("lanner-imports") not in (None, leader) and
+                         cluster.leader("lanner-imports"), timeout=60, what="another process to take the lease")
+    took_over = time.monotonic() - killed_at
+    assert successor is not leader and took_over < 60
+    dataset = wait_for_import(cluster.platform(survivor), "alice", "big", timeout=300)
+    assert dataset["status"] == "ready" and dataset["imageCount"] == 608
+    with cluster.db.session() as session:
+        jobs = list(session.scalars(select(ImportJob)))
+    assert [(j.status, j.attempts) for j in jobs] == [("succeeded", 2)]
+    assert int(jobs[0].worker.split(":")[1]) == successor.process.pid
+    print(f"import lease taken over {took_over:.1f} s after kill -9 (lease {LEASE_SECONDS:g} s)")
