@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 
 class BucketImports(BackgroundLoop):
     def __init__(self, ctx: AppContext) -> None:
-        super().__init__("lanner-bucket-imports", lambda: ctx.settings.import_poll_seconds, log)
+        super().__init__("lanner-bucket-imports", lambda: ctx.settings.import_poll_seconds, log,
+                         lease=ctx.lease("lanner-bucket-imports"))  # one process imports at a time, as uploads
         self.ctx = ctx
 
     def one_pass(self) -> int:
