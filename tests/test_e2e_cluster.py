@@ -19,6 +19,7 @@ import httpx
 import pytest
 from ultralytics_platform import Platform
 
+from lanner.datasets.images import make_thumbnail
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, upload_dataset
 from tests.pg import PostgresCluster
@@ -91,9 +92,11 @@ def test_an_upload_through_one_host_is_browsed_cloned_trained_exported_and_predi
     assert len(images) == 3
     for image in images:
         assert image["imageUrl"].startswith(hosts.moto) and image["thumbnailUrl"].startswith(hosts.moto), image
-        assert hashlib.sha256(httpx.get(image["imageUrl"], timeout=30).content).hexdigest() == image["hash"]
+        original = httpx.get(image["imageUrl"], timeout=30).content
+        assert hashlib.sha256(original).hexdigest() == image["hash"]
+        (tmp_path / "original").write_bytes(original)
         thumbnail = httpx.get(image["thumbnailUrl"], timeout=30)
-        assert thumbnail.status_code == 200 and thumbnail.content, image["thumbnailUrl"]
+        assert thumbnail.status_code == 200 and thumbnail.content == make_thumbnail(tmp_path / "original")
     sample = httpx.get(images[0]["imageUrl"], timeout=30).content
 
     b.datasets.clone("alice", "shapes", name="copy")
