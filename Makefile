@@ -54,9 +54,10 @@ test: $(STAMP) system-test-deps browser-test-deps lint
 	$(PYTEST) -n 2 --dist loadfile
 
 # The edit-run loop: SQLite only, no browser, no real server or trainer (e2e), so no PostgreSQL, chromium or Ray
-# to install; `make test` stays the whole suite and is what CI runs.
+# to install, and 10 fuzz cases per API operation instead of 40 (tests/test_fuzz.py: it was the lane's longest
+# file); `make test` stays the whole suite, at full count, and is what CI runs.
 test-fast: $(STAMP)
-	$(PYTEST) -n 2 --dist loadfile -m "not e2e and not browser and not postgres"
+	$(PYTEST) -n 2 --dist loadfile -m "not e2e and not browser and not postgres" --fuzz-examples=10
 
 bench: $(STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)

@@ -28,7 +28,7 @@ from lanner.datasets.imports.queue import ImportQueue
 from lanner.datasets.router import router as datasets_router
 from lanner.datasets.trash_router import router as dataset_trash_router
 from lanner.datasets.version_router import router as dataset_versions_router
-from lanner.db.migrate import upgrade_database
+from lanner.db.migrate import ensure_migrated
 from lanner.deployments.router import router as deployments_router
 from lanner.deployments.runtime import DeploymentRuntime
 from lanner.exports.queue import ExportQueue
@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     ctx = AppContext.from_settings(settings)
     ctx.pixel_locators.append(partial(bucket_pixels.locate, settings=settings))  # bucket datasets' images
     if migrate:
-        upgrade_database(ctx.db.url)
+        ensure_migrated(ctx.db)  # Alembic only when a migration is due: one SELECT on a database at head
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use
     load_pools(settings.pools)  # so does a bad LANNER_POOLS (PoolsError, naming the pool and field)
     security.warm_up()  # an unknown username costs one hash from the first sign-in on

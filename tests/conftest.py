@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import re
 import shutil
 import subprocess
 import sys
+import types
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,32 +37,78 @@ _db_counter = itertools.count()
 
 
 def analyse_each_routes_dependencies_once() -> None:
-    """A served process analyses each route's dependency tree once; a test process builds an app per test, and
-    FastAPI analysed every route again for each (on the app's first request: ~0.2 s of CPU, a sixth of what the
-    fast lane's workers do). The tree is the same for every app (the same path, endpoint and ``Depends``; an
-    app's ``dependency_overrides`` are looked up per request), so it is kept by those, as a served process keeps
-    it. Without FastAPI's private builder (another version) the tests only run slower."""
+    """A served process analyses each route once; a test process builds an app per test, and FastAPI analysed
+    every route again for each (on the app's first request: its dependency tree, ~0.2 s of CPU, then a pydantic
+    field for its body and one for its response, ~0.07 s more: together a sixth of what the fast lane's workers
+    did). What it builds is the same for every app (the same path, endpoint, ``Depends`` and types; an app's
+    ``dependency_overrides`` are looked up per request), so it is kept by those, as a served process keeps it.
+    Without FastAPI's private builders (another version) the tests only run slower."""
     import fastapi.routing
 
-    build = getattr(fastapi.routing, "_build_dependant_with_parameterless_dependencies", None)
+    _keep_once(fastapi.routing, "_build_dependant_with_parameterless_dependencies",
+               lambda *, path, call, dependencies: (path, call, *dependencies))
+    # The body field is built from the dependency tree's body parameters (the kept ones above: the same objects).
+    _keep_once(fastapi.routing, "_get_body_field",
+               lambda *, body_params, name, embed_body_fields: (name, embed_body_fields, *body_params))
+    _keep_once(fastapi.routing, "create_model_field",
+               lambda name, type_, default=None, field_info=None, alias=None, mode="validation": (
+                   None if default is not None or field_info is not None or alias is not None
+                   else (name, type_, mode)))
+
+
+def _keep_once(module: Any, name: str, key_of: Callable[..., tuple[Any, ...] | None]) -> None:
+    """Replace ``module.name`` with a version that builds once per key: ``key_of`` takes the same arguments and
+    names what the answer depends on (None: not kept). Objects in a key are kept by their identity, with the
+    key's objects held in the entry so that an identity is never reused."""
+    build = getattr(module, name, None)
     if build is None or hasattr(build, "built"):
         return
-    built: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...], Any]] = {}
+    built: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
 
     @functools.wraps(build)
-    def build_once(*, path: str, call: Callable[..., Any], dependencies: Any) -> Any:
-        key = (path, id(call), *map(id, dependencies))
-        if key not in built:  # the entry holds the call and the Depends, so their ids name them for good
-            built[key] = (call, tuple(dependencies), build(path=path, call=call, dependencies=dependencies))
-        return built[key][2]
+    def build_once(*args: Any, **kwargs: Any) -> Any:
+        parts = key_of(*args, **kwargs)
+        if parts is None:
+            return build(*args, **kwargs)
+        key = tuple(map(_identity, parts))
+        if key not in built:
+            built[key] = (parts, build(*args, **kwargs))
+        return built[key][1]
 
     build_once.built = built  # type: ignore[attr-defined]
-    fastapi.routing._build_dependant_with_parameterless_dependencies = build_once
+    setattr(module, name, build_once)
+
+
+def _identity(part: Any) -> Any:
+    """A key's part: strings, flags and types as themselves (a type such as ``list[Item]`` is made anew each
+    time an annotation is read, and is equal to the last one), anything else by its identity."""
+    if isinstance(part, (str, bool, type, types.GenericAlias)) or typing.get_origin(part) is not None:
+        try:
+            return (type(part), part, hash(part))
+        except TypeError:  # an annotation with an unhashable part
+            pass
+    return id(part)
+
+
+# A test process holds millions of objects that live as long as it does (torch, ultralytics, the app's modules,
+# the collected tests); each full collection walked them all (~0.2 s) and took a tenth of a test process's CPU.
+# Collections come 14 times less often (a young generation of 10,000 objects, not 700), and what exists once the
+# tests are collected is frozen out of the collector's sight (as a served process freezes its start-up objects,
+# ``lanner.app``). Garbage is still collected: refcounts free most of it, and cycles among what tests create are
+# collected as before, only in larger batches.
+gc.set_threshold(10_000, 10, 10)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if "fastapi.routing" in sys.modules:  # a test of one library module does not import FastAPI for this
         analyse_each_routes_dependencies_once()
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-examples", type=int, default=40, help="cases sent to each operation by "
+                     "tests/test_fuzz.py (default 40, as make test; make test-fast sends fewer)")
 
 
 def _repository_changes() -> set[str]:
