@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,13 +78,14 @@ class Server:
 def start_server(home: Path, port: int | None = None, *, serve_args: tuple[str, ...] = (),
                  log_name: str = "server.log", **extra: str) -> Server:
     """``lanner serve`` on ``port`` (a free one by default; the same one again to restart a killed server), with
-    ``serve_args`` (``--workers 3``) and its output in ``home/log_name`` (several servers may share a home)."""
+    ``serve_args`` (``--workers 3``) and its output in ``home/log_name`` (several servers may share a home).
+    ``LANNER_PUBLIC_URL`` in ``extra`` replaces the server's own URL (a balancer in front of several)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     log = home / log_name
     home.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen([str(VENV_BIN / "lanner"), "serve", "--port", str(port), *serve_args],
-                               env=lanner_env(home, LANNER_PUBLIC_URL=url, **extra),
+                               env=lanner_env(home, **{"LANNER_PUBLIC_URL": url, **extra}),
                                stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -122,3 +124,57 @@ def yolo_workspace(workdir: Path, env: dict[str, str]) -> None:
     result = yolo(workdir, env, "settings", f"runs_dir={workdir / 'runs'}", f"datasets_dir={workdir / 'datasets'}",
                   f"weights_dir={workdir / 'weights'}", "sync=False")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+class Balancer:
+    """What fronts the processes of a real deployment: one public URL (``LANNER_PUBLIC_URL``, the one signed URLs
+    for workers name) that hands each connection to the first process accepting it, so a worker whose server was
+    killed reaches another."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._forward, args=(client,), daemon=True).start()
+
+    def _forward(self, client: socket.socket) -> None:
+        for port in self.ports:
+            try:
+                upstream = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                continue
+        else:
+            client.close()
+            return
+        upstream.settimeout(None)
+        back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+        back.start()
+        _pipe(client, upstream)
+        back.join()
+        client.close()
+        upstream.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _pipe(source: socket.socket, target: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    for sock in (source, target):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # either side gone: the other direction ends too
+        except OSError:
+            pass
