@@ -27,7 +27,10 @@ class Settings(BaseSettings):
         default=None, description="SQLAlchemy URL; default SQLite (WAL) under LANNER_HOME."
     )
     public_url: str = Field(
-        default="http://127.0.0.1:8000", description="Base URL handed out in signed links and modelUrl."
+        default="http://127.0.0.1:8000", description="Base URL handed out in signed links and modelUrl, and the "
+        "one trainers and export workers report to. With several server processes or hosts, every one must have the "
+        "same (the load balancer's): a worker outlives the process that launched it and reports to whichever serves "
+        "this URL."
     )
     secret_key: str | None = Field(
         default=None, description="HMAC key for signed URLs; generated under LANNER_HOME if unset."

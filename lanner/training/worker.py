@@ -99,7 +99,10 @@ def train_arguments(spec: dict[str, Any], cwd: Path) -> list[str]:
         last = run_dir / "weights" / "last.pt"
         if not last.exists() and spec.get("checkpointUrl") and fetch_checkpoint(spec["checkpointUrl"], last):
             print("lanner worker: no local checkpoint on this node; fetched the run's uploaded one", flush=True)
-        if last.exists():
+        if last.exists() and not resumable(last):
+            print(f"lanner worker: {last} is a finished training's (no epoch or optimizer state: its reports never "
+                  "reached Lanner); training again from the start with the run's settings", flush=True)
+        elif last.exists():
             # The trainer continues the Platform model recorded here (its resume path).
             (run_dir / "platform_model_id.txt").write_text(spec["modelId"])
             print(f"lanner worker: attempt {spec.get('attempt')} resumes from {last}", flush=True)
@@ -107,6 +110,21 @@ def train_arguments(spec: dict[str, Any], cwd: Path) -> list[str]:
         print("lanner worker: no checkpoint to resume from; training again from the start", flush=True)
     args.update(project=spec["project"], name=spec["name"], exist_ok=True, device=device)
     return ["train", *(f"{key}={cli_value(value)}" for key, value in args.items() if value is not None)]
+
+
+def resumable(last: Path) -> bool:
+    """Whether ``last.pt`` is mid-training: the trainer keeps the epoch and optimizer state in it each epoch and
+    strips both once training ends. ``resume=True`` on a finished one starts a *new* training with the trainer's
+    defaults (100 epochs, batch 16), not the run's settings: so a run whose trainer finished but could not report
+    (its server gone) must train again as the run says, not resume."""
+    import torch  # only on a resume: the worker imports only the standard library at start
+
+    try:
+        ckpt = torch.load(last, map_location="cpu", weights_only=False)
+    except Exception as exc:  # a torn file from a killed trainer: nothing to resume from
+        print(f"lanner worker: {last} cannot be read ({exc.__class__.__name__}: {exc})", file=sys.stderr)
+        return False
+    return isinstance(ckpt, dict) and ckpt.get("epoch", -1) >= 0 and ckpt.get("optimizer") is not None
 
 
 def upload_resume_checkpoint(spec: dict[str, Any], last: Path) -> bool:
