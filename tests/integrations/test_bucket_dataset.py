@@ -46,6 +46,7 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 600) -> Any:
     pytest.fail(f"timed out waiting for {what}")
 
 
+@pytest.mark.e2e  # the real trainer: Ultralytics' NDJSON converter downloads the pixels, then an epoch
 def test_a_bucket_of_2000_images_imported_in_place(client: Any, alice: Any, bob: Any, bucket: Bucket, app: Any,
                                                    tmp_path: Path, caplog: Any) -> None:
     make_detection_dataset(tmp_path / "shapes", train=IMAGES * 4 // 5, val=IMAGES // 5, size=64)

@@ -114,4 +114,7 @@ def test_every_column_holding_a_blob_digest_is_known_to_the_collector():
     listed = set(BLOB_REFERENCES)
     digests = {(table.name, column.name) for table in Base.metadata.tables.values() for column in table.columns
                if "sha256" in column.name and isinstance(column.type, String)}
-    assert digests == listed
+    # A bucket image's digest names pixels kept in the user's bucket, never in the store: nothing to collect (its
+    # dataset item, which the collector does know, refers to the same digest).
+    not_in_the_store = {("bucket_objects", "sha256")}
+    assert digests - not_in_the_store == listed
