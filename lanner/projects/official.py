@@ -14,7 +14,6 @@ add it."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from lanner.errors import BadRequest
 from lanner.projects.models import TASKS, ModelRecord, Project
 from lanner.slugs import slugify
 from lanner.status import record_created
-from lanner.storage.blobs import CHUNK, BlobStore
+from lanner.storage.blobs import BlobStore, file_digest
 
 log = logging.getLogger("lanner.official")
 
@@ -164,14 +163,6 @@ def register(session: Session, *, name: str, sha256: str, size: int, checkpoint:
 
 def uri(family: str, slug: str) -> str:
     return f"ul://{OWNER}/{family}/{slug}"
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def install_file(db: Any, blobs: BlobStore, path: Path, *, name: str | None = None) -> str:

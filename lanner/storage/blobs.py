@@ -217,6 +217,15 @@ class LocalBlobStore(BlobStore):
         return True
 
 
+def file_digest(path: Path) -> str:
+    """The sha256 of a file, read in chunks: the name a blob of its bytes has in any store."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def remove_idle_files(folder: Path, cutoff: float) -> int:
     """Delete the files in ``folder`` nobody wrote since ``cutoff`` (a Unix time): half-written blobs and spools
     of a writer that died. Answers how many went; one a concurrent sweep took first is not counted."""

@@ -7,13 +7,12 @@ LANNER_BLOB_STORE once the counts say everything is there, then deletes the old 
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lanner.storage.blobs import CHUNK, BlobStore
+from lanner.storage.blobs import BlobStore, file_digest
 
 SHARDS = tuple(f"{i:02x}" for i in range(256))
 
@@ -39,7 +38,7 @@ def migrate(source: BlobStore, target: BlobStore, scratch: Path,
             with tempfile.TemporaryDirectory(dir=scratch) as folder:
                 copy = Path(folder) / digest
                 source.copy_to(digest, copy)
-                if _sha256(copy) != digest:
+                if file_digest(copy) != digest:
                     result.corrupt.append(digest)
                     continue
                 size = copy.stat().st_size
@@ -50,10 +49,3 @@ def migrate(source: BlobStore, target: BlobStore, scratch: Path,
             progress(result)
     return result
 
-
-def _sha256(path: Path) -> str:
-    hasher = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            hasher.update(chunk)
-    return hasher.hexdigest()
