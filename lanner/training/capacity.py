@@ -102,8 +102,13 @@ def busy_in_database(session: Session, executor_name: str) -> dict[str, int]:
     server) knows of runs it did not launch. Counted in GPUs, as the executor's capacity is: a run on two GPUs
     holds two."""
     return {gpu_type: int(count) for gpu_type, count in session.execute(
-        select(Run.gpu_type, func.sum(Run.gpu_count)).where(Run.executor == executor_name, Run.external_id.is_not(None),
-                                                 Run.worker_exited_at.is_(None)).group_by(Run.gpu_type)).all()}
+        select(Run.gpu_type, func.sum(Run.gpu_count)).where(*holding_devices(executor_name))
+        .group_by(Run.gpu_type)).all()}
+
+
+def holding_devices(executor_name: str) -> tuple[Any, ...]:
+    """The runs whose workers on ``executor_name`` may hold devices: launched (or claimed) and not yet seen gone."""
+    return Run.executor == executor_name, Run.external_id.is_not(None), Run.worker_exited_at.is_(None)
 
 
 def waiting_in_database(session: Session) -> dict[str, tuple[int, int]]:

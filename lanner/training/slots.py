@@ -18,13 +18,9 @@ from sqlalchemy.orm import Session
 
 from lanner.db import Database
 from lanner.db.leases import shared_lock
+from lanner.training.capacity import busy_in_database, holding_devices
 from lanner.training.executors import Executor
 from lanner.training.models import Run
-
-
-def _busy(executor: Executor) -> Any:
-    """Devices held by this executor's workers that may be alive (claimed, launched, or not yet seen gone)."""
-    return (Run.executor == executor.name, Run.external_id.is_not(None), Run.worker_exited_at.is_(None))
 
 
 def capacity(db: Database, executor: Executor) -> dict[str, Any]:
@@ -32,9 +28,8 @@ def capacity(db: Database, executor: Executor) -> dict[str, Any]:
     capacity = dict(executor.capacity())
     with db.session() as session:
         busy: dict[str, int] = {}
-        for gpu_type, devices in session.execute(select(Run.gpu_type, func.sum(Run.gpu_count))
-                                                 .where(*_busy(executor)).group_by(Run.gpu_type)):
-            busy[gpu_type or "cpu"] = busy.get(gpu_type or "cpu", 0) + int(devices or 0)
+        for gpu_type, devices in busy_in_database(session, executor.name).items():
+            busy[gpu_type or "cpu"] = busy.get(gpu_type or "cpu", 0) + devices
     for gpu_type, room in capacity.items():
         free = min(room.free, room.total - busy.get(gpu_type, 0))
         capacity[gpu_type] = type(room)(total=room.total, free=max(0, free))
@@ -50,5 +45,5 @@ def room(session: Session, executor: Executor, capacity: dict[str, Any], gpu_typ
         return 0
     shared_lock(session, f"lanner-supervisor:capacity:{executor.name}")
     busy = session.scalar(select(func.coalesce(func.sum(Run.gpu_count), 0)).where(
-        *_busy(executor), func.coalesce(Run.gpu_type, "cpu") == gpu_type))
+        *holding_devices(executor.name), func.coalesce(Run.gpu_type, "cpu") == gpu_type))
     return min(room.free, room.total - int(busy or 0))
