@@ -157,6 +157,7 @@ class ExportQueue(BackgroundLoop):
         spec = {"exportId": job.id, "attempt": job.attempt, "format": job.format, "args": job.args or {},
                 "device": export_device(job), "stem": model.slug if model else "model",
                 "filename": filename, "weightsUrl": signer.download_url(job.source_sha256 or "", "weights.pt", ttl),
+                "weightsSha256": job.source_sha256,
                 "uploadUrl": signer.upload_url(f"{jobs.SLOT_PREFIX}{job.id}/{job.slot}/{filename}", ttl)}
         home = settings.resolved_home
         folder = home / "exports" / job.id

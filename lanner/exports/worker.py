@@ -1,10 +1,11 @@
 """What an executor runs for one export attempt: ``python -m lanner.exports.worker``.
 
 Everything comes from the environment the queue built (``exports.queue``): ``LANNER_EXPORT_SPEC`` (JSON:
-``exportId, format, args, device, stem, filename, weightsUrl, uploadUrl``). The worker downloads the weights
-from their signed link, runs ``YOLO(weights).export(format=..., **args)`` in a scratch folder (``lanner.scratch``),
-packs a folder artefact as a zip and PUTs it to the attempt's signed upload slot; the server marks the export
-completed when those bytes arrive. It needs no database and no key, so it runs the same on a Ray node.
+``exportId, format, args, device, stem, filename, weightsUrl, weightsSha256, uploadUrl``). The worker downloads
+the weights from their signed link (checked against their hash), runs ``YOLO(weights).export(format=...)`` in a
+scratch folder (``lanner.scratch``), packs a folder artefact as a zip and PUTs it to the attempt's signed upload
+slot; the server marks the export completed when those bytes arrive. It needs no database and no key, so it runs
+the same on a Ray node.
 
 On failure it prints ``ERROR_MARK`` and a JSON ``{"message": ...}`` as its last line and exits 3: the queue reads
 the message from the log tail and keeps it on the export. The environment is clean (``YOLO_OFFLINE=1``: the
@@ -13,6 +14,7 @@ exporter never tries to pip-install; the venv's ``bin`` first on ``PATH`` and ``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -56,11 +58,21 @@ def with_retries(what: str, attempt: Any) -> Any:
         delay = min(delay * 2, 15.0)
 
 
-def download(url: str, target: Path) -> None:
+def download(url: str, target: Path, sha256: str | None = None) -> None:
+    """Fetch the weights whole. ``http.client`` ends a body cut short (the server killed mid-answer) as if it were
+    complete, so the bytes are checked against the content address (or at least the announced length), and a
+    short copy is fetched again like any other interruption."""
     def attempt() -> None:
+        digest = hashlib.sha256()
         with urllib.request.urlopen(url, timeout=120) as response, target.open("wb") as out:
             while chunk := response.read(1 << 20):
                 out.write(chunk)
+                digest.update(chunk)
+            missing = getattr(response, "length", None)
+        if missing:
+            raise ConnectionError(f"the answer ended {missing} bytes short")
+        if sha256 and digest.hexdigest() != sha256:
+            raise ConnectionError(f"the bytes received hash to {digest.hexdigest()[:12]}…, not {sha256[:12]}…")
 
     try:
         with_retries("the model's weights could not be fetched", attempt)
@@ -117,7 +129,7 @@ def run(spec: dict[str, Any], home: Path) -> int:
     started = time.monotonic()
     with scratch_folder(home, "export-") as folder:
         weights = folder / f"{spec['stem']}.pt"
-        download(spec["weightsUrl"], weights)
+        download(spec["weightsUrl"], weights, spec.get("weightsSha256"))
         output = export(spec, weights)
         artefact = pack(output, folder, spec["filename"])
         size = artefact.stat().st_size

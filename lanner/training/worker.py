@@ -82,6 +82,8 @@ def fetch_checkpoint(url: str, target: Path) -> bool:
         with urllib.request.urlopen(url, timeout=120) as response, partial.open("wb") as out:
             while chunk := response.read(1 << 20):
                 out.write(chunk)
+            if missing := getattr(response, "length", None):  # http.client ends a cut-short body silently
+                raise ConnectionError(f"the answer ended {missing} bytes short")
     except OSError as exc:
         print(f"lanner worker: could not fetch the last uploaded checkpoint: {exc}", file=sys.stderr)
         partial.unlink(missing_ok=True)

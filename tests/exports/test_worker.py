@@ -3,7 +3,10 @@ the weights and when it delivers the file; a refusal (4xx) is final and says why
 
 from __future__ import annotations
 
+import hashlib
 import io
+import socket
+import threading
 import urllib.error
 from pathlib import Path
 
@@ -62,3 +65,45 @@ def test_a_refusal_is_final_and_a_server_that_never_returns_is_given_up(monkeypa
     artefact.write_bytes(b"onnx")
     with pytest.raises(worker.ExportFailed, match="could not be uploaded: .*Connection refused"):
         worker.upload(artefact, "http://lanner/slot")
+
+
+class CutShortServer:
+    """A real HTTP server whose first answer announces the whole file and then dies half-way through it (what a
+    worker sees from a server killed mid-answer); later answers are whole."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body, self.answers = body, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/weights"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with client:
+                client.recv(65536)
+                self.answers += 1
+                sent = self.body if self.answers > 1 else self.body[:len(self.body) // 2]
+                client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                               % (len(self.body), sent))
+
+
+def test_weights_cut_short_by_a_dying_server_are_fetched_again_whole(tmp_path: Path) -> None:
+    body = bytes(range(256)) * 4096
+    server = CutShortServer(body)
+    try:
+        worker.download(server.url, tmp_path / "w.pt", hashlib.sha256(body).hexdigest())
+    finally:
+        server.listener.close()
+    assert (tmp_path / "w.pt").read_bytes() == body and server.answers == 2
+
+
+def test_bytes_that_do_not_hash_to_the_weights_address_are_not_exported(monkeypatch, tmp_path: Path) -> None:
+    clock = iter(range(0, 10_000, 60))
+    monkeypatch.setattr(worker.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(worker.urllib.request, "urlopen", FlakyServer(down=0, answer=b"other bytes"))
+    with pytest.raises(worker.ExportFailed, match="could not be fetched: the bytes received hash to"):
+        worker.download("http://lanner/weights", tmp_path / "w.pt", hashlib.sha256(b"weights").hexdigest())

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from lanner.training import worker
+from tests.exports.test_worker import CutShortServer
 
 SPEC = {"resume": True, "attempt": 2, "modelId": "m1", "project": "p", "name": "run-1", "device": "cpu",
         "trainArgs": {"model": "yolo11n.yaml", "data": "ul://alice/datasets/shapes", "epochs": 3, "imgsz": 64,
@@ -48,3 +49,12 @@ def test_a_torn_checkpoint_is_not_resumed(tmp_path):
     last.write_bytes(b"PK\x03\x04 torn by a kill")
     assert not worker.resumable(last)
     assert "resume=True" not in worker.train_arguments(SPEC, tmp_path)
+
+
+def test_a_checkpoint_cut_short_by_a_dying_server_is_not_kept(tmp_path):
+    server = CutShortServer(bytes(range(256)) * 4096)
+    try:
+        assert not worker.fetch_checkpoint(server.url, tmp_path / "weights" / "last.pt")
+    finally:
+        server.listener.close()
+    assert not (tmp_path / "weights" / "last.pt").exists() and not list((tmp_path / "weights").iterdir())
