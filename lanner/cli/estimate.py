@@ -79,7 +79,7 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
         finally:
             profile_cache.use_file(None)  # this command's home only (tests run many in one process)
         levels = _availability(session, ctx.settings, catalogue)
-    from lanner.training.capacity import add_availability, picks_here  # start-up cost: as _availability's
+    from lanner.training.capacity import add_availability, recommend_here  # start-up cost: as _availability's
 
     for item in result["estimates"]:
         add_availability(item, levels.get(item["gpuType"]))
@@ -88,8 +88,8 @@ def estimate(model: Annotated[str, typer.Option(help="Model YAML, weights, or ul
     # the executor could not be asked.
     runnable = {gpu for gpu, entry in levels.items() if entry.level is not None} or {
         item["gpuType"] for item in result["estimates"]}
-    result["recommendation"] = picks_here(result, runnable, deadline_minutes=_duration(deadline) if deadline else None,
-                                          budget_cents=budget * 100 if budget is not None else None)
+    recommend_here(result, runnable, deadline_minutes=_duration(deadline) if deadline else None,
+                   budget_cents=budget * 100 if budget is not None else None)
     show(Console(), result)
 
 

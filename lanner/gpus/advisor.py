@@ -242,7 +242,7 @@ def _estimate(session: Session, catalogue: Catalogue, request: Request, *, price
         "estimates": estimates, "recommendation": recommendation, "accuracy": fit.accuracy(session, catalogue),
     }
     if deadline is None and request.budget_cents is None:
-        body["guidance"] = _guidance(train_images, recommendation, catalogue)
+        body["guidance"] = guidance(train_images, recommendation, estimates)
     return body
 
 
@@ -283,16 +283,19 @@ def pareto_front(estimates: list[dict[str, Any]]) -> set[str]:
             if not any(t <= time and c <= cost and (t < time or c < cost) for _, t, c in usable)}
 
 
-def _guidance(train_images: int, recommendation: dict[str, Any], catalogue: Catalogue) -> dict[str, Any]:
-    seed = seed_guidance(train_images)
+def guidance(train_images: int, recommendation: dict[str, Any], estimates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rule of thumb for this many images, and whether the balanced pick agrees with it (and why not). Asked
+    again once the picks are narrowed to the types that run here (``training.capacity.recommend_here``): a
+    disagreement must name the type the person is offered, not one they cannot start."""
+    seed: dict[str, Any] = dict(seed_guidance(train_images))
     pick = (recommendation.get("balanced") or {}).get("gpuType")
     expected = {"small": ("rtx-2000-ada", "rtx-4000-ada", "rtx-a4500", "l4"),
                 "medium": ("rtx-4090", "rtx-a6000", "rtx-a5000", "rtx-3090", "rtx-6000-ada", "l40s", "rtx-5090"),
                 "large": ("h100-sxm", "h100-pcie", "h100-nvl", "a100-80gb-sxm", "a100-80gb-pcie")}[seed["band"]]
-    agrees = pick in expected
-    seed["agrees"] = agrees
-    if not agrees and pick and pick in catalogue:
-        seed["why"] = (f"the estimate prefers {catalogue.get(pick).display_name}: for this model, image size and "
+    seed["agrees"] = pick in expected
+    names = {e["gpuType"]: e["displayName"] for e in estimates}
+    if not seed["agrees"] and pick in names:
+        seed["why"] = (f"the estimate prefers {names[pick]}: for this model, image size and "
                        f"data it gives a better time x price than the rule of thumb's {seed['gpuClass']}")
     return seed
 

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from lanner.gpus.advisor import guidance
 from lanner.gpus.catalogue import Catalogue
 from lanner.gpus.estimator import Option, Range, recommend
 from lanner.training.executors import Executor
@@ -83,7 +84,7 @@ def runnable_types(executor: Executor, found: dict[str, Availability]) -> set[st
         gpu for gpu in found if executor.offers(gpu)}
 
 
-def picks_here(result: dict[str, Any], runnable: set[str], *, deadline_minutes: float | None,
+def _picks_here(result: dict[str, Any], runnable: set[str], *, deadline_minutes: float | None,
                budget_cents: float | None) -> dict[str, Any]:
     """The advisor's picks among the types that can run here (a type no worker or pool here has cannot be started,
     so it is neither recommended nor pre-selected), ranked by the time a person waits: training plus the start-up
@@ -95,6 +96,17 @@ def picks_here(result: dict[str, Any], runnable: set[str], *, deadline_minutes: 
                for e in result["estimates"]]
     return recommend(options, deadline_s=deadline_minutes * 60 if deadline_minutes is not None else None,
                      budget_cents=budget_cents)
+
+
+def recommend_here(result: dict[str, Any], runnable: set[str], *, deadline_minutes: float | None,
+                   budget_cents: float | None) -> dict[str, Any]:
+    """An estimate's recommendation narrowed to the types that run here (``_picks_here``), and its rule-of-thumb
+    guidance asked again for that pick, so neither names a type nobody here can start. Returns the picks."""
+    result["recommendation"] = _picks_here(result, runnable, deadline_minutes=deadline_minutes,
+                                          budget_cents=budget_cents)
+    if "guidance" in result:
+        result["guidance"] = guidance(result["images"]["train"], result["recommendation"], result["estimates"])
+    return result["recommendation"]
 
 
 def busy_in_database(session: Session, executor_name: str) -> dict[str, int]:

@@ -11,7 +11,7 @@ from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.gpus.schemas import GpuList
 from lanner.http.deps import DbSession
 from lanner.training import estimates
-from lanner.training.capacity import add_availability, availability, picks_here, runnable_types
+from lanner.training.capacity import add_availability, availability, recommend_here, runnable_types
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.training.schemas import EstimateRequest
 
@@ -46,6 +46,6 @@ def estimate(body: EstimateRequest, principal: CurrentPrincipal, session: DbSess
     found = availability(session, runtime.executor, catalogue)
     for item in result["estimates"]:  # free now, on demand (with its start-up time), queued, or not offered
         add_availability(item, found.get(item["gpuType"]))
-    result["recommendation"] = picks_here(result, runnable_types(runtime.executor, found),
-                                          deadline_minutes=body.deadlineMinutes, budget_cents=body.budgetCents)
+    recommend_here(result, runnable_types(runtime.executor, found), deadline_minutes=body.deadlineMinutes,
+                   budget_cents=body.budgetCents)
     return result

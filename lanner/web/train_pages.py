@@ -23,7 +23,7 @@ from lanner.http.deps import Ctx, DbSession
 from lanner.projects import service as projects_service
 from lanner.slugs import slugify, unique_slug
 from lanner.training import estimates, launch, refs
-from lanner.training.capacity import NOT_OFFERED, add_availability, availability, picks_here, runnable_types
+from lanner.training.capacity import NOT_OFFERED, add_availability, availability, recommend_here, runnable_types
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.training.schemas import MAX_GPU_COUNT, EstimateRequest, StartRequest
 from lanner.web import train_chart, train_form, train_models
@@ -79,7 +79,7 @@ def _estimate(session: Session, user: Principal, form: TrainForm, catalogue: Cat
         add_availability(item, found.get(item["gpuType"]))
     most = {gpu.id: _most_gpus(runtime.executor, gpu) for gpu in catalogue.offered()}
     runnable = {g for g in runnable_types(runtime.executor, found) if most.get(g, 1) >= count}  # that many here
-    picks = picks_here(result, runnable, deadline_minutes=deadline, budget_cents=budget)
+    picks = recommend_here(result, runnable, deadline_minutes=deadline, budget_cents=budget)
     rows = train_form.arrange(result, picks, runnable, deadline_minutes=deadline, budget_cents=budget)
     chosen = train_form.choose(rows, picks, form)
     available = billing_service.balances(session, user_id=user.user_id).available

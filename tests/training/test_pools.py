@@ -240,6 +240,11 @@ def test_the_estimate_api_recommends_only_what_runs_here_with_its_start_up(shape
     else:  # three minutes of start-up made the warm L4 the faster to a result
         assert h100["doneInSeconds"]["value"] > next(
             e for e in answer["estimates"] if e["gpuType"] == "l4")["totalSeconds"]["value"]
+    # The rule of thumb is weighed against the pick offered here, never the catalogue's own favourite.
+    balanced = next(e for e in answer["estimates"] if e["gpuType"] == picks["balanced"]["gpuType"])
+    guide = answer["guidance"]
+    assert guide["agrees"] == (balanced["gpuType"] == "l4"), (guide, picks)  # an L4 is the small band's class
+    assert guide["agrees"] or balanced["displayName"] in guide["why"], guide
 
 
 def test_a_type_no_pool_or_node_has_is_refused_as_not_offered(shapes, app, alice, client, pooled):
