@@ -15,6 +15,7 @@ An endpoint (Lanner's extension of the credentials) points a store at an S3-comp
 from __future__ import annotations
 
 import json
+import re
 import threading
 from datetime import timedelta
 from typing import Any
@@ -28,9 +29,11 @@ from google.oauth2 import service_account
 from obstore.store import AzureStore, GCSStore, S3Store
 
 from lanner.config import Settings
+from lanner.errors import BadRequest
 from lanner.integrations.guard import GuardProxy, Resolver, parse_networks, system_resolver
 
 PROVIDERS = ("s3", "gcs", "azure")
+AZURE_ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
 GCS_READ_ONLY = "https://www.googleapis.com/auth/devstorage.read_only"
 _guards: dict[str, GuardProxy] = {}
 _guards_lock = threading.Lock()
@@ -75,19 +78,33 @@ def build_store(settings: Settings, *, provider: str, credentials: dict[str, Any
                        secret_access_key=credentials["secretAccessKey"], region=region or "us-east-1",
                        client_options=options, retry_config=retry, skip_signature=False, **extra)
     if provider == "gcs":
-        key = credentials["serviceAccountKey"]
+        # object_store also reads a base URL (and "no auth") from the key itself: the endpoint comes only from
+        # ``endpoint``, which was checked when the integration was made.
+        key = {k: v for k, v in service_account_key(credentials).items() if k not in ("gcs_base_url", "disable_oauth")}
         extra = {"base_url": endpoint} if endpoint else {}
-        return GCSStore(target, service_account_key=key if isinstance(key, str) else json.dumps(key),
-                        client_options=options, retry_config=retry, **extra)
+        return GCSStore(target, service_account_key=json.dumps(key), client_options=options, retry_config=retry,
+                        **extra)
     extra = {"endpoint": endpoint} if endpoint else {}
-    return AzureStore(target, account_name=credentials["accountName"], account_key=credentials["accountKey"],
+    return AzureStore(target, account_name=azure_account(credentials), account_key=credentials["accountKey"],
                       client_options=options, retry_config=retry, **extra)
+
+
+def azure_account(credentials: dict[str, Any]) -> str:
+    """The storage account's name, which becomes the host name (``<account>.blob.core.windows.net``): Azure's
+    rule, 3 to 24 lowercase letters and digits, so that it can name nothing else."""
+    account = str(credentials["accountName"])
+    if not AZURE_ACCOUNT.fullmatch(account):
+        raise BadRequest("accountName must be 3 to 24 lowercase letters and digits")
+    return account
 
 
 def service_account_key(credentials: dict[str, Any]) -> dict[str, Any]:
     """A GCS service-account key as given (the JSON file's object, or its text)."""
     key = credentials["serviceAccountKey"]
-    return json.loads(key) if isinstance(key, str) else dict(key)
+    info = json.loads(key) if isinstance(key, str) else key
+    if not isinstance(info, dict):
+        raise ValueError("a service-account key is a JSON object")
+    return info
 
 
 def list_targets(settings: Settings, *, provider: str, credentials: dict[str, Any], endpoint: str | None,
@@ -139,7 +156,7 @@ def _gcs_buckets(settings: Settings, credentials: dict[str, Any], endpoint: str 
 def _azure_containers(settings: Settings, credentials: dict[str, Any], endpoint: str | None) -> list[str]:
     """The account's containers (List Containers, shared-key signed by Azure's own client)."""
     proxy = guard_for(settings).url
-    account = credentials["accountName"]
+    account = azure_account(credentials)
     client = BlobServiceClient(endpoint or f"https://{account}.blob.core.windows.net",
                                credential={"account_name": account, "account_key": credentials["accountKey"]},
                                proxies={"http": proxy, "https": proxy}, retry_total=0,

@@ -19,11 +19,11 @@ from sqlalchemy import select
 from lanner.integrations import stores
 from lanner.integrations.models import BucketObject, StorageIntegration
 from lanner.synthetic import make_detection_dataset
-from tests.integrations.clouds import Cloud, azure_container, azurite, fake_gcs_server, gcs_bucket
+from tests.integrations.clouds import Cloud, azure_container, azurite, fake_gcs_server, gcs_bucket, gcs_service_account
 from tests.integrations.test_bucket_dataset import wait_for
 from tests.sdk_types import assert_sdk_type
 
-pytestmark = pytest.mark.e2e  # emulators in subprocesses (fake-gcs-server, Azurite under node)
+e2e = pytest.mark.e2e  # emulators in subprocesses (fake-gcs-server, Azurite under node)
 TRAIN, VAL = 16, 4
 
 
@@ -54,6 +54,7 @@ def upload_folder(cloud: Cloud, folder: Path, prefix: str) -> int:
     return len(files)
 
 
+@e2e
 def test_a_cloud_bucket_imported_in_place(cloud: Cloud, sdk: Any, client: Any, alice: Any, bob: Any, app: Any,
                                           settings: Any, tmp_path: Path, caplog: Any, capfd: Any) -> None:
     caplog.set_level(logging.DEBUG)
@@ -143,6 +144,7 @@ def test_a_cloud_bucket_imported_in_place(cloud: Cloud, sdk: Any, client: Any, a
         assert cloud.secret not in text
 
 
+@e2e
 def test_a_cloud_endpoint_is_refused_without_the_allowance(cloud: Cloud, client: Any, alice: Any,
                                                            settings: Any) -> None:
     """The emulator is on loopback: without LANNER_BUCKET_ALLOWED_NETWORKS the guard refuses it for every
@@ -157,6 +159,7 @@ def test_a_cloud_endpoint_is_refused_without_the_allowance(cloud: Cloud, client:
         assert cloud.secret not in answer.text
 
 
+@e2e
 def test_a_name_rebinding_to_the_emulator_is_refused_at_connect(cloud: Cloud, settings: Any) -> None:
     """A store built from a row long after the create-time check (an import): the guard resolves the name again
     for each connection, for GCS and Azure as for S3."""
@@ -175,3 +178,23 @@ def test_a_name_rebinding_to_the_emulator_is_refused_at_connect(cloud: Cloud, se
                         None)
     assert getattr(refused.value, "code", "") == "endpoint_refused" and cloud.secret not in str(refused.value)
     assert guard.refused > before
+
+
+def test_a_gcs_key_cannot_name_its_own_endpoint(settings: Any) -> None:
+    """object_store reads a base URL from the service-account key itself; Lanner's endpoint is only the one
+    checked at create time, so a key's ``gcs_base_url`` is dropped (the signed link, made locally, shows where
+    every request goes)."""
+    key = {**gcs_service_account(), "gcs_base_url": "http://169.254.169.254", "disable_oauth": True}
+    store = stores.build_store(settings, provider="gcs", credentials={"serviceAccountKey": key}, target="photos",
+                               endpoint=None, region=None)
+    assert stores.presign(store, "a.jpg", 60).startswith("https://storage.googleapis.com/photos/a.jpg?")
+
+
+@pytest.mark.parametrize("account", ["evil.example.com#", "UPPER", "a", "x" * 25, "devstoreaccount1/../"])
+def test_an_azure_account_name_is_only_a_name(client: Any, alice: Any, account: str) -> None:
+    """The account name becomes the host (<account>.blob.core.windows.net): Azure's own rule, checked before any
+    request."""
+    for path in ("/api/integrations/buckets", "/api/integrations/buckets/discover"):
+        answer = client.post(path, headers=alice.headers, json={
+            "provider": "azure", "targets": ["photos"], "credentials": {"accountName": account, "accountKey": "k"}})
+        assert answer.status_code == 400 and "accountName" in answer.json()["error"], answer.text
