@@ -23,9 +23,7 @@ from typing import Any
 import boto3
 import httpx
 import obstore
-from azure.storage.blob import BlobServiceClient
 from botocore.config import Config
-from google.oauth2 import service_account
 from obstore.store import AzureStore, GCSStore, S3Store
 
 from lanner.config import Settings
@@ -135,6 +133,8 @@ def _gcs_buckets(settings: Settings, credentials: dict[str, Any], endpoint: str 
     """The key's project's buckets (JSON API ``buckets.list``). The bearer is a self-signed JWT made from the key
     here (google-auth, read-only scope), as ``object_store`` authenticates its own requests: no token exchange,
     so the only host contacted is the storage endpoint, through the guard."""
+    from google.oauth2 import service_account  # here: only discover needs it (0.4 s to import)
+
     info = service_account_key(credentials)
     signer = service_account.Credentials.from_service_account_info(info, scopes=[GCS_READ_ONLY],
                                                                    always_use_jwt_access=True)
@@ -155,6 +155,8 @@ def _gcs_buckets(settings: Settings, credentials: dict[str, Any], endpoint: str 
 
 def _azure_containers(settings: Settings, credentials: dict[str, Any], endpoint: str | None) -> list[str]:
     """The account's containers (List Containers, shared-key signed by Azure's own client)."""
+    from azure.storage.blob import BlobServiceClient  # here: only discover needs it (1.4 s to import)
+
     proxy = guard_for(settings).url
     account = azure_account(credentials)
     client = BlobServiceClient(endpoint or f"https://{account}.blob.core.windows.net",
