@@ -20,8 +20,8 @@ from lanner.integrations import stores
 from lanner.integrations.models import BucketObject, StorageIntegration
 from lanner.synthetic import make_detection_dataset
 from tests.integrations.clouds import Cloud, azure_container, azurite, fake_gcs_server, gcs_bucket, gcs_service_account
-from tests.integrations.test_bucket_dataset import wait_for
 from tests.sdk_types import assert_sdk_type
+from tests.servers import wait_for
 
 e2e = pytest.mark.e2e  # emulators in subprocesses (fake-gcs-server, Azurite under node)
 TRAIN, VAL = 16, 4
@@ -87,7 +87,7 @@ def test_a_cloud_bucket_imported_in_place(cloud: Cloud, sdk: Any, client: Any, a
     assert job.status_code == 202, job.text
     path = f"/api/datasets/alice/shapes/bucket-imports/{job.json()['id']}"
     done = wait_for(lambda: (r := client.get(path, headers=headers).json())["status"] in ("succeeded", "failed")
-                    and r, "the bucket import", timeout=300)
+                    and r, timeout=300, what="the bucket import")
     assert done["status"] == "succeeded" and done["result"]["added"] == TRAIN + VAL, done
     page = client.get("/api/datasets/alice/shapes/images", headers=headers,
                       params={"limit": 5, "includeLabels": True, "split": "val"}).json()
