@@ -24,12 +24,18 @@ run: $(STAMP)
 	LANNER_PUBLIC_URL="$${LANNER_PUBLIC_URL:-http://$(HOST):$(PORT)}" $(BIN)/lanner serve --host $(HOST) --port $(PORT)
 
 # PostgreSQL (initdb, pg_ctl) for the tests that run the API against a real server; Redis for the rate limits
-# shared by several server processes (tests/http/test_shared_limits.py starts its own).
+# shared by several server processes (tests/http/test_shared_limits.py starts its own); Azurite, the Azure Blob
+# emulator, for tests/integrations/test_clouds.py (npm, under Debian's nodejs where no node is installed).
+AZURITE_VERSION := 3.37.0
 system-test-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null)
 	@test -x /usr/bin/redis-server || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null)
+	@command -v npm >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null)
+	@command -v azurite-blob >/dev/null || \
+		npm install -g --silent --no-audit --no-fund azurite@$(AZURITE_VERSION) >/dev/null
 
 # Debian's chromium for the browser tests (tests/web, marker `browser`): Playwright drives it and never downloads one.
 browser-test-deps:

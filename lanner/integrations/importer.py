@@ -28,7 +28,7 @@ from lanner.datasets.models import Dataset
 from lanner.datasets.records import CorruptImage, ImageInfo, ImportedImage, ImportLimits, ImportRefused
 from lanner.db import Database, utcnow
 from lanner.errors import LannerError
-from lanner.integrations import jobs, service
+from lanner.integrations import jobs, service, stores
 from lanner.integrations.models import BucketImport, BucketObject, StorageIntegration
 from lanner.scratch import scratch_folder
 from lanner.storage.blobs import BlobStore
@@ -51,7 +51,7 @@ def _listing(store: Any, base: str, settings: Settings) -> dict[str, dict[str, A
             rel = meta["path"][len(base):]
             if PurePosixPath(rel).suffix.lower() not in WANTED or meta["size"] > settings.bucket_max_object_bytes:
                 continue
-            found[rel] = meta
+            found[rel] = {**meta, "e_tag": stores.etag(meta.get("e_tag"))}  # the pin's one form (``stores.etag``)
             if len(found) > settings.bucket_max_objects:
                 raise TooManyObjects(f"more than {settings.bucket_max_objects} files under '{base or '/'}': "
                                      "import a narrower prefix (LANNER_BUCKET_MAX_OBJECTS)")

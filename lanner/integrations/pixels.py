@@ -65,7 +65,7 @@ def presigned_url(session: Session, settings: Settings, row: BucketObject, *, tt
     except FileNotFoundError:  # ``reading`` lets it through
         _mark(row, MISSING)
         raise ObjectChanged(f"'{row.key}' was deleted from the bucket after it was imported") from None
-    if (meta.get("e_tag") or "") != row.etag:
+    if stores.etag(meta.get("e_tag")) != stores.etag(row.etag):
         _mark(row, CHANGED)
         raise ObjectChanged(f"'{row.key}' changed in the bucket after it was imported (ETag {row.etag} then, "
                             f"{meta.get('e_tag')} now); re-import it to use the new content")
@@ -93,9 +93,10 @@ def recheck(session: Session, settings: Settings, dataset: Dataset) -> dict[str,
         with service.reading(settings):
             for folder in folders:
                 for batch in obstore.list(store, folder + "/" if folder else None, chunk_size=1000):
-                    current.update((meta["path"], meta.get("e_tag") or "") for meta in batch)
+                    current.update((meta["path"], stores.etag(meta.get("e_tag"))) for meta in batch)
         for row in group:
-            state = OK if current.get(row.key) == row.etag else MISSING if row.key not in current else CHANGED
+            now = current.get(row.key)
+            state = OK if now == stores.etag(row.etag) else MISSING if now is None else CHANGED
             _mark(row, state)
             if state != OK:
                 report[state].append(row.key)
@@ -126,10 +127,10 @@ def export_urls(session: Session, settings: Settings, dataset: Dataset) -> Calla
         if (*where, folder) not in listings:
             with service.reading(settings):
                 listings[(*where, folder)] = {
-                    meta["path"]: meta.get("e_tag") or "" for batch in obstore.list(
+                    meta["path"]: stores.etag(meta.get("e_tag")) for batch in obstore.list(
                         opened[where], folder + "/" if folder else None, chunk_size=1000) for meta in batch}
         current = listings[(*where, folder)].get(row.key)
-        if current != row.etag:
+        if current != stores.etag(row.etag):
             _mark(row, MISSING if current is None else CHANGED)
             session.commit()  # the report outlives the refused request
             raise ObjectChanged(f"'{row.key}' {'was deleted from' if current is None else 'changed in'} the bucket "

@@ -58,8 +58,10 @@ def _identity(provider: str, secret: dict[str, Any]) -> str:
         return str(secret["accessKeyId"])[:300]
     if provider == "azure":
         return str(secret["accountName"])[:300]
-    key = secret["serviceAccountKey"]
-    return str(key.get("client_email", "service account") if isinstance(key, dict) else "service account")[:300]
+    try:  # the key's e-mail, whether the key came as the JSON file's object or its text
+        return str(stores.service_account_key(secret).get("client_email") or "service account")[:300]
+    except ValueError:
+        return "service account"
 
 
 def reworded(exc: Exception, *, guarded: bool = False) -> BucketUnreachable:
@@ -116,13 +118,12 @@ def create(session: Session, settings: Settings, principal: Principal, *, provid
 
 
 def discover(settings: Settings, *, provider: str, credentials: dict[str, Any]) -> list[str]:
-    """The buckets these credentials can see (S3 and S3-compatible; GCS and Azure list containers per
-    project or account, which their read-only keys usually may not: name them in ``targets``)."""
+    """The buckets (S3, the GCS key's project) or containers (Azure) these credentials can list. A read-only
+    key often may not list them: then this is a 400 and the targets are named in ``create``."""
     secret, endpoint, region = _split(settings, provider, credentials)
-    if provider != "s3":
-        raise BadRequest(f"discovering {provider} buckets is not supported here; name them in targets")
     with reading(settings):
-        return stores.list_buckets(settings, credentials=secret, endpoint=endpoint, region=region)
+        return stores.list_targets(settings, provider=provider, credentials=secret, endpoint=endpoint,
+                                   region=region)
 
 
 def list_mine(session: Session, principal: Principal) -> list[StorageIntegration]:
