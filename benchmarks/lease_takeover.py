@@ -19,11 +19,11 @@ import argparse
 import itertools
 import os
 import shutil
-import tempfile
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
