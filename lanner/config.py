@@ -164,7 +164,8 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(default=15.0, gt=0, description="With several server processes on one "
                                  "database, each background loop runs in the one holding its lease; a process "
                                  "killed outright is taken over once its leases expire, after this long (and at "
-                                 "most a third more); a stopping one hands them over at once.")
+                                 "most a third more), or at once by a process on its machine (a restarted "
+                                 "server); a stopping one hands them over at once.")
     supervisor_interval_seconds: float = Field(default=2.0, description="How often runs are dispatched, polled, "
                                                "metered and settled.")
     meter_interval_seconds: float = Field(default=30.0, description="How often a running run's charges are "

@@ -19,7 +19,8 @@ pass does (``one_pass``); the base runs passes on a thread of its own:
   holder of the loop's lease runs its passes. A second thread per loop takes or renews it every third of the
   lease (so a long pass never lets it lapse); a process that gains it runs a pass at once (``on_lead`` first:
   a loop picks up what the previous leader left), one that loses it stops passing after its current pass, and
-  ``stop`` releases it so another takes over within a third of the lease; ``wake`` in a process that does not
+  ``stop`` releases it so another takes over within a third of the lease (the keeper's first try is at ``start``:
+  a server restarted after a crash takes its dead predecessor's leases at once); ``wake`` in a process that does not
   lead wakes the leader (``lanner.db.wakes``). A loop without one (a process's own request log) runs in every
   process.
 

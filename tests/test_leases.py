@@ -6,15 +6,20 @@ one database stand for several processes here; tests/test_e2e_leases.py runs rea
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
-from sqlalchemy import text
+from sqlalchemy import text, update
 
 from lanner.db import Database
-from lanner.db.leases import Lease, holders, shared_lock
+from lanner.db.leases import Lease, LeaseRow, holders, shared_lock, this_machine
 from lanner.periodic import BackgroundLoop
 from tests.servers import wait_for
 
@@ -152,3 +157,84 @@ def test_a_wake_in_a_process_that_does_not_lead_wakes_the_leader(dbs: list[Datab
     finally:
         for loop in loops:
             loop.stop()
+
+
+# A process holding a lease for an hour until it is killed; argv[3], when given, stands for the machine it runs on
+# (what another host's process writes: its own boot and namespaces, hashed).
+HOLDER = """
+import sys, time
+from lanner.db import Database, leases
+if len(sys.argv) > 3:
+    leases.this_machine = lambda: sys.argv[3]
+lease = leases.Lease(Database(sys.argv[1]), sys.argv[2], lambda: 3600.0)
+assert lease.hold()
+print(lease.holder, flush=True)
+time.sleep(3600)
+"""
+
+
+def _holder(database_url: str, name: str, machine: str | None = None) -> tuple[subprocess.Popen, str]:
+    """A real process holding ``name``; returns it and its holder name, once it holds the lease."""
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, database_url, name, *([machine] if machine else [])],
+                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    holder = process.stdout.readline().strip()
+    assert holder, "the holder process did not start"
+    return process, holder
+
+
+def _held_by(db: Database, name: str) -> str | None:
+    with db.session() as session:
+        return holders(session).get(name)
+
+
+@pytest.mark.skipif(this_machine() is None, reason="no /proc to prove a process dead: leases only expire")
+def test_a_dead_holder_on_this_machine_is_taken_at_once_and_a_live_one_never(dbs: list[Database],
+                                                                             database_url: str) -> None:
+    """A server restarted after kill -9 takes its predecessor's leases at once (an hour's lease here): the
+    predecessor is provably dead, on this machine. While it lives, it keeps them, tried again and again."""
+    successor = Lease(dbs[0], "lanner-test", lambda: 3600.0)
+    process, holder = _holder(database_url, "lanner-test")
+    try:
+        for _ in range(5):
+            assert not successor.hold()
+        assert _held_by(dbs[1], "lanner-test") == holder
+        process.send_signal(signal.SIGKILL)
+        # Not yet reaped by its parent: a zombie cannot renew anything.
+        wait_for(lambda: psutil.Process(process.pid).status() == psutil.STATUS_ZOMBIE, timeout=WAIT,
+                 what="the holder to be a zombie", every=0.05)
+        assert successor.hold()
+        assert _held_by(dbs[1], "lanner-test") == successor.holder
+    finally:
+        process.kill()
+        process.wait()
+    assert successor.hold()  # and renewed as usual
+
+
+def test_a_recycled_pid_is_not_its_holder(dbs: list[Database]) -> None:
+    """The holder's pid now belongs to a later process (here: this one, with another start time): taken at once;
+    the same pid and start time (this live process, through another of its apps) never."""
+    first, second = (Lease(db, "lanner-test", lambda: 3600.0) for db in dbs[:2])
+    assert first.hold() and not second.hold()  # a live holder, in this very process
+    with dbs[2].session() as session:
+        process = session.get(LeaseRow, "lanner-test").process
+        if process is None:
+            pytest.skip("no /proc to prove a process dead: leases only expire")
+        machine, pid, _ = process.split(":")
+        session.execute(update(LeaseRow).values(process=f"{machine}:{pid}:1"))
+    assert second.hold() and not first.hold()
+
+
+def test_a_holder_on_another_machine_is_not_taken_before_its_lease_expires(dbs: list[Database],
+                                                                           database_url: str) -> None:
+    """A process of another machine cannot be seen from here, dead or alive (its pid may be free here, or
+    another's): its lease is taken only once it expires, whatever happened to it."""
+    process, holder = _holder(database_url, "lanner-test", machine="another-machine")
+    process.kill()
+    process.wait()
+    successor = Lease(dbs[0], "lanner-test", lambda: 3600.0)
+    for _ in range(5):
+        assert not successor.hold()
+    assert _held_by(dbs[1], "lanner-test") == holder
+    with dbs[1].session() as session:  # the hour is over
+        session.execute(update(LeaseRow).values(expires_at=LeaseRow.expires_at - 7200))
+    assert successor.hold()

@@ -7,7 +7,10 @@ a slot is free only when both say so, and the database's count is read again for
 server process shares (``lanner.db.leases.shared_lock``): each claim commits before its lock is released, so
 the next process to count sees it, and no two processes fill the same slot (``LANNER_LOCAL_MAX_RUNS`` holds
 across ``lanner serve --workers N``; measured before: three processes dispatching in the same 0.3 s ran four
-CPU trainers with a limit of two)."""
+CPU trainers with a limit of two). The count is the database's, so the limit is the cluster's, not each host's:
+the local executor's runs start on the host whose process leads the supervisor, and with two hosts of two
+processes each, eight runs started at once still run two at a time (tests/test_e2e_cluster.py; docs/deploy.md
+says what a lease moving between hosts does to runs in flight)."""
 
 from __future__ import annotations
 
