@@ -105,7 +105,7 @@ def test_a_run_on_several_gpus_gets_them_together_or_waits(tmp_path):
     show = "import os, time; print('visible', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); time.sleep(30)"
     pair = executor.launch(replace(spec(tmp_path, show, run_id=1, gpu_type="l4"), gpu_count=2))
     try:
-        assert pair.endswith(":l4:0,1") and executor.capacity()["l4"].free == 1
+        assert pair.partition("@")[0].endswith(":l4:0,1") and executor.capacity()["l4"].free == 1
         with pytest.raises(LaunchDeferred, match="1 of the 2 l4 it needs are free"):
             executor.launch(replace(spec(tmp_path, show, run_id=2, gpu_type="l4"), gpu_count=2))
         with pytest.raises(RuntimeError, match="this machine has 3 l4, not the 4 the run needs"):
@@ -117,3 +117,25 @@ def test_a_run_on_several_gpus_gets_them_together_or_waits(tmp_path):
     finally:
         executor.kill(pair)
     assert executor.capacity()["l4"].free == 3
+
+
+def test_a_worker_another_machine_launched_is_neither_read_nor_signalled_here(tmp_path, monkeypatch):
+    """The supervisor's lease moved to another host while this worker trains: that host must not take "no such
+    pid" for "gone" (it would relaunch the run beside its live trainer), nor kill an unrelated process of its
+    own with the same pid. Its status cannot be read there (the supervisor then judges by the run's events)."""
+    executor = LocalExecutor(tmp_path / "runs", max_cpu_runs=1, gpus={})
+    here = executor.launch(spec(tmp_path, "import time; time.sleep(60)"))
+    assert wait_state(executor, here, JobState.RUNNING) is JobState.RUNNING and "@" in here
+    elsewhere = LocalExecutor(tmp_path / "runs", max_cpu_runs=1, gpus={})  # the same ids, read on another host
+    monkeypatch.setattr(local_module, "this_machine", lambda: "another-machine")
+    with pytest.raises(local_module.WorkerElsewhere):
+        elsewhere.status(here)
+    elsewhere.stop(here)
+    elsewhere.kill(here)
+    assert elsewhere.capacity()["cpu"].free == 1  # that machine's slots are not this one's
+    monkeypatch.undo()
+    assert executor.status(here).state is JobState.RUNNING  # untouched by the other host
+    executor.kill(here)
+    assert wait_state(executor, here, JobState.LOST) is JobState.LOST
+    # An id written before machines were kept is still read as this machine's.
+    assert executor.status(here.partition("@")[0]).state is JobState.LOST

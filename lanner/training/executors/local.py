@@ -2,7 +2,12 @@
 data-loader workers too), logging to ``LANNER_HOME/runs/<run>/attempt-<n>.log``.
 
 The id handed back encodes pid, process start time, run, attempt, GPU type and devices, so a restarted server
-can still recognise (and stop) a worker it launched before, without mistaking a recycled pid for it."""
+can still recognise (and stop) a worker it launched before, without mistaking a recycled pid for it; and the
+machine that launched it (``db.leases.this_machine``), because a pid means nothing on another one. When the
+supervisor's lease moves to another host while workers run here, the new leader must not read "no such pid" as
+"the worker is gone" (it would relaunch the run beside its live trainer and break ``LANNER_LOCAL_MAX_RUNS``): for
+it the status of a worker elsewhere cannot be read (``WorkerElsewhere``), and the supervisor judges the run by
+its events, as it does for a Ray job it cannot read."""
 
 from __future__ import annotations
 
@@ -16,11 +21,16 @@ from pathlib import Path
 
 import psutil
 
+from lanner.db.leases import this_machine
 from lanner.gpus.probe import gpu_type_for_name
 from lanner.training.executors.base import Capacity, Executor, JobState, JobStatus, LaunchDeferred, LaunchSpec
 
 log = logging.getLogger("lanner.executor.local")
 KILL_AFTER_SECONDS = 10.0
+
+
+class WorkerElsewhere(RuntimeError):
+    """The worker was launched on another machine: its process cannot be seen, signalled or read from here."""
 
 
 def discover_gpus() -> dict[str, list[str]]:
@@ -56,16 +66,24 @@ class _Worker:
     gpu_type: str
     devices: list[str]
     process: subprocess.Popen | None = None  # None for a worker adopted after a server restart
+    machine: str | None = None  # this_machine() of the launching process; None in ids written before it was kept
 
     @property
     def external_id(self) -> str:
-        return f"{self.pid}:{self.started_ms}:{self.run_id}:{self.attempt}:{self.gpu_type}:{','.join(self.devices)}"
+        local = f"{self.pid}:{self.started_ms}:{self.run_id}:{self.attempt}:{self.gpu_type}:{','.join(self.devices)}"
+        return f"{local}@{self.machine}" if self.machine else local
 
     @classmethod
     def parse(cls, external_id: str) -> _Worker:
-        pid, started, run_id, attempt, gpu_type, devices = external_id.split(":", 5)
+        local, _, machine = external_id.partition("@")
+        pid, started, run_id, attempt, gpu_type, devices = local.split(":", 5)
         # run_id stays text: a run's number or an export's id, only ever written back into paths and ids
-        return cls(int(pid), int(started), run_id, int(attempt), gpu_type, [d for d in devices.split(",") if d])
+        return cls(int(pid), int(started), run_id, int(attempt), gpu_type, [d for d in devices.split(",") if d],
+                   machine=machine or None)
+
+    def elsewhere(self) -> bool:
+        here = this_machine()
+        return bool(self.machine and here and self.machine != here)
 
 
 def _started_ms(pid: int) -> int | None:
@@ -93,7 +111,8 @@ class LocalExecutor(Executor):
     def _alive(self) -> list[_Worker]:
         with self._lock:
             workers = list(self._workers.values())
-        return [w for w in workers if self._state(w).state in (JobState.RUNNING, JobState.QUEUED)]
+        # A worker elsewhere holds that machine's devices, not these (the database counts it for the cluster).
+        return [w for w in workers if not w.elsewhere() and self._state(w).state in (JobState.RUNNING, JobState.QUEUED)]
 
     def capacity(self) -> dict[str, Capacity]:
         alive = self._alive()
@@ -139,7 +158,7 @@ class LocalExecutor(Executor):
             process = subprocess.Popen(spec.command, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True)
         worker = _Worker(process.pid, _started_ms(process.pid) or 0, spec.run_id, spec.attempt, spec.gpu_type,
-                         devices, process)
+                         devices, process, machine=this_machine())
         with self._lock:
             self._workers[worker.external_id] = worker
         log.info("run %s attempt %s: pid %s on %s", spec.run_id, spec.attempt, process.pid, spec.gpu_type)
@@ -154,6 +173,9 @@ class LocalExecutor(Executor):
             return worker
 
     def _state(self, worker: _Worker) -> JobStatus:
+        if worker.elsewhere():
+            raise WorkerElsewhere(f"worker {worker.pid} was launched on another machine; its status cannot be "
+                                  "read here")
         if worker.process is not None:
             code = worker.process.poll()
             if code is None:
@@ -177,6 +199,10 @@ class LocalExecutor(Executor):
 
     def stop(self, external_id: str) -> None:
         worker = self._worker(external_id)
+        if worker.elsewhere():
+            log.warning("run %s: its worker (pid %s) runs on another machine; only a server there can stop it",
+                        worker.run_id, worker.pid)
+            return
         if self._state(worker).state is not JobState.RUNNING:
             return
         self._signal(worker, signal.SIGTERM)
@@ -194,6 +220,10 @@ class LocalExecutor(Executor):
         self._signal(self._worker(external_id), signal.SIGKILL)
 
     def _signal(self, worker: _Worker, sig: signal.Signals) -> None:
+        if worker.elsewhere():
+            log.warning("run %s: its worker (pid %s) runs on another machine; not signalled", worker.run_id,
+                        worker.pid)
+            return
         if _started_ms(worker.pid) != worker.started_ms:
             return  # exited (or the pid was recycled): nothing of ours to signal
         try:

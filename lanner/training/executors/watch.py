@@ -67,7 +67,8 @@ class JobWatch:
             try:
                 status = executor.status(external_id)
             except Exception:
-                self.log.exception("could not poll %s %s (%s)", self.what, key, external_id)
+                if key not in self.unreadable_since:  # once, not at every pass for as long as it lasts
+                    self.log.exception("could not poll %s %s (%s)", self.what, key, external_id)
                 since = self.unreadable_since.setdefault(key, utcnow())
                 if unreadable is not None:
                     unreadable(key, external_id, since)
