@@ -3,10 +3,11 @@ guarded compare-and-set through ``lanner.status`` that writes a ``StatusEvent``.
 
     (signed URL handed out) ──> pending
     pending ──> receiving                a PUT started: the slot is single use, a second PUT is refused before
-                                         anything is stored (with a bucket's presigned URL: at completion, once
-                                         the staged object was found, see ``find_staged``)
+                                         anything is stored
     receiving ──> pending                that PUT failed (too large, cut off): the client may try again
     receiving ──> uploaded               the file arrived
+    pending ──> uploaded | completed     a bucket's presigned PUT (Lanner never saw it) was found by the import,
+                                         or by ``upload.complete``, which checked its size (``find_staged``)
     uploaded ──> completed               ``upload.complete`` checked the size
     uploaded | completed ──> ingested    a dataset import took the file (the import job holds it from then on)
     pending | receiving | uploaded | completed ──> expired
@@ -91,15 +92,18 @@ def slot_key(upload: UploadSession) -> str:
     return f"{SESSION_SLOT_PREFIX}{upload.id}/{upload.filename}"
 
 
-def get_uploaded(session: Session, *, owner_id: str, session_id: str, staged: Staged | None = None) -> UploadSession:
+def get_uploaded(session: Session, *, owner_id: str, session_id: str, staged: Staged | None = None,
+                 found: str = UPLOADED) -> UploadSession:
     """The caller's upload session, once its file has arrived (404 for anyone else's, 409 before the PUT).
-    ``staged``: what ``find_staged`` found on the session's bucket slot, recorded here as its upload."""
+    ``staged``: what ``find_staged`` found on the session's bucket slot, recorded here as its upload: pending ->
+    ``found`` (uploaded, or completed by ``upload.complete``) in one step, as nothing of that PUT went through
+    Lanner (a concurrent call that recorded it first wins; this one reads what it recorded)."""
     upload = session.get(UploadSession, session_id)
     if upload is None or upload.owner_id != owner_id:
         raise NotFound("upload session not found")
     if staged is not None and upload.status == PENDING:
-        start_receiving(session, upload)
-        mark_uploaded(session, upload, sha256=staged.sha256, size=staged.size, staged=staged.sha256 is None)
+        try_change_status(session, upload, found, allowed_from=(PENDING,), reason="found in the bucket",
+                          sha256=staged.sha256, size=staged.size, staged=staged.sha256 is None)
     if upload.status == EXPIRED:
         raise Conflict("this upload session expired; ask for a new upload URL and upload again")
     if upload.status == REJECTED:
@@ -248,12 +252,10 @@ def receiving_failed(session: Session, upload: UploadSession, reason: str) -> No
     try_change_status(session, upload, PENDING, allowed_from=(RECEIVING,), reason=reason[:300])
 
 
-def mark_uploaded(session: Session, upload: UploadSession, *, sha256: str | None, size: int,
-                  staged: bool = False) -> None:
-    """receiving -> uploaded with the file's digest and size (``staged``: size only, the digest comes later)."""
+def mark_uploaded(session: Session, upload: UploadSession, *, sha256: str, size: int) -> None:
+    """receiving -> uploaded with the file's digest and size."""
     try:
-        change_status(session, upload, UPLOADED, allowed_from=(RECEIVING,), sha256=sha256, size=size,
-                      staged=staged)
+        change_status(session, upload, UPLOADED, allowed_from=(RECEIVING,), sha256=sha256, size=size)
     except InvalidStatusChange:
         raise Conflict("this upload session is not receiving a file") from None
 

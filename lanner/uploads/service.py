@@ -75,7 +75,7 @@ def complete(session: Session, principal: Principal, *, session_id: str,
     ``upload_sessions.find_staged`` read; it is hashed after the answer, by ``upload_sessions.settle``, unless it
     is a checkpoint); a checkpoint upload becomes its model's weights."""
     upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id,
-                                          staged=staged)
+                                          staged=staged, found=upload_sessions.COMPLETED)
     if upload.total_bytes is not None and upload.size != upload.total_bytes:
         raise BadRequest(f"uploaded {upload.size} bytes but {upload.total_bytes} were announced")
     upload_sessions.mark_completed(session, upload)
