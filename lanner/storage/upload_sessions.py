@@ -159,24 +159,21 @@ def settle(db: Database, blobs: BlobStore, upload_id: str, *, max_bytes: int,
             return _settled(upload), False
         slot, size, limit = slot_key(upload), upload.size, _limit(upload, max_bytes)
     try:
-        stored = blobs.settle_staged(slot, limit, size=size, into=into)
-    except (BlobTooLarge, StagedChanged) as exc:
-        _reject(db, upload_id, str(exc))
-        blobs.drop_staged(slot)
-        raise UploadLost(LOST.format(why=str(exc))) from None
+        stored, why = blobs.settle_staged(slot, limit, size=size, into=into), "it vanished before it was hashed"
+    except (BlobTooLarge, StagedChanged) as exc:  # PUT again on the still valid URL, after completion
+        stored, why = None, str(exc)
     with db.session() as session:
         upload = _locked(session, upload_id)
         if upload.staged and stored is None:
-            why = "it vanished from the bucket before it was hashed"
-            change_status(session, upload, REJECTED, allowed_from=SETTLEABLE, reason=why, staged=False)
-        elif upload.staged and upload.status in SETTLEABLE:
+            change_status(session, upload, REJECTED, allowed_from=SETTLEABLE, reason=why[:300], staged=False)
+        elif upload.staged:
             assert stored is not None
             upload.sha256, upload.staged = stored.sha256, False
         recorded, staged_still, status = upload.sha256, upload.staged, upload.status
-    if status == REJECTED:
-        raise UploadLost(LOST.format(why="it changed or vanished after the upload was completed"))
-    if not staged_still:
+    if not staged_still:  # settled (by this call or another) or rejected: nothing needs the staged object now
         _drop(blobs, slot)
+    if status == REJECTED:
+        raise UploadLost(LOST.format(why=why if stored is None else "it changed after the upload was completed"))
     return recorded, stored is not None and into is not None and recorded == stored.sha256
 
 
@@ -214,13 +211,6 @@ def _settled(upload: UploadSession) -> str | None:
     if upload.status == REJECTED:
         raise UploadLost(LOST.format(why="it changed or vanished after the upload was completed"))
     return upload.sha256
-
-
-def _reject(db: Database, upload_id: str, why: str) -> None:
-    with db.session() as session:
-        upload = _locked(session, upload_id)
-        if upload.staged:
-            change_status(session, upload, REJECTED, allowed_from=SETTLEABLE, reason=why[:300], staged=False)
 
 
 def unsettled(session: Session) -> list[str]:
