@@ -56,6 +56,7 @@ from lanner.training.router import router as training_router
 from lanner.training.router import webhook_router as training_webhook_router
 from lanner.training.runtime import TrainingRuntime
 from lanner.uploads.router import router as uploads_router
+from lanner.uploads.settle import UploadSettler
 from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
 from lanner.web.annotate_pages import router as annotate_pages
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     bucket_imports = BucketImports(ctx)
     exports = ExportQueue(ctx)
     maintenance = Maintenance(ctx)
+    upload_settler = UploadSettler(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
     deployments = DeploymentRuntime(ctx)
     assistant = AssistantLoop(ctx, executor=lambda: training.executor, predictor=inference)
@@ -110,6 +112,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         bucket_imports.start()
         exports.start()
         maintenance.start()
+        upload_settler.start()
         deployments.start()
         assistant.start()
         if freeze_gc:
@@ -122,6 +125,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         assistant.stop()
         deployments.stop()
         await deployments.forwarder.close()
+        upload_settler.stop()
         maintenance.stop()
         exports.stop()
         bucket_imports.stop()
@@ -144,6 +148,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     app.state.bucket_imports = bucket_imports
     app.state.exports = exports
     app.state.maintenance = maintenance
+    app.state.upload_settler = upload_settler
     app.state.inference = inference
     app.state.deployments = deployments
     app.state.assistant = assistant
@@ -174,7 +179,7 @@ def background_loops(app: FastAPI) -> dict[str, BackgroundLoop]:
     supervisor): where a status view, or a lease among several server processes, reads their heartbeats."""
     state = app.state
     loops = (state.training.supervisor, state.imports, state.bucket_imports, state.exports, state.maintenance,
-             state.deployments.supervisor, state.deployments.requests, state.assistant)
+             state.upload_settler, state.deployments.supervisor, state.deployments.requests, state.assistant)
     return {loop.name: loop for loop in loops}
 
 

@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     import_poll_seconds: float = Field(default=1.0, gt=0, description="How often the import queue looks for work (a "
                                        "new upload wakes it at once); it looks for imports whose server died "
                                        "when it starts and every 30 s of these passes.")
+    upload_settle_seconds: float = Field(default=5.0, ge=0, description="How often files PUT straight into a "
+                                         "bucket (LANNER_BLOB_STORE=s3) and completed are hashed and filed by "
+                                         "digest, when no completion woke the loop first (0: never; an import "
+                                         "still settles the file it reads).")
     blob_grace_seconds: float = Field(default=3600.0, description="A blob, half-written upload or scratch folder "
                                       "nothing refers to is deleted once nobody wrote it for this long.")
     max_body_bytes: int = Field(default=32 * 1024**2, description="Largest request body (JSON) any other route "

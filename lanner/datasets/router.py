@@ -91,9 +91,9 @@ def ingest(owner: str, dataset: str, body: IngestRequest, principal: CurrentPrin
     # 202 once the job is queued and the dataset ``processing`` for everyone (DbSession commits before the
     # answer); that commit wakes the import queue.
     staged = None
-    if body.sessionId:  # a file PUT into a bucket is read back and hashed before the transaction starts
-        staged = upload_sessions.read_back(ctx.db, ctx.blobs, owner_id=principal.user_id, session_id=body.sessionId,
-                                           max_bytes=ctx.settings.max_upload_bytes)
+    if body.sessionId:  # a file PUT into a bucket: its size is checked before the transaction starts
+        staged = upload_sessions.find_staged(ctx.db, ctx.blobs, owner_id=principal.user_id,
+                                             session_id=body.sessionId, max_bytes=ctx.settings.max_upload_bytes)
     record = service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
     job = import_jobs.start_import(session, principal, record, session_id=body.sessionId, staged=staged)
     after_commit(session, imports.wake)

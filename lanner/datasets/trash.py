@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
@@ -49,10 +49,11 @@ def purge_dataset(session: Session, dataset: Dataset) -> set[str]:
     released = set(session.scalars(select(DatasetExport.sha256).where(DatasetExport.dataset_id == dataset.id)))
     released.update(session.scalars(select(ImportJob.source_sha256).where(
         ImportJob.dataset_id == dataset.id, ImportJob.source_sha256.is_not(None))))
-    for upload in session.scalars(select(UploadSession).where(UploadSession.asset_id == dataset.id,
-                                                              UploadSession.sha256.is_not(None))):
-        released.add(upload.sha256)
-        upload_sessions.release_file(upload)
+    for upload in session.scalars(select(UploadSession).where(UploadSession.asset_id == dataset.id, or_(
+            UploadSession.sha256.is_not(None), UploadSession.staged.is_(True)))):
+        if upload.sha256:
+            released.add(upload.sha256)
+        upload_sessions.release_file(upload)  # a staged file is then settled by nobody: the collector takes it
     session.delete(dataset)
     session.flush()
     images: set[str] = set()

@@ -107,6 +107,7 @@ def sweep(db: Any, blobs: BlobStore, settings: Settings, shards: tuple[str, ...]
             UploadSession.status.in_(upload_sessions.UNFINISHED), UploadSession.expires_at < cutoff)))
         expired_count = sum(upload_sessions.expire(session, upload) for upload in expired)
         exports = session.execute(delete(DatasetExport).where(DatasetExport.expires_at < cutoff)).rowcount
+        live_slots = upload_sessions.live_slots(session)  # their staged bytes wait for completion or a settle
     image_rows = deleted = 0
     for shard in shards:
         idle = list(blobs.iter_idle(shard, grace))
@@ -115,7 +116,7 @@ def sweep(db: Any, blobs: BlobStore, settings: Settings, shards: tuple[str, ...]
         image_rows += _forget_unused_images(db, idle)
         deleted += delete_unreferenced(db, blobs, set(idle), grace)["blobs"]
     result = Swept(upload_sessions=expired_count, exports=exports or 0, image_rows=image_rows, blobs=deleted,
-                   partial_uploads=blobs.collect_partial(max(grace, PARTIAL_MIN_IDLE_SECONDS)),
+                   partial_uploads=blobs.collect_partial(max(grace, PARTIAL_MIN_IDLE_SECONDS), keep=live_slots),
                    scratch=scratch.collect(settings.resolved_home, grace))
     if any(vars(result).values()):
         log.info("collected %s", result)

@@ -8,12 +8,12 @@ import shutil
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from lanner.errors import PayloadTooLarge
+from lanner.errors import Conflict, PayloadTooLarge
 
 CHUNK = 1 << 20
 
@@ -55,8 +55,9 @@ class BlobStore(ABC):
         ``maintenance.gc`` walks the store a shard at a time)."""
 
     @abstractmethod
-    def collect_partial(self, idle_seconds: float) -> int:
-        """Delete half-written uploads (a PUT cut off by a crash) idle for ``idle_seconds``; returns how many."""
+    def collect_partial(self, idle_seconds: float, keep: Container[str] = frozenset()) -> int:
+        """Delete half-written uploads (a PUT cut off by a crash) idle for ``idle_seconds``; returns how many.
+        ``keep``: upload slots whose staged file a live upload session still needs (a bucket's presigned PUTs)."""
 
     @abstractmethod
     def open(self, sha256: str) -> BinaryIO: ...
@@ -97,9 +98,21 @@ class BlobStore(ABC):
         arrives there is staged, never trusted: ``settle_staged`` hashes it before it becomes a blob."""
         return None
 
-    def settle_staged(self, slot: str, max_bytes: int) -> StoredBlob | None:
-        """Store by digest what a client PUT on ``slot``'s presigned URL, checking its size and hashing every
-        byte; None when nothing arrived there (or the store hands out no presigned uploads)."""
+    def stat_staged(self, slot: str) -> int | None:
+        """The size of what a client PUT on ``slot``'s presigned URL, without reading it; None when nothing
+        arrived there (or the store hands out no presigned uploads)."""
+        return None
+
+    def settle_staged(self, slot: str, max_bytes: int, *, size: int | None = None,
+                      into: Path | None = None) -> StoredBlob | None:
+        """Store by digest what a client PUT on ``slot``'s presigned URL, checking its size (at most
+        ``max_bytes``; ``size`` when given, else ``StagedChanged``) and hashing every byte, also into the file
+        ``into`` when given; the staged file stays until ``drop_staged``. None when nothing arrived there (or the
+        store hands out no presigned uploads)."""
+        return None
+
+    def drop_staged(self, slot: str) -> None:
+        """Delete what a client PUT on ``slot``'s presigned URL (settled, or refused)."""
         return None
 
 
@@ -111,6 +124,10 @@ def check_digest(sha256: str) -> None:
 
 class BlobTooLarge(PayloadTooLarge):
     """More bytes than the upload slot allows; the partial file is gone."""
+
+
+class StagedChanged(Conflict):
+    """A staged upload is not the size it had when its upload was completed (the client PUT it again)."""
 
 
 class LocalBlobStore(BlobStore):
@@ -192,8 +209,8 @@ class LocalBlobStore(BlobStore):
                 except FileNotFoundError:
                     continue
 
-    def collect_partial(self, idle_seconds: float) -> int:
-        return remove_idle_files(self.root / "tmp", time.time() - idle_seconds)
+    def collect_partial(self, idle_seconds: float, keep: Container[str] = frozenset()) -> int:
+        return remove_idle_files(self.root / "tmp", time.time() - idle_seconds)  # no slots: PUTs come through Lanner
 
     def local_path(self, sha256: str) -> Path | None:
         path = self._path(sha256)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ForeignKey, String
+from sqlalchemy import BigInteger, Boolean, ForeignKey, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from lanner.db import Base, TimestampMixin, id_column
@@ -26,3 +26,6 @@ class UploadSession(TimestampMixin, Base):
     size: Mapped[int | None] = mapped_column(BigInteger)
     status: Mapped[str] = mapped_column(String(20), default="pending")
     expires_at: Mapped[datetime | None]  # the upload URL's end; an unfinished session is expired after it
+    # The file waits at the slot's staging key in the bucket, its size checked but not hashed yet (``sha256`` is
+    # None until ``upload_sessions.settle`` files it by digest): nothing may delete those bytes meanwhile.
+    staged: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false(), index=True)

@@ -7,7 +7,9 @@ put, get, list, delete, multipart and signed URLs used from httpx.
 
 Layout, content-addressed as the local store: ``<prefix>blobs/ab/cd/<sha256>``. Bytes the client PUTs by a
 presigned URL land under ``<prefix>staging/<slot key>`` first: the store cannot trust what a client wrote, so
-``settle_staged`` reads the object back, hashes it and only then copies it to its digest's key. S3 has no way
+``settle_staged`` reads the object back, hashes it and only then copies it to its digest's key (from a private
+snapshot: the presigned URL stays valid, and bytes PUT again meanwhile must not land under another file's
+digest). ``stat_staged`` is what completing an upload costs: one HEAD for the size. S3 has no way
 to refresh an object's time in place, so a deduplicated write rewrites the object (once a minute at most): its
 last-modified time is then the write time that the collector's idle check reads, as the local store's mtime.
 """
@@ -19,7 +21,8 @@ import hashlib
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Container, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -29,7 +32,15 @@ import obstore
 from obstore.exceptions import NotFoundError
 from obstore.store import S3Store
 
-from lanner.storage.blobs import CHUNK, BlobStore, BlobTooLarge, StoredBlob, check_digest, remove_idle_files
+from lanner.storage.blobs import (
+    CHUNK,
+    BlobStore,
+    BlobTooLarge,
+    StagedChanged,
+    StoredBlob,
+    check_digest,
+    remove_idle_files,
+)
 
 # A write that finds its blob written this recently does not rewrite it: the collector's grace period
 # (LANNER_BLOB_GRACE_SECONDS, an hour by default) is far longer, and rewriting costs the whole object.
@@ -161,13 +172,15 @@ class S3BlobStore(BlobStore):
             if len(name) == 64 and meta["last_modified"].timestamp() <= cutoff:
                 yield name
 
-    def collect_partial(self, idle_seconds: float) -> int:
-        """Staged uploads nobody settled (a client PUT and never completed; a second PUT on a used URL) and local
-        spool files of a crashed process. Incomplete multipart uploads are the bucket's lifecycle rule's to abort
-        (docs/deploy.md), as S3 lists them apart from objects."""
+    def collect_partial(self, idle_seconds: float, keep: Container[str] = frozenset()) -> int:
+        """Staged uploads nobody settled (a client PUT and never completed; a second PUT on a used URL), snapshots
+        of a settle that died and local spool files of a crashed process; never the slots in ``keep`` (live upload
+        sessions' files, however long they wait). Incomplete multipart uploads are the bucket's lifecycle rule's to
+        abort (docs/deploy.md), as S3 lists them apart from objects."""
         cutoff = time.time() - idle_seconds
-        stale = [meta["path"] for meta in self._listing(f"{self.prefix}staging/")
-                 if meta["last_modified"].timestamp() <= cutoff]
+        staging = f"{self.prefix}staging/"
+        stale = [meta["path"] for meta in self._listing(staging)
+                 if meta["last_modified"].timestamp() <= cutoff and meta["path"][len(staging):] not in keep]
         if stale:
             obstore.delete(self.store, stale)
         return len(stale) + remove_idle_files(self.scratch, cutoff)
@@ -231,26 +244,56 @@ class S3BlobStore(BlobStore):
         ttl = min(max(1, int(expires_at - time.time())), MAX_PRESIGN_SECONDS)
         return obstore.sign(self.store, "PUT", self.staging_key(slot), timedelta(seconds=ttl))
 
-    def settle_staged(self, slot: str, max_bytes: int) -> StoredBlob | None:
-        """Read back what a client PUT on ``slot``, hash it and store it by digest; the staged object goes. Three
-        requests: the GET (its size checked before a byte is read), a server-side copy to the digest's key (the
-        same bytes if it is there already: the copy also refreshes its time) and the delete."""
-        key = self.staging_key(slot)
+    def stat_staged(self, slot: str) -> int | None:
+        """The size of what a client PUT on ``slot`` (one HEAD, no byte read), None when nothing is there."""
         try:
-            result = obstore.get(self.store, key)
+            return int(obstore.head(self.store, self.staging_key(slot))["size"])
         except MISSING:
             return None
-        if result.meta["size"] > max_bytes:
-            obstore.delete(self.store, key)
-            raise BlobTooLarge(f"the upload has {result.meta['size']} bytes; this upload takes at most {max_bytes}")
-        hasher, size = hashlib.sha256(), 0
-        for chunk in result.stream(CHUNK):
-            hasher.update(chunk)
-            size += len(chunk)
-        digest = hasher.hexdigest()
-        obstore.copy(self.store, key, self.key(digest))
-        obstore.delete(self.store, key)
-        return StoredBlob(digest, size)
+
+    def drop_staged(self, slot: str) -> None:
+        """Delete what was PUT on ``slot`` (nothing there is fine): once settled, or refused."""
+        obstore.delete(self.store, self.staging_key(slot))
+
+    def settle_staged(self, slot: str, max_bytes: int, *, size: int | None = None,
+                      into: Path | None = None) -> StoredBlob | None:
+        """Hash what a client PUT on ``slot`` and store it by digest; the staged object stays (the caller drops it
+        once the digest is recorded, so a settle killed at any point can run again). The staged object is first
+        copied server-side to a snapshot key no client can write: a PUT on the still valid URL meanwhile changes
+        nothing of what is hashed and then filed. The snapshot's size is checked before a byte is read (over
+        ``max_bytes``: the staged object goes, ``BlobTooLarge``; not ``size``, the size completion saw:
+        ``StagedChanged``). ``into``: the bytes are also written to that file as they are hashed (an import reads
+        the upload anyway). None when nothing is on the slot."""
+        snapshot = f"{self.prefix}staging/settling/{uuid.uuid4().hex}"
+        try:
+            obstore.copy(self.store, self.staging_key(slot), snapshot)
+        except MISSING:
+            return None
+        try:
+            result = obstore.get(self.store, snapshot)
+            found = int(result.meta["size"])
+            if found > max_bytes:
+                obstore.delete(self.store, self.staging_key(slot))
+                raise BlobTooLarge(f"the upload has {found} bytes; this upload takes at most {max_bytes}")
+            if size is not None and found != size:
+                raise StagedChanged(f"the uploaded file changed after the upload was completed ({size} bytes "
+                                    f"then, {found} now)")
+            hasher, read = hashlib.sha256(), 0
+            out = into.open("wb") if into is not None else None
+            try:
+                for chunk in result.stream(CHUNK):
+                    hasher.update(chunk)
+                    read += len(chunk)
+                    if out is not None:
+                        out.write(chunk)
+            finally:
+                if out is not None:
+                    out.close()
+            digest = hasher.hexdigest()
+            obstore.copy(self.store, snapshot, self.key(digest))  # also refreshes a blob already there
+        finally:
+            obstore.delete(self.store, snapshot)
+        return StoredBlob(digest, read)
 
 
 def _rebuild(args: dict[str, Any]) -> S3BlobStore:

@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.db import after_commit
 from lanner.http.deps import Ctx, DbSession
 from lanner.storage import upload_sessions
 from lanner.storage.signing import upload_path
 from lanner.uploads import service
 from lanner.uploads.schemas import SignedUrlRequest, UploadCompleteRequest
+from lanner.uploads.settle import UploadSettler
 
 router = APIRouter(tags=["datasets"])
+
+
+async def get_settler(request: Request) -> UploadSettler:
+    return request.app.state.upload_settler
+
+
+Settler = Annotated[UploadSettler, Depends(get_settler)]
 
 
 @router.post("/api/upload/signed-url")
@@ -27,11 +37,13 @@ def signed_url(body: SignedUrlRequest, principal: CurrentPrincipal, session: DbS
 
 
 @router.post("/api/upload/complete")
-def upload_complete(body: UploadCompleteRequest, principal: CurrentPrincipal, session: DbSession,
-                    ctx: Ctx) -> dict[str, Any]:
-    staged = upload_sessions.read_back(ctx.db, ctx.blobs, owner_id=principal.user_id, session_id=body.sessionId,
-                                       max_bytes=ctx.settings.max_upload_bytes)  # before the transaction
+def upload_complete(body: UploadCompleteRequest, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
+                    settler: Settler) -> dict[str, Any]:
+    staged = upload_sessions.find_staged(ctx.db, ctx.blobs, owner_id=principal.user_id, session_id=body.sessionId,
+                                         max_bytes=ctx.settings.max_upload_bytes)  # before the transaction
     upload = service.complete(session, principal, session_id=body.sessionId, staged=staged)
+    if staged is not None:  # once committed: settle it now (a checkpoint was settled: its staged copy goes)
+        after_commit(session, settler.wake if staged.sha256 is None else partial(ctx.blobs.drop_staged, staged.slot))
     return {"success": True, "file": {"size": float(upload.size or 0),
                                       **({"contentType": upload.content_type} if upload.content_type else {})}}
 

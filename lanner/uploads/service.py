@@ -20,7 +20,7 @@ from lanner.errors import BadRequest, NotFound, PayloadTooLarge
 from lanner.exports import jobs as export_jobs
 from lanner.projects.models import ModelRecord
 from lanner.storage import upload_sessions
-from lanner.storage.blobs import BlobStore, StoredBlob
+from lanner.storage.blobs import BlobStore
 from lanner.storage.models import UploadSession
 from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
@@ -39,8 +39,8 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, blo
                total_bytes: int | None) -> dict[str, Any]:
     """``upload.signed_url``: open an upload session and hand out the URL to PUT the file to: the bucket's
     presigned URL where the store is one (the bytes never pass through Lanner; ``complete`` or the import
-    settles them), else Lanner's signed PUT route. The URL lives ``LANNER_UPLOAD_URL_TTL_SECONDS``; the session
-    expires with it unless the upload was finished."""
+    checks their size, ``upload_sessions.settle`` hashes them), else Lanner's signed PUT route. The URL lives
+    ``LANNER_UPLOAD_URL_TTL_SECONDS``; the session expires with it unless the upload was finished."""
     max_bytes = settings.max_upload_bytes
     if asset_type not in ASSET_TYPES:
         raise BadRequest("assetType must be 'datasets' or 'models'")
@@ -70,11 +70,12 @@ def signed_url(session: Session, principal: Principal, *, signer: URLSigner, blo
 
 
 def complete(session: Session, principal: Principal, *, session_id: str,
-             staged: StoredBlob | None = None) -> UploadSession:
-    """``upload.complete``: check the size announced (``staged``: a file PUT into a bucket, which
-    ``upload_sessions.read_back`` hashed first); a checkpoint upload becomes its model's weights."""
+             staged: upload_sessions.Staged | None = None) -> UploadSession:
+    """``upload.complete``: check the size announced (``staged``: a file PUT into a bucket, whose size
+    ``upload_sessions.find_staged`` read; it is hashed after the answer, by ``upload_sessions.settle``, unless it
+    is a checkpoint); a checkpoint upload becomes its model's weights."""
     upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id,
-                                          staged=staged)
+                                          staged=staged, found=upload_sessions.COMPLETED)
     if upload.total_bytes is not None and upload.size != upload.total_bytes:
         raise BadRequest(f"uploaded {upload.size} bytes but {upload.total_bytes} were announced")
     upload_sessions.mark_completed(session, upload)

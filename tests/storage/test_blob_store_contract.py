@@ -10,12 +10,13 @@ import pickle
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from lanner.storage import s3
-from lanner.storage.blobs import BlobStore, BlobTooLarge, LocalBlobStore
+from lanner.storage.blobs import BlobStore, BlobTooLarge, LocalBlobStore, StagedChanged
 from lanner.storage.s3 import S3BlobStore
 from tests.servers import wait_for
 from tests.storage.moto import CREDENTIALS
@@ -102,17 +103,27 @@ def test_only_a_bucket_hands_out_direct_links(store: BlobStore) -> None:
 
 
 def test_a_presigned_upload_is_hashed_before_it_becomes_a_blob(moto_endpoint: str, bucket: str,
-                                                              scratch: Path) -> None:
+                                                              scratch: Path, tmp_path: Path) -> None:
     store = s3_store(moto_endpoint, bucket, scratch)
     slot = "sessions/abc/my data.zip"
-    assert store.settle_staged(slot, 10**6) is None  # nothing PUT yet
+    assert store.settle_staged(slot, 10**6) is None and store.stat_staged(slot) is None  # nothing PUT yet
     url = store.presigned_put(slot, time.time() + 600)
     assert url and url.startswith(f"{moto_endpoint}/{bucket}/lanner/staging/")
     assert httpx.put(url, content=b"archive bytes").status_code == 200
-    settled = store.settle_staged(slot, 10**6)
+    assert store.stat_staged(slot) == 13  # the size, by a HEAD
+    settled = store.settle_staged(slot, 10**6, size=13, into=tmp_path / "read.zip")
     assert settled is not None and (settled.sha256, settled.size) == (sha(b"archive bytes"), 13)
     assert b"".join(store.iter_bytes(settled.sha256)) == b"archive bytes"
-    assert store.settle_staged(slot, 10**6) is None  # the staged object went
+    assert (tmp_path / "read.zip").read_bytes() == b"archive bytes"  # hashed as it was written there
+    assert store.settle_staged(slot, 10**6) == settled  # the staged object stays until it is dropped: idempotent
+    store.drop_staged(slot)
+    assert store.settle_staged(slot, 10**6) is None and store.stat_staged(slot) is None
+    store.drop_staged(slot)  # dropping twice is fine
+
+    assert httpx.put(url, content=b"x" * 14).status_code == 200  # PUT again on the valid URL: not what completed
+    with pytest.raises(StagedChanged):
+        store.settle_staged(slot, 10**6, size=13)
+    assert not store.exists(sha(b"x" * 14))
 
     assert httpx.put(url, content=b"z" * 101).status_code == 200
     with pytest.raises(BlobTooLarge):
@@ -122,7 +133,31 @@ def test_a_presigned_upload_is_hashed_before_it_becomes_a_blob(moto_endpoint: st
     assert httpx.put(url, content=b"never completed").status_code == 200
     assert store.collect_partial(3600) == 0
     time.sleep(0.01)
+    assert store.collect_partial(0, keep={slot}) == 0  # a live session's file stays, however idle
     assert store.collect_partial(0) == 1 and store.settle_staged(slot, 10**6) is None
+    assert not list(store._listing(f"{store.prefix}staging/"))  # no settle left a snapshot behind
+
+
+def test_a_put_during_a_settle_never_lands_under_the_hashed_digest(
+        moto_endpoint: str, bucket: str, scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The presigned URL stays valid after completion: bytes PUT again while a settle hashes must not be filed
+    under the digest of the bytes it hashed (the settle hashes and files a snapshot no client can write)."""
+    store = s3_store(moto_endpoint, bucket, scratch)
+    slot = "sessions/race/a.zip"
+    url = store.presigned_put(slot, time.time() + 600)
+    assert url and httpx.put(url, content=b"honest bytes").status_code == 200
+    real_get = s3.obstore.get
+
+    def get_then_overwrite(*args: Any, **kwargs: Any) -> Any:
+        result = real_get(*args, **kwargs)
+        assert httpx.put(url, content=b"forged bytes").status_code == 200  # same size, while being hashed
+        return result
+
+    monkeypatch.setattr(s3.obstore, "get", get_then_overwrite)
+    settled = store.settle_staged(slot, 10**6)
+    monkeypatch.setattr(s3.obstore, "get", real_get)
+    assert settled is not None and settled.sha256 == sha(b"honest bytes")
+    assert b"".join(store.iter_bytes(settled.sha256)) == b"honest bytes"
 
 
 def test_a_bucket_store_travels_to_probe_processes(moto_endpoint: str, bucket: str, scratch: Path) -> None:

@@ -29,7 +29,6 @@ from lanner.db import utcnow
 from lanner.errors import BadRequest
 from lanner.status import change_status, record_created, try_change_status
 from lanner.storage import upload_sessions
-from lanner.storage.blobs import StoredBlob
 
 QUEUED = "queued"
 RUNNING = "running"
@@ -43,10 +42,12 @@ INTERRUPTED = "the import was interrupted {attempts} times (the server stopped w
 
 
 def start_import(session: Session, principal: Principal, dataset: Dataset, *, session_id: str,
-                 staged: StoredBlob | None = None) -> ImportJob:
+                 staged: upload_sessions.Staged | None = None) -> ImportJob:
     """Accept the caller's upload ``session_id`` for import into ``dataset``: a queued job that now holds the
-    uploaded file (the upload session lets go of it). ``staged``: a file PUT straight into a bucket and read back
-    by ``upload_sessions.read_back`` (the SDK may skip ``upload.complete`` for dataset uploads)."""
+    uploaded file (the upload session lets go of it). ``staged``: a file PUT straight into a bucket whose size
+    ``upload_sessions.find_staged`` checked (the SDK may skip ``upload.complete`` for dataset uploads). A file
+    not hashed yet has no digest here: the session keeps it, the worker settles it as it reads it
+    (``source_sha256`` stays None) and the job's end lets go of it."""
     upload = upload_sessions.get_uploaded(session, owner_id=principal.user_id, session_id=session_id,
                                           staged=staged)
     if upload.asset_type != "datasets" or (upload.asset_id and upload.asset_id != dataset.id):
@@ -71,6 +72,7 @@ def claim(session: Session, job: ImportJob, worker: str) -> bool:
 def succeed(session: Session, job: ImportJob) -> None:
     """running -> succeeded; the caller commits it with the dataset's new content."""
     change_status(session, job, SUCCEEDED, allowed_from=(RUNNING,), source_sha256=None, finished_at=utcnow())
+    upload_sessions.release_upload(session, job.upload_id)
 
 
 def fail(session: Session, job: ImportJob, message: str) -> bool:
@@ -78,6 +80,7 @@ def fail(session: Session, job: ImportJob, message: str) -> bool:
     if not try_change_status(session, job, FAILED, allowed_from=LIVE, reason=message[:300], error=message,
                              source_sha256=None, finished_at=utcnow()):
         return False
+    upload_sessions.release_upload(session, job.upload_id)
     dataset = session.get(Dataset, job.dataset_id)
     if dataset is not None:
         state.fail_import(session, dataset, message)

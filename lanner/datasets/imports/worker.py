@@ -14,6 +14,7 @@ import json
 import logging
 import resource
 import sys
+from pathlib import Path
 from typing import Any
 
 from lanner.config import Settings
@@ -24,6 +25,7 @@ from lanner.datasets.models import Dataset, ImportJob
 from lanner.datasets.records import ImportRefused
 from lanner.db import Database
 from lanner.scratch import scratch_folder
+from lanner.storage import upload_sessions
 from lanner.storage.backends import open_blob_store
 from lanner.storage.blobs import BlobStore
 
@@ -39,13 +41,17 @@ def run_job(db: Database, blobs: BlobStore, settings: Settings, job_id: str, wor
     as a message for the user; internal details go to the log only."""
     with db.session() as session:
         job = session.get(ImportJob, job_id)
-        if job is None or job.status != import_jobs.RUNNING or job.worker != worker or not job.source_sha256:
+        if job is None or job.status != import_jobs.RUNNING or job.worker != worker or \
+                not (job.source_sha256 or job.upload_id):
             return "not mine"  # requeued and taken by another worker, or already ended
-        sha256, filename = job.source_sha256, job.filename
+        sha256, filename, upload_id = job.source_sha256, job.filename, job.upload_id
     try:
         with scratch_folder(settings.resolved_home, "upload-") as staging:
             source = staging / filename
-            blobs.copy_to(sha256, source)
+            if sha256:
+                blobs.copy_to(sha256, source)
+            else:  # PUT straight into a bucket and not hashed yet: hashed (and filed by digest) as it is read
+                _read_upload(db, blobs, settings, upload_id, source)
             with prepare_import(blobs=blobs, settings=settings, source=source) as prepared, \
                     db.session() as session:
                 job = session.get(ImportJob, job_id)
@@ -70,6 +76,13 @@ def run_job(db: Database, blobs: BlobStore, settings: Settings, job_id: str, wor
         if job is not None and job.worker == worker:
             import_jobs.fail(session, job, message)
     return "failed"
+
+
+def _read_upload(db: Database, blobs: BlobStore, settings: Settings, upload_id: str | None, dest: Path) -> None:
+    try:
+        upload_sessions.read_into(db, blobs, upload_id or "", dest, max_bytes=settings.max_upload_bytes)
+    except upload_sessions.UploadLost as lost:
+        raise ImportRefused(lost.message) from None
 
 
 def _limit_memory(limit: int) -> None:
