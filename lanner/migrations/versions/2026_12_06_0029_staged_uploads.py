@@ -1,7 +1,7 @@
 """Uploads settled after completion
 
-Revision ID: 0028
-Revises: 0027
+Revision ID: 0029
+Revises: 0028
 Create Date: 2026-12-06 17:10:00
 
 A file PUT straight into a bucket is checked at ``upload.complete`` by its size only (one HEAD); it is hashed and
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = '0028'
-down_revision: str | None = '0027'
+revision: str = '0029'
+down_revision: str | None = '0028'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
