@@ -5,16 +5,17 @@ place of the image that was labelled. ``recheck`` compares a whole dataset's obj
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import obstore
+from obstore.exceptions import PreconditionError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.config import Settings
 from lanner.datasets.models import Dataset, DatasetItem
-from lanner.db import utcnow
+from lanner.db import Database, utcnow
 from lanner.errors import Conflict, NotFound
 from lanner.integrations import service, stores
 from lanner.integrations.models import BucketObject, StorageIntegration
@@ -47,6 +48,18 @@ def locate(session: Session, sha256: str, ttl: int, *, settings: Settings) -> st
         return presigned_url(session, settings, row, ttl=ttl)
     finally:
         session.commit()  # the state found (ok, changed, missing) stays recorded, whatever is answered
+
+
+def held_elsewhere(db: Database, digests: Collection[str]) -> set[str]:
+    """The signer's ``elsewhere`` (``URLSigner``): which of ``digests`` are bucket images' pixels, so their links
+    go through the blob route and ``locate`` rather than to a blob store's own key for them. One indexed query,
+    on a read session of its own (the signer is handed no session; the pins it reads were committed by their
+    import)."""
+    if not digests:
+        return set()
+    with db.read_session() as session:
+        return set(session.scalars(select(BucketObject.sha256).where(BucketObject.sha256.in_(list(digests)))
+                                   .distinct()))
 
 
 def _store(session: Session, settings: Settings, row: BucketObject) -> Any:
@@ -102,39 +115,74 @@ def recheck(session: Session, settings: Settings, dataset: Dataset) -> dict[str,
     return {"checked": len(rows), "changed": sorted(report[CHANGED]), "missing": sorted(report[MISSING])}
 
 
-def export_urls(session: Session, settings: Settings, dataset: Dataset) -> Callable[[str, int], str | None] | None:
-    """For ``datasets.archives``: a bucket image's URL in an NDJSON export (what the trainer downloads), a
-    presigned URL to its pinned object; None for an image whose pixels are Lanner's blobs. Each object's ETag is
-    compared first, from one listing per folder (cached for the export): a changed or deleted object refuses the
-    export (409 naming it) rather than hand the trainer other pixels than those labelled. None when the
-    dataset's workspace has no bucket images at all (then exports are cached as before)."""
-    if session.scalar(select(BucketObject.id).where(BucketObject.owner_id == dataset.owner_id).limit(1)) is None:
-        return None
-    listings: dict[tuple[str | None, str, str], dict[str, str]] = {}
-    opened: dict[tuple[str | None, str], Any] = {}
+class ExportPixels:
+    """For ``datasets.archives``, the pixels of a dataset's bucket images while one export is built: ``url``
+    (called as the object itself) for an NDJSON export (what the trainer downloads), ``chunks`` for a YOLO zip
+    (the bytes themselves, read through the guard). Each object's ETag is compared first, from one listing per
+    folder (cached for the export), and the read is conditional on it too (``if_match``): a changed or deleted
+    object refuses the export (409 naming it) rather than hand out other pixels than those labelled. Both answer
+    None for an image whose pixels are Lanner's blobs."""
 
-    def url(sha256: str, ttl: int) -> str | None:
-        row = session.scalar(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
-                                                        BucketObject.sha256 == sha256)
-                             .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+    def __init__(self, session: Session, settings: Settings, dataset: Dataset) -> None:
+        self.session, self.settings, self.dataset = session, settings, dataset
+        self._listings: dict[tuple[str | None, str, str], dict[str, str]] = {}
+        self._opened: dict[tuple[str | None, str], Any] = {}
+
+    def _pinned(self, sha256: str) -> tuple[BucketObject, Any] | None:
+        """The pinned object of ``sha256`` and its store, after checking the ETag against the folder's listing."""
+        row = self.session.scalar(select(BucketObject).where(BucketObject.owner_id == self.dataset.owner_id,
+                                                             BucketObject.sha256 == sha256)
+                                  .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
         if row is None:
             return None
         where = (row.integration_id, row.target)
-        if where not in opened:
-            opened[where] = _store(session, settings, row)
+        if where not in self._opened:
+            self._opened[where] = _store(self.session, self.settings, row)
         folder = row.key.rpartition("/")[0]
-        if (*where, folder) not in listings:
-            with service.reading(settings):
-                listings[(*where, folder)] = {
+        if (*where, folder) not in self._listings:
+            with service.reading(self.settings):
+                self._listings[(*where, folder)] = {
                     meta["path"]: meta.get("e_tag") or "" for batch in obstore.list(
-                        opened[where], folder + "/" if folder else None, chunk_size=1000) for meta in batch}
-        current = listings[(*where, folder)].get(row.key)
+                        self._opened[where], folder + "/" if folder else None, chunk_size=1000) for meta in batch}
+        current = self._listings[(*where, folder)].get(row.key)
         if current != row.etag:
-            _mark(row, MISSING if current is None else CHANGED)
-            session.commit()  # the report outlives the refused request
-            raise ObjectChanged(f"'{row.key}' {'was deleted from' if current is None else 'changed in'} the bucket "
-                                "after it was imported: re-import it, or remove the image, before exporting or "
-                                "training (POST .../bucket-check lists every such object)")
-        return stores.presign(opened[where], row.key, ttl)
+            self._refuse(row, MISSING if current is None else CHANGED)
+        return row, self._opened[where]
 
-    return url
+    def _refuse(self, row: BucketObject, state: str) -> None:
+        _mark(row, state)
+        self.session.commit()  # the report outlives the refused request
+        raise ObjectChanged(f"'{row.key}' {'was deleted from' if state == MISSING else 'changed in'} the bucket "
+                            "after it was imported: re-import it, or remove the image, before exporting or "
+                            "training (POST .../bucket-check lists every such object)")
+
+    def __call__(self, sha256: str, ttl: int) -> str | None:
+        found = self._pinned(sha256)
+        return None if found is None else stores.presign(found[1], found[0].key, ttl)
+
+    def chunks(self, sha256: str) -> Iterator[bytes] | None:
+        """The pinned object's bytes; None for a blob. The GET is conditional on the pinned ETag, so an object
+        replaced after the listing is refused too, not copied."""
+        found = self._pinned(sha256)
+        if found is None:
+            return None
+        row, store = found
+        with service.reading(self.settings):  # a refusal (ObjectChanged) passes through it
+            try:
+                result = obstore.get(store, row.key, options={"if_match": row.etag} if row.etag else None)
+            except (FileNotFoundError, PreconditionError) as exc:
+                self._refuse(row, MISSING if isinstance(exc, FileNotFoundError) else CHANGED)
+        return self._guarded(result)
+
+    def _guarded(self, result: Any) -> Iterator[bytes]:
+        with service.reading(self.settings):
+            for chunk in result:
+                yield bytes(chunk)
+
+
+def export_urls(session: Session, settings: Settings, dataset: Dataset) -> ExportPixels | None:
+    """The dataset's bucket pixels for an export (``ExportPixels``); None when the dataset's workspace has no
+    bucket images at all (then exports are built and cached as before)."""
+    if session.scalar(select(BucketObject.id).where(BucketObject.owner_id == dataset.owner_id).limit(1)) is None:
+        return None
+    return ExportPixels(session, settings, dataset)

@@ -1,0 +1,123 @@
+"""A bucket dataset joined with the rest of Lanner, on both blob stores (the server's files on disk, and in a bucket
+of its own): every image link the API hands out leads to the user's pinned object (never to the digest's key in
+Lanner's bucket, where those pixels are not), the YOLO zip holds the bucket's pixels, a changed object is refused
+on both, and ``account.storage`` counts only what Lanner stores."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+
+from lanner.config import Settings
+from lanner.datasets.items import split_image_id
+from lanner.integrations import stores
+from lanner.synthetic import make_detection_dataset
+from tests.conftest import GENEROUS_LIMITS, TEST_URL
+from tests.integrations.conftest import Bucket
+from tests.storage.moto import s3_settings
+
+LANNER_BUCKET = "lanner-own-blobs"
+
+
+@pytest.fixture(params=["local", "s3"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path, database_url: str, moto_endpoint: str,
+             bucket: Bucket) -> Any:
+    """``bucket`` first: the user's bucket and Lanner's own live on the same moto server."""
+    store: dict[str, Any] = {}
+    if request.param == "s3":
+        bucket.s3.create_bucket(Bucket=LANNER_BUCKET)
+        store = s3_settings(moto_endpoint, LANNER_BUCKET)
+    value = Settings(home=tmp_path / "home", database_url=database_url, public_url=TEST_URL,
+                     secret_key="test-secret", api_key_cache_seconds=0, secrets_key=Fernet.generate_key().decode(),
+                     bucket_allowed_networks="127.0.0.0/8", bucket_timeout_seconds=10, **GENEROUS_LIMITS, **store)
+    yield value
+    stores.set_resolver(value)
+    if request.param == "s3":
+        for page in bucket.s3.get_paginator("list_objects_v2").paginate(Bucket=LANNER_BUCKET):
+            for item in page.get("Contents", []):
+                bucket.s3.delete_object(Bucket=LANNER_BUCKET, Key=item["Key"])
+        bucket.s3.delete_bucket(Bucket=LANNER_BUCKET)
+
+
+def imported(client: Any, account: Any, bucket: Bucket, app: Any, folder: Path, slug: str = "shapes") -> dict:
+    """A small YOLO dataset put in the user's bucket and imported in place into ``slug``; key -> bytes."""
+    make_detection_dataset(folder, train=2, val=1, size=64)
+    originals = {}
+    for path in folder.rglob("*"):
+        if path.is_file():
+            key = path.relative_to(folder).as_posix()
+            bucket.s3.put_object(Bucket="photos", Key=key, Body=path.read_bytes())
+            originals[key] = path.read_bytes()
+    integration = client.post("/api/integrations/buckets", headers=account.headers, json={
+        "provider": "s3", "targets": ["photos"], "credentials": bucket.credentials()}).json()
+    assert client.post("/api/datasets", headers=account.headers, json={"name": slug}).status_code == 201
+    job = client.post(f"/api/datasets/{account.username}/{slug}/bucket-imports", headers=account.headers,
+                      json={"integrationId": integration["id"], "target": "photos"})
+    assert job.status_code == 202, job.text
+    app.state.bucket_imports.run_once()
+    done = client.get(f"/api/datasets/{account.username}/{slug}/bucket-imports/{job.json()['id']}",
+                      headers=account.headers).json()
+    assert done["status"] == "succeeded" and done["result"]["added"] == 3, done
+    return {"integration": integration, "originals": originals}
+
+
+def fetch(client: Any, url: str) -> httpx.Response:
+    """What a browser gets for a link: Lanner's own answered in-process, a redirect followed to the bucket."""
+    if not url.startswith(TEST_URL):
+        return httpx.get(url, timeout=10)
+    response = client.get(url, follow_redirects=False)
+    return httpx.get(response.headers["location"], timeout=10) if response.status_code == 307 else response
+
+
+def test_every_image_link_leads_to_the_pinned_object_on_either_store(client: Any, alice: Any, bucket: Bucket,
+                                                                     app: Any, tmp_path: Path) -> None:
+    originals = imported(client, alice, bucket, app, tmp_path / "shapes")["originals"]
+    by_sha = {hashlib.sha256(data).hexdigest(): key for key, data in originals.items()}
+    images = client.get("/api/datasets/alice/shapes/images", headers=alice.headers,
+                        params={"includeImageUrls": True, "includeThumbnails": True}).json()["images"]
+    assert len(images) == 3
+    ids = [image["id"] for image in images]
+    urls = client.post("/api/images/urls", headers=alice.headers, json={"imageIds": ids}).json()
+    for image in images:
+        key = by_sha[image["hash"]]
+        editor = client.get(f"/api/datasets/alice/shapes/annotate/{split_image_id(image['id'])[1]}",
+                            headers=alice.headers).json()["image"]
+        for link in (image["imageUrl"], urls["urls"][image["id"]], editor["url"]):
+            answer = fetch(client, link)
+            assert answer.status_code == 200 and answer.content == originals[key], (link, answer.status_code)
+        thumbnail = fetch(client, image["thumbnailUrl"])  # Lanner's own blob, from whichever store
+        assert thumbnail.status_code == 200 and thumbnail.content[:3] == b"\xff\xd8\xff"
+
+    changed = images[0]
+    bucket.s3.put_object(Bucket="photos", Key=by_sha[changed["hash"]], Body=b"other pixels")
+    fresh = client.post("/api/images/urls", headers=alice.headers, json={"imageIds": [changed["id"]]}).json()
+    refused = client.get(fresh["urls"][changed["id"]], follow_redirects=False)
+    assert refused.status_code == 409 and refused.json()["code"] == "bucket_object_changed"
+
+
+def test_the_yolo_zip_holds_the_buckets_pixels_and_refuses_a_changed_object(client: Any, alice: Any,
+                                                                            bucket: Bucket, app: Any,
+                                                                            tmp_path: Path) -> None:
+    originals = imported(client, alice, bucket, app, tmp_path / "shapes")["originals"]
+    export = client.get("/api/datasets/alice/shapes/export", headers=alice.headers, params={"format": "yolo"})
+    assert export.status_code == 200, export.text
+    archive = zipfile.ZipFile(io.BytesIO(fetch(client, export.json()["downloadUrl"]).content))
+    pictures = {name: archive.read(name) for name in archive.namelist() if name.startswith("images/")}
+    assert len(pictures) == 3
+    for name, data in pictures.items():
+        assert data == originals[name], name  # the layout matches the bucket's: images/<split>/<name>
+    assert sorted(n for n in archive.namelist() if n.startswith("labels/")) == sorted(
+        k for k in originals if k.startswith("labels/"))
+
+    key = sorted(pictures)[0]
+    bucket.s3.put_object(Bucket="photos", Key=key, Body=b"replaced after the import")
+    refused = client.get("/api/datasets/alice/shapes/export", headers=alice.headers, params={"format": "yolo"})
+    assert refused.status_code == 409 and refused.json()["code"] == "bucket_object_changed"
+    assert key in refused.json()["error"] and "changed in the bucket" in refused.json()["error"]
