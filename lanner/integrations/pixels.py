@@ -10,11 +10,11 @@ from typing import Any
 
 import obstore
 from obstore.exceptions import PreconditionError
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.config import Settings
-from lanner.datasets.models import Dataset, DatasetItem
+from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.db import Database, utcnow
 from lanner.errors import Conflict, NotFound
 from lanner.integrations import service, stores
@@ -60,6 +60,16 @@ def held_elsewhere(db: Database, digests: Collection[str]) -> set[str]:
     with db.read_session() as session:
         return set(session.scalars(select(BucketObject.sha256).where(BucketObject.sha256.in_(list(digests)))
                                    .distinct()))
+
+
+def bucket_bytes(session: Session, dataset: Dataset) -> int:
+    """The bytes of the dataset's current images whose pixels stay in a bucket: ``account.storage`` leaves them
+    out (it counts what Lanner stores; of a bucket image that is its thumbnail and labels, not its pixels)."""
+    pinned = select(BucketObject.sha256).where(BucketObject.owner_id == dataset.owner_id)
+    return int(session.scalar(select(func.coalesce(func.sum(ImageBlob.size), 0))
+                              .join(DatasetItem, DatasetItem.sha256 == ImageBlob.sha256)
+                              .where(DatasetItem.manifest_id == dataset.manifest_id,
+                                     DatasetItem.sha256.in_(pinned))) or 0)
 
 
 def _store(session: Session, settings: Settings, row: BucketObject) -> Any:

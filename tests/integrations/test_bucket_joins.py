@@ -121,3 +121,15 @@ def test_the_yolo_zip_holds_the_buckets_pixels_and_refuses_a_changed_object(clie
     refused = client.get("/api/datasets/alice/shapes/export", headers=alice.headers, params={"format": "yolo"})
     assert refused.status_code == 409 and refused.json()["code"] == "bucket_object_changed"
     assert key in refused.json()["error"] and "changed in the bucket" in refused.json()["error"]
+
+
+def test_account_storage_counts_what_lanner_stores_not_the_buckets_pixels(client: Any, alice: Any, bucket: Bucket,
+                                                                         app: Any, sdk: Any, tmp_path: Path) -> None:
+    imported(client, alice, bucket, app, tmp_path / "shapes")
+    listed = client.get("/api/datasets/alice/shapes/images", headers=alice.headers).json()["images"]
+    assert sum(image["bytes"] for image in listed) > 0  # the images keep their size ...
+    storage = sdk(alice).account.storage(details="true")
+    datasets = storage["breakdown"]["byCategory"]["datasets"]
+    assert datasets == {"bytes": 0.0, "count": 1.0}  # ... but their pixels are the user's bucket's, not Lanner's
+    assert storage["usage"]["storage"]["current"] == 0.0
+    assert [(item["slug"], item["sizeBytes"]) for item in storage["breakdown"]["topItems"]] == [("shapes", 0.0)]
