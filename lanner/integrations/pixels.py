@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import obstore
 from obstore.exceptions import PreconditionError
@@ -70,6 +71,44 @@ def bucket_bytes(session: Session, dataset: Dataset) -> int:
                               .join(DatasetItem, DatasetItem.sha256 == ImageBlob.sha256)
                               .where(DatasetItem.manifest_id == dataset.manifest_id,
                                      DatasetItem.sha256.in_(pinned))) or 0)
+
+
+class ProcessingOff(Conflict):
+    code = "bucket_processing_off"
+
+
+def require_processing(session: Session, dataset: Dataset, feature: str) -> None:
+    """Refuse (409) ``feature``, one of the AI features the SDK's ``processing`` flag governs (smart annotation,
+    auto-annotation, similar-image search, dataset analysis, cloud training, image generation), on a dataset with
+    images from a bucket whose integration has processing turned off. Asked when such work starts: turning it
+    off stops new work, not a run already going. Browsing, labelling and exports stay allowed."""
+    shas = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id)
+    off = session.execute(select(StorageIntegration.id, StorageIntegration.targets).distinct()
+                          .join(BucketObject, BucketObject.integration_id == StorageIntegration.id)
+                          .where(BucketObject.owner_id == dataset.owner_id, BucketObject.sha256.in_(shas),
+                                 StorageIntegration.processing.is_(False))).first()
+    if off is not None:
+        raise ProcessingOff(f"{feature} is turned off for this dataset: its images are in a bucket "
+                            f"({', '.join(off.targets)}) whose storage integration {off.id} has processing off; "
+                            "turn processing on (storage_integrations.update processing=true) to use it")
+
+
+def link_origins(session: Session, settings: Settings, dataset: Dataset, sha256: str | None = None) -> list[str]:
+    """The origins (scheme, host and port) of the presigned URLs the dataset's bucket images redirect to, or of
+    image ``sha256``'s alone: a page showing them allows these in its Content-Security-Policy, and only these.
+    Read from a URL signed here, so no request is made (on AWS the bucket's virtual host)."""
+    shas = [sha256] if sha256 else select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id)
+    places = session.execute(select(BucketObject.integration_id, BucketObject.target).distinct().where(
+        BucketObject.owner_id == dataset.owner_id, BucketObject.sha256.in_(shas),
+        BucketObject.integration_id.is_not(None))).all()
+    origins = []
+    for integration_id, target in places:
+        integration = session.get(StorageIntegration, integration_id)
+        if integration is None or target not in integration.targets:
+            continue
+        parts = urlsplit(stores.presign(service.open_store(settings, integration, target), "origin", 60))
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return sorted(set(origins))
 
 
 def _store(session: Session, settings: Settings, row: BucketObject) -> Any:

@@ -14,14 +14,18 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from ultralytics_platform import APIError
 
+from lanner.billing import service as billing
 from lanner.config import Settings
 from lanner.datasets.items import split_image_id
 from lanner.integrations import stores
+from lanner.projects.models import ModelRecord
 from lanner.synthetic import make_detection_dataset
 from tests.conftest import GENEROUS_LIMITS, TEST_URL
 from tests.integrations.conftest import Bucket
 from tests.storage.moto import s3_settings
+from tests.training.conftest import new_model
 
 LANNER_BUCKET = "lanner-own-blobs"
 
@@ -133,3 +137,39 @@ def test_account_storage_counts_what_lanner_stores_not_the_buckets_pixels(client
     assert datasets == {"bytes": 0.0, "count": 1.0}  # ... but their pixels are the user's bucket's, not Lanner's
     assert storage["usage"]["storage"]["current"] == 0.0
     assert [(item["slug"], item["sizeBytes"]) for item in storage["breakdown"]["topItems"]] == [("shapes", 0.0)]
+
+
+@pytest.mark.parametrize("settings", ["local"], indirect=True)  # the flag is the store's concern in neither
+def test_processing_off_refuses_the_ai_features_and_nothing_else(client: Any, alice: Any, bucket: Bucket, app: Any,
+                                                                 sdk: Any, fake_executor: Any,
+                                                                 tmp_path: Path) -> None:
+    """The SDK: ``processing`` "allows or blocks AI features on this storage's images: smart annotation,
+    auto-annotation, similar-image search, dataset analysis, cloud training, and image generation ... Turning
+    them off stops new work." Lanner has three of them: training, proposals and the labelling assistant."""
+    integration = imported(client, alice, bucket, app, tmp_path / "shapes")["integration"]
+    platform = sdk(alice)
+    model_id = new_model(platform, "m")
+    with app.state.lanner.db.session() as session:  # a readable model with weights, for the proposals route
+        session.get(ModelRecord, model_id).weights_sha256 = "0" * 64
+        billing.top_up(session, user_id=alice.user_id, micros=10_000_000)
+    image_id = client.get("/api/datasets/alice/shapes/images", headers=alice.headers).json()["images"][0]["id"]
+    key = split_image_id(image_id)[1]
+    args = {"model": "yolo11n.yaml", "data": "ul://alice/datasets/shapes", "epochs": 1, "imgsz": 64, "batch": 4}
+    assert platform.storage_integrations.update(integration["id"], processing=False)["processing"] is False
+
+    with pytest.raises(APIError) as refused:
+        platform.training.start(model_id=model_id, gpu_type="cpu", train_args=args)
+    assert refused.value.status_code == 409 and "cloud training is turned off" in str(refused.value)
+    proposals = client.post("/api/datasets/alice/shapes/proposals", headers=alice.headers,
+                            json={"model": model_id, "keys": [key], "conf": 0.1})
+    assert proposals.status_code == 409 and proposals.json()["code"] == "bucket_processing_off"
+    assert "smart annotation" in proposals.json()["error"] and integration["id"] in proposals.json()["error"]
+    # Not AI features: browsing, the pixels, exports.
+    assert client.get(f"/api/images/{image_id}/source", headers=alice.headers,
+                      follow_redirects=False).status_code == 307
+    assert client.get("/api/datasets/alice/shapes/export", headers=alice.headers).status_code == 200
+    assert client.get("/api/datasets/alice/shapes/images", headers=alice.headers).json()["total"] == 3
+
+    platform.storage_integrations.update(integration["id"], processing=True)
+    started = platform.training.start(model_id=model_id, gpu_type="cpu", train_args=args)
+    assert started["runId"]
