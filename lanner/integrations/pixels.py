@@ -1,6 +1,11 @@
 """A bucket image's pixels: served as a presigned URL to the object, after its ETag is compared with the one
 pinned at import; a changed or deleted object is reported (409, and its ``state`` recorded), never served in
-place of the image that was labelled. ``recheck`` compares a whole dataset's objects in a few listings."""
+place of the image that was labelled. ``recheck`` compares a whole dataset's objects in a few listings.
+
+Where else bucket pixels meet the rest of Lanner: links (``held_elsewhere``: the signer routes them through the
+blob route and ``locate``), exports (``ExportPixels``: URLs for NDJSON, bytes for a YOLO zip), the pages'
+Content-Security-Policy (``link_origins``), ``account.storage`` (``bucket_bytes``) and the integration's
+``processing`` switch for AI features (``require_processing``)."""
 
 from __future__ import annotations
 
@@ -28,10 +33,14 @@ class ObjectChanged(Conflict):
     code = "bucket_object_changed"
 
 
+def _pinned(session: Session, owner_id: str, sha256: str) -> BucketObject | None:
+    """The workspace's pin of ``sha256``: one still found as imported first, then the newest."""
+    return session.scalar(select(BucketObject).where(BucketObject.owner_id == owner_id, BucketObject.sha256 == sha256)
+                          .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+
+
 def source_of(session: Session, dataset: Dataset, sha256: str) -> BucketObject:
-    row = session.scalar(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
-                                                    BucketObject.sha256 == sha256)
-                         .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+    row = _pinned(session, dataset.owner_id, sha256)
     if row is None:
         raise NotFound("this image is not stored in a bucket")
     return row
@@ -177,11 +186,9 @@ class ExportPixels:
         self._listings: dict[tuple[str | None, str, str], dict[str, str]] = {}
         self._opened: dict[tuple[str | None, str], Any] = {}
 
-    def _pinned(self, sha256: str) -> tuple[BucketObject, Any] | None:
+    def _checked(self, sha256: str) -> tuple[BucketObject, Any] | None:
         """The pinned object of ``sha256`` and its store, after checking the ETag against the folder's listing."""
-        row = self.session.scalar(select(BucketObject).where(BucketObject.owner_id == self.dataset.owner_id,
-                                                             BucketObject.sha256 == sha256)
-                                  .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+        row = _pinned(self.session, self.dataset.owner_id, sha256)
         if row is None:
             return None
         where = (row.integration_id, row.target)
@@ -206,13 +213,13 @@ class ExportPixels:
                             "training (POST .../bucket-check lists every such object)")
 
     def __call__(self, sha256: str, ttl: int) -> str | None:
-        found = self._pinned(sha256)
+        found = self._checked(sha256)
         return None if found is None else stores.presign(found[1], found[0].key, ttl)
 
     def chunks(self, sha256: str) -> Iterator[bytes] | None:
         """The pinned object's bytes; None for a blob. The GET is conditional on the pinned ETag, so an object
         replaced after the listing is refused too, not copied."""
-        found = self._pinned(sha256)
+        found = self._checked(sha256)
         if found is None:
             return None
         row, store = found

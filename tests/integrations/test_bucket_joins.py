@@ -14,12 +14,15 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from sqlalchemy import select
 from ultralytics_platform import APIError
 
 from lanner.billing import service as billing
 from lanner.config import Settings
 from lanner.datasets.items import split_image_id
-from lanner.integrations import stores
+from lanner.datasets.models import Dataset
+from lanner.integrations import pixels, stores
+from lanner.integrations.models import BucketObject
 from lanner.projects.models import ModelRecord
 from lanner.synthetic import make_detection_dataset
 from tests.conftest import GENEROUS_LIMITS, TEST_URL
@@ -173,3 +176,25 @@ def test_processing_off_refuses_the_ai_features_and_nothing_else(client: Any, al
     platform.storage_integrations.update(integration["id"], processing=True)
     started = platform.training.start(model_id=model_id, gpu_type="cpu", train_args=args)
     assert started["runId"]
+
+
+@pytest.mark.parametrize("settings", ["local"], indirect=True)
+def test_an_object_replaced_after_the_listing_is_refused_by_the_read_itself(client: Any, alice: Any, bucket: Bucket,
+                                                                           app: Any, settings: Any,
+                                                                           tmp_path: Path) -> None:
+    """An export lists each folder once; the read of each object is conditional on its pinned ETag (if-match), so
+    an object replaced between the listing and its read is refused too, never copied into the zip."""
+    originals = imported(client, alice, bucket, app, tmp_path / "shapes")["originals"]
+    train = sorted(k for k in originals if k.startswith("images/train/"))
+    with app.state.lanner.db.session() as session:
+        dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
+        source = pixels.export_urls(session, settings, dataset)
+        assert source is not None
+        first = b"".join(source.chunks(hashlib.sha256(originals[train[0]]).hexdigest()))  # lists images/train/
+        assert first == originals[train[0]]
+        bucket.s3.put_object(Bucket="photos", Key=train[1], Body=b"replaced after the listing")
+        with pytest.raises(pixels.ObjectChanged, match="changed in the bucket"):
+            source.chunks(hashlib.sha256(originals[train[1]]).hexdigest())
+        assert source.chunks(hashlib.sha256(b"a blob of Lanner's").hexdigest()) is None
+    with app.state.lanner.db.session() as session:
+        assert session.scalar(select(BucketObject.state).where(BucketObject.key == train[1])) == "changed"
