@@ -167,6 +167,12 @@ def test_processing_off_refuses_the_ai_features_and_nothing_else(client: Any, al
                             json={"model": model_id, "keys": [key], "conf": 0.1})
     assert proposals.status_code == 409 and proposals.json()["code"] == "bucket_processing_off"
     assert "smart annotation" in proposals.json()["error"] and integration["id"] in proposals.json()["error"]
+    assistant = client.put("/api/datasets/alice/shapes/assistant", headers=alice.headers,
+                           json={"enabled": True, "minLabels": 3, "every": 50})
+    assert assistant.status_code == 200, assistant.text
+    app.state.assistant.run_once()  # the three imported images are labelled: round 1 is due, and refused
+    state = client.get("/api/datasets/alice/shapes/assistant", headers=alice.headers).json()
+    assert state["status"] == "failed" and "auto-annotation is turned off" in state["reason"], state
     # Not AI features: browsing, the pixels, exports.
     assert client.get(f"/api/images/{image_id}/source", headers=alice.headers,
                       follow_redirects=False).status_code == 307
