@@ -92,10 +92,11 @@ def require_processing(session: Session, dataset: Dataset, feature: str) -> None
     images from a bucket whose integration has processing turned off. Asked when such work starts: turning it
     off stops new work, not a run already going. Browsing, labelling and exports stay allowed."""
     shas = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id)
-    off = session.execute(select(StorageIntegration.id, StorageIntegration.targets).distinct()
-                          .join(BucketObject, BucketObject.integration_id == StorageIntegration.id)
-                          .where(BucketObject.owner_id == dataset.owner_id, BucketObject.sha256.in_(shas),
-                                 StorageIntegration.processing.is_(False))).first()
+    off_id = session.scalar(select(StorageIntegration.id)
+                            .join(BucketObject, BucketObject.integration_id == StorageIntegration.id)
+                            .where(BucketObject.owner_id == dataset.owner_id, BucketObject.sha256.in_(shas),
+                                   StorageIntegration.processing.is_(False)).limit(1))
+    off = session.get(StorageIntegration, off_id) if off_id is not None else None
     if off is not None:
         raise ProcessingOff(f"{feature} is turned off for this dataset: its images are in a bucket "
                             f"({', '.join(off.targets)}) whose storage integration {off.id} has processing off; "

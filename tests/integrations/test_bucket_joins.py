@@ -25,12 +25,23 @@ from lanner.integrations import pixels, stores
 from lanner.integrations.models import BucketObject
 from lanner.projects.models import ModelRecord
 from lanner.synthetic import make_detection_dataset
-from tests.conftest import GENEROUS_LIMITS, TEST_URL
+from tests.conftest import GENEROUS_LIMITS, TEST_URL, _db_counter, copy_of
 from tests.integrations.conftest import Bucket
 from tests.storage.moto import s3_settings
 from tests.training.conftest import new_model
 
 LANNER_BUCKET = "lanner-own-blobs"
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """SQLite, or PostgreSQL for a test that asks (``indirect``): the queries on the pins run on both."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        return copy_of(request.getfixturevalue("sqlite_template"), tmp_path)
+    cluster = request.getfixturevalue("postgres")
+    name = f"lanner_test_{next(_db_counter)}"
+    cluster.execute(f"CREATE DATABASE {name} TEMPLATE lanner_template")
+    return cluster.url(name)
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -130,6 +141,8 @@ def test_the_yolo_zip_holds_the_buckets_pixels_and_refuses_a_changed_object(clie
     assert key in refused.json()["error"] and "changed in the bucket" in refused.json()["error"]
 
 
+@pytest.mark.parametrize("settings", ["local"], indirect=True)  # what is counted is the same on both
+@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
 def test_account_storage_counts_what_lanner_stores_not_the_buckets_pixels(client: Any, alice: Any, bucket: Bucket,
                                                                          app: Any, sdk: Any, tmp_path: Path) -> None:
     imported(client, alice, bucket, app, tmp_path / "shapes")
@@ -143,6 +156,7 @@ def test_account_storage_counts_what_lanner_stores_not_the_buckets_pixels(client
 
 
 @pytest.mark.parametrize("settings", ["local"], indirect=True)  # the flag is the store's concern in neither
+@pytest.mark.parametrize("database_url", ["sqlite", "postgresql"], indirect=True)
 def test_processing_off_refuses_the_ai_features_and_nothing_else(client: Any, alice: Any, bucket: Bucket, app: Any,
                                                                  sdk: Any, fake_executor: Any,
                                                                  tmp_path: Path) -> None:
