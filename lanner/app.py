@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     settings = settings or get_settings()
     ctx = AppContext.from_settings(settings)
     ctx.pixel_locators.append(partial(bucket_pixels.locate, settings=settings))  # bucket datasets' images
+    ctx.signer.elsewhere = partial(bucket_pixels.held_elsewhere, ctx.db)  # and their links lead there
     if migrate:
         ensure_migrated(ctx.db)  # Alembic only when a migration is due: one SELECT on a database at head
     catalogue = get_catalogue(settings)  # a bad LANNER_GPU_CATALOGUE stops the server at start, not at first use

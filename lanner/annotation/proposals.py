@@ -27,6 +27,7 @@ from lanner.errors import NotFound, Unprocessable
 from lanner.inference import service as inference_service
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Predictor, Weights
+from lanner.integrations import pixels as bucket_pixels
 from lanner.projects.models import ModelRecord, Project
 from lanner.teams import permissions
 from lanner.training import refs
@@ -105,6 +106,7 @@ def propose(session: Session, ctx: AppContext, dataset: Dataset, model_record: M
     """Run ``model_record`` on the images ``keys`` of ``dataset`` (on the calling thread: never call it on the
     event loop) and record what was proposed. The caller has checked that it may read the model."""
     keys = list(dict.fromkeys(keys))
+    bucket_pixels.require_processing(session, dataset, "smart annotation")  # the bucket integration's AI switch
     if model_record.task and model_record.task != dataset.task:
         raise Unprocessable(f"a {model_record.task} model cannot propose labels for a {dataset.task} dataset")
     digest = model_record.weights_sha256

@@ -25,6 +25,7 @@ from lanner.datasets.models import Dataset
 from lanner.db import utcnow
 from lanner.errors import LannerError
 from lanner.gpus.catalogue import Catalogue
+from lanner.integrations import pixels as bucket_pixels
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.status import record_created, try_change_status
@@ -121,6 +122,7 @@ def start(session: Session, assistant: Assistant, dataset: Dataset, labelled: in
     assert owner is not None
     principal = Principal.of(owner)
     try:
+        bucket_pixels.require_processing(session, dataset, "auto-annotation")  # the bucket integration's AI switch
         with session.begin_nested():
             derived = training_data.refresh(session, principal, dataset, session.get(
                 Dataset, assistant.training_dataset_id) if assistant.training_dataset_id else None)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -32,9 +32,16 @@ IMAGE_URL_TTL = timedelta(days=7)
 ANNOTATION_KEY = {"detect": "boxes", "segment": "segments", "pose": "pose", "obb": "obb"}
 
 
-# Where an image's pixels are when they are not in the blob store (a bucket image: ``integrations.pixels``):
-# (sha256, seconds) -> a URL, or None for a blob. Passed in by the routers, so datasets imports no domain above.
-ImageUrl = Callable[[str, int], str | None]
+class ImageUrl(Protocol):
+    """Where an image's pixels are when they are not in the blob store (a bucket image:
+    ``integrations.pixels.ExportPixels``), for an export being built: called with (sha256, seconds), a URL to
+    them; ``chunks``, their bytes (a YOLO zip holds the images themselves). Either answers None for a blob, and
+    refuses (409) pixels that are no longer those imported. Passed in by the routers, so datasets imports no
+    domain above."""
+
+    def __call__(self, sha256: str, ttl: int, /) -> str | None: ...
+
+    def chunks(self, sha256: str, /) -> Iterator[bytes] | None: ...
 
 
 def _rows(session: Session, manifest_id: int) -> Iterator[Any]:
@@ -92,7 +99,7 @@ def write_ndjson(session: Session, dataset: Dataset, manifest_id: int, class_nam
 
 
 def write_yolo_zip(session: Session, dataset: Dataset, manifest_id: int, class_names: list[str], task: str,
-                   out: Path, *, blobs: BlobStore) -> None:
+                   out: Path, *, blobs: BlobStore, image_url: ImageUrl | None = None) -> None:
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
         splits: set[str] = set()
         for row in _rows(session, manifest_id):
@@ -109,8 +116,14 @@ def write_yolo_zip(session: Session, dataset: Dataset, manifest_id: int, class_n
                              if r is not None]
                     archive.writestr(f"labels/{row.split}/{stem}.txt", "\n".join(lines) + ("\n" if lines else ""),
                                      zipfile.ZIP_DEFLATED)
-            with blobs.open(row.sha256) as source, archive.open(name, "w") as target:
-                shutil.copyfileobj(source, target, 1 << 20)
+            elsewhere = image_url.chunks(row.sha256) if image_url else None
+            with archive.open(name, "w") as target:
+                if elsewhere is not None:
+                    for chunk in elsewhere:
+                        target.write(chunk)
+                else:
+                    with blobs.open(row.sha256) as source:
+                        shutil.copyfileobj(source, target, 1 << 20)
         if task != "classify":
             lines = [f"{s}: images/{s}" for s in ("train", "val", "test") if s in splits]
             names = "\n".join(f"  {i}: {json.dumps(n)}" for i, n in enumerate(class_names))
@@ -168,7 +181,7 @@ def build_export(session: Session, dataset: Dataset, *, blobs: BlobStore, signer
             write_ndjson(session, dataset, manifest_id, names, task, path, signer=signer, owner=owner,
                          image_url=image_url)
         elif kind == "yolo":
-            write_yolo_zip(session, dataset, manifest_id, names, task, path, blobs=blobs)
+            write_yolo_zip(session, dataset, manifest_id, names, task, path, blobs=blobs, image_url=image_url)
         else:
             write_coco(session, dataset, manifest_id, names, path)
         with path.open("rb") as fh:

@@ -78,8 +78,12 @@ def dataset_item(dataset: Dataset, *, owner: str, stats: dict[str, int], size: i
 def image_items(signer: URLSigner, dataset_id: str, rows: Iterable[Any], *, thumbnails: bool = True,
                 urls: bool = False, labels: bool = False) -> list[dict[str, Any]]:
     """``rows`` carry key, name, split, sha256, labels, label_count, issues, width, height, size, thumb_sha256.
-    The links of a page are signed with one expiry (``URLSigner.blob_links``)."""
-    link = signer.blob_links() if thumbnails or urls else None
+    The links of a page are signed with one expiry (``URLSigner.blob_links``), the digests they name asked
+    about at once."""
+    rows = list(rows)
+    digests = [row.thumb_sha256 for row in rows if thumbnails and row.thumb_sha256]
+    digests += [row.sha256 for row in rows] if urls else []
+    link = signer.blob_links(digests=digests) if thumbnails or urls else None
     prefix = f"{dataset_id}-"
     items = []
     for row in rows:

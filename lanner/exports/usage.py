@@ -2,7 +2,8 @@
 the largest items. Here because exports is the lowest layer that sees all three.
 
 - a dataset: its current images (``datasets.service.dataset_bytes``), trashed ones included (they hold their
-  bytes until purged);
+  bytes until purged), except the pixels of images imported in place from a bucket: those stay in the user's
+  bucket (``integrations.pixels.bucket_bytes``), and the SDK's shape has no field for bytes held elsewhere;
 - a model: its weights and the checkpoints its runs uploaded (each digest once);
 - an export: its artefact.
 
@@ -22,6 +23,7 @@ from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset
 from lanner.db import iso, utcnow
 from lanner.exports.models import ModelExport
+from lanner.integrations import pixels as bucket_pixels
 from lanner.projects.models import ModelRecord, Project
 from lanner.projects.schemas import REGION
 from lanner.training.models import StagedUpload
@@ -60,8 +62,9 @@ def _export_bytes(session: Session, owner_id: str) -> list[dict[str, Any]]:
 
 def storage(session: Session, owner: User, *, details: bool) -> dict[str, Any]:
     """``account.storage`` of workspace ``owner`` (the caller's own, or a team's), in the SDK's shape."""
-    datasets = [{"_id": d.id, "name": d.name, "slug": d.slug, "sizeBytes": float(datasets_service.dataset_bytes(
-        session, d)), "type": "dataset"} for d in session.scalars(select(Dataset).where(Dataset.owner_id == owner.id))]
+    datasets = [{"_id": d.id, "name": d.name, "slug": d.slug, "sizeBytes": float(
+        datasets_service.dataset_bytes(session, d) - bucket_pixels.bucket_bytes(session, d)), "type": "dataset"}
+        for d in session.scalars(select(Dataset).where(Dataset.owner_id == owner.id))]
     models = _model_bytes(session, owner.id)
     exports = _export_bytes(session, owner.id)
     by_kind = {kind: {"bytes": float(sum(i["sizeBytes"] for i in items)), "count": float(len(items))}

@@ -9,11 +9,15 @@ webhook hot path pays only a few header appends).
   sign-in page cannot be framed for clickjacking. The API reference (``/docs``, Swagger UI vendored) gets the
   same policy plus ``data:`` images: the icons Swagger UI's stylesheet embeds. With the blobs in a bucket the
   pages' image links are the bucket's presigned URLs: ``media_origin`` (its scheme, host and port) is allowed as
-  a source of images and fetches, and nothing else of it.
+  a source of images and fetches, and nothing else of it. A page may add the origins of the links it hands out
+  itself (``allow_media``: a bucket dataset's pixels, redirected to the user's bucket), for that response only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _NO_FRAMING = "frame-ancestors 'none'; base-uri 'self'; form-action 'self'; object-src 'none'"
@@ -23,15 +27,26 @@ API_EXPLORER_PATHS = ("/docs",)
 _ALWAYS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
 
 
-def page_policy(media_origin: str | None) -> str:
-    if not media_origin:
+MEDIA_ORIGINS = "lanner_media_origins"  # the key ``allow_media`` sets in the request's state
+
+
+def page_policy(media_origin: str | None, *more: str) -> str:
+    origins = " ".join(dict.fromkeys(o for o in (media_origin, *more) if o))
+    if not origins:
         return PAGE_POLICY
-    return f"default-src 'self'; img-src 'self' {media_origin}; connect-src 'self' {media_origin}; {_NO_FRAMING}"
+    return f"default-src 'self'; img-src 'self' {origins}; connect-src 'self' {origins}; {_NO_FRAMING}"
+
+
+def allow_media(request: Request, origins: Iterable[str]) -> None:
+    """Let this response's page show images from ``origins`` too (scheme, host and port each): the origins of
+    the links the page hands out, and no other."""
+    request.state.lanner_media_origins = tuple(origins)
 
 
 class SecurityHeaders:
     def __init__(self, app: ASGIApp, media_origin: str | None = None) -> None:
         self.app = app
+        self.media_origin = media_origin
         self.page_policy = page_policy(media_origin)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -51,7 +66,10 @@ class SecurityHeaders:
                     html = html or (name == b"content-type" and value.startswith(b"text/html"))
                 added = _ALWAYS
                 if html:
-                    added = added + ((b"content-security-policy", policy.encode()), (b"x-frame-options", b"DENY"))
+                    extra = (scope.get("state") or {}).get(MEDIA_ORIGINS)
+                    chosen = page_policy(self.media_origin, *extra) if extra and policy is self.page_policy \
+                        else policy
+                    added = added + ((b"content-security-policy", chosen.encode()), (b"x-frame-options", b"DENY"))
                 for header in added:
                     if header[0] not in present:
                         raw.append(header)

@@ -1,20 +1,27 @@
 """A bucket image's pixels: served as a presigned URL to the object, after its ETag is compared with the one
 pinned at import; a changed or deleted object is reported (409, and its ``state`` recorded), never served in
-place of the image that was labelled. ``recheck`` compares a whole dataset's objects in a few listings."""
+place of the image that was labelled. ``recheck`` compares a whole dataset's objects in a few listings.
+
+Where else bucket pixels meet the rest of Lanner: links (``held_elsewhere``: the signer routes them through the
+blob route and ``locate``), exports (``ExportPixels``: URLs for NDJSON, bytes for a YOLO zip), the pages'
+Content-Security-Policy (``link_origins``), ``account.storage`` (``bucket_bytes``) and the integration's
+``processing`` switch for AI features (``require_processing``)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Collection, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import obstore
-from sqlalchemy import select
+from obstore.exceptions import PreconditionError
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lanner.config import Settings
-from lanner.datasets.models import Dataset, DatasetItem
-from lanner.db import utcnow
+from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
+from lanner.db import Database, utcnow
 from lanner.errors import Conflict, NotFound
 from lanner.integrations import service, stores
 from lanner.integrations.models import BucketObject, StorageIntegration
@@ -26,10 +33,14 @@ class ObjectChanged(Conflict):
     code = "bucket_object_changed"
 
 
+def _pinned(session: Session, owner_id: str, sha256: str) -> BucketObject | None:
+    """The workspace's pin of ``sha256``: one still found as imported first, then the newest."""
+    return session.scalar(select(BucketObject).where(BucketObject.owner_id == owner_id, BucketObject.sha256 == sha256)
+                          .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+
+
 def source_of(session: Session, dataset: Dataset, sha256: str) -> BucketObject:
-    row = session.scalar(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
-                                                    BucketObject.sha256 == sha256)
-                         .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+    row = _pinned(session, dataset.owner_id, sha256)
     if row is None:
         raise NotFound("this image is not stored in a bucket")
     return row
@@ -47,6 +58,67 @@ def locate(session: Session, sha256: str, ttl: int, *, settings: Settings) -> st
         return presigned_url(session, settings, row, ttl=ttl)
     finally:
         session.commit()  # the state found (ok, changed, missing) stays recorded, whatever is answered
+
+
+def held_elsewhere(db: Database, digests: Collection[str]) -> set[str]:
+    """The signer's ``elsewhere`` (``URLSigner``): which of ``digests`` are bucket images' pixels, so their links
+    go through the blob route and ``locate`` rather than to a blob store's own key for them. One indexed query,
+    on a read session of its own (the signer is handed no session; the pins it reads were committed by their
+    import)."""
+    if not digests:
+        return set()
+    with db.read_session() as session:
+        return set(session.scalars(select(BucketObject.sha256).where(BucketObject.sha256.in_(list(digests)))
+                                   .distinct()))
+
+
+def bucket_bytes(session: Session, dataset: Dataset) -> int:
+    """The bytes of the dataset's current images whose pixels stay in a bucket: ``account.storage`` leaves them
+    out (it counts what Lanner stores; of a bucket image that is its thumbnail and labels, not its pixels)."""
+    pinned = select(BucketObject.sha256).where(BucketObject.owner_id == dataset.owner_id)
+    return int(session.scalar(select(func.coalesce(func.sum(ImageBlob.size), 0))
+                              .join(DatasetItem, DatasetItem.sha256 == ImageBlob.sha256)
+                              .where(DatasetItem.manifest_id == dataset.manifest_id,
+                                     DatasetItem.sha256.in_(pinned))) or 0)
+
+
+class ProcessingOff(Conflict):
+    code = "bucket_processing_off"
+
+
+def require_processing(session: Session, dataset: Dataset, feature: str) -> None:
+    """Refuse (409) ``feature``, one of the AI features the SDK's ``processing`` flag governs (smart annotation,
+    auto-annotation, similar-image search, dataset analysis, cloud training, image generation), on a dataset with
+    images from a bucket whose integration has processing turned off. Asked when such work starts: turning it
+    off stops new work, not a run already going. Browsing, labelling and exports stay allowed."""
+    shas = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id)
+    off_id = session.scalar(select(StorageIntegration.id)
+                            .join(BucketObject, BucketObject.integration_id == StorageIntegration.id)
+                            .where(BucketObject.owner_id == dataset.owner_id, BucketObject.sha256.in_(shas),
+                                   StorageIntegration.processing.is_(False)).limit(1))
+    off = session.get(StorageIntegration, off_id) if off_id is not None else None
+    if off is not None:
+        raise ProcessingOff(f"{feature} is turned off for this dataset: its images are in a bucket "
+                            f"({', '.join(off.targets)}) whose storage integration {off.id} has processing off; "
+                            "turn processing on (storage_integrations.update processing=true) to use it")
+
+
+def link_origins(session: Session, settings: Settings, dataset: Dataset, sha256: str | None = None) -> list[str]:
+    """The origins (scheme, host and port) of the presigned URLs the dataset's bucket images redirect to, or of
+    image ``sha256``'s alone: a page showing them allows these in its Content-Security-Policy, and only these.
+    Read from a URL signed here, so no request is made (on AWS the bucket's virtual host)."""
+    shas = [sha256] if sha256 else select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id)
+    places = session.execute(select(BucketObject.integration_id, BucketObject.target).distinct().where(
+        BucketObject.owner_id == dataset.owner_id, BucketObject.sha256.in_(shas),
+        BucketObject.integration_id.is_not(None))).all()
+    origins = []
+    for integration_id, target in places:
+        integration = session.get(StorageIntegration, integration_id)
+        if integration is None or target not in integration.targets:
+            continue
+        parts = urlsplit(stores.presign(service.open_store(settings, integration, target), "origin", 60))
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return sorted(set(origins))
 
 
 def _store(session: Session, settings: Settings, row: BucketObject) -> Any:
@@ -103,39 +175,72 @@ def recheck(session: Session, settings: Settings, dataset: Dataset) -> dict[str,
     return {"checked": len(rows), "changed": sorted(report[CHANGED]), "missing": sorted(report[MISSING])}
 
 
-def export_urls(session: Session, settings: Settings, dataset: Dataset) -> Callable[[str, int], str | None] | None:
-    """For ``datasets.archives``: a bucket image's URL in an NDJSON export (what the trainer downloads), a
-    presigned URL to its pinned object; None for an image whose pixels are Lanner's blobs. Each object's ETag is
-    compared first, from one listing per folder (cached for the export): a changed or deleted object refuses the
-    export (409 naming it) rather than hand the trainer other pixels than those labelled. None when the
-    dataset's workspace has no bucket images at all (then exports are cached as before)."""
-    if session.scalar(select(BucketObject.id).where(BucketObject.owner_id == dataset.owner_id).limit(1)) is None:
-        return None
-    listings: dict[tuple[str | None, str, str], dict[str, str]] = {}
-    opened: dict[tuple[str | None, str], Any] = {}
+class ExportPixels:
+    """For ``datasets.archives``, the pixels of a dataset's bucket images while one export is built: ``url``
+    (called as the object itself) for an NDJSON export (what the trainer downloads), ``chunks`` for a YOLO zip
+    (the bytes themselves, read through the guard). Each object's ETag is compared first, from one listing per
+    folder (cached for the export), and the read is conditional on it too (``if_match``): a changed or deleted
+    object refuses the export (409 naming it) rather than hand out other pixels than those labelled. Both answer
+    None for an image whose pixels are Lanner's blobs."""
 
-    def url(sha256: str, ttl: int) -> str | None:
-        row = session.scalar(select(BucketObject).where(BucketObject.owner_id == dataset.owner_id,
-                                                        BucketObject.sha256 == sha256)
-                             .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
+    def __init__(self, session: Session, settings: Settings, dataset: Dataset) -> None:
+        self.session, self.settings, self.dataset = session, settings, dataset
+        self._listings: dict[tuple[str | None, str, str], dict[str, str]] = {}
+        self._opened: dict[tuple[str | None, str], Any] = {}
+
+    def _checked(self, sha256: str) -> tuple[BucketObject, Any] | None:
+        """The pinned object of ``sha256`` and its store, after checking the ETag against the folder's listing."""
+        row = _pinned(self.session, self.dataset.owner_id, sha256)
         if row is None:
             return None
         where = (row.integration_id, row.target)
-        if where not in opened:
-            opened[where] = _store(session, settings, row)
+        if where not in self._opened:
+            self._opened[where] = _store(self.session, self.settings, row)
         folder = row.key.rpartition("/")[0]
-        if (*where, folder) not in listings:
-            with service.reading(settings):
-                listings[(*where, folder)] = {
+        if (*where, folder) not in self._listings:
+            with service.reading(self.settings):
+                self._listings[(*where, folder)] = {
                     meta["path"]: stores.etag(meta.get("e_tag")) for batch in obstore.list(
-                        opened[where], folder + "/" if folder else None, chunk_size=1000) for meta in batch}
-        current = listings[(*where, folder)].get(row.key)
+                        self._opened[where], folder + "/" if folder else None, chunk_size=1000) for meta in batch}
+        current = self._listings[(*where, folder)].get(row.key)
         if current != stores.etag(row.etag):
-            _mark(row, MISSING if current is None else CHANGED)
-            session.commit()  # the report outlives the refused request
-            raise ObjectChanged(f"'{row.key}' {'was deleted from' if current is None else 'changed in'} the bucket "
-                                "after it was imported: re-import it, or remove the image, before exporting or "
-                                "training (POST .../bucket-check lists every such object)")
-        return stores.presign(opened[where], row.key, ttl)
+            self._refuse(row, MISSING if current is None else CHANGED)
+        return row, self._opened[where]
 
-    return url
+    def _refuse(self, row: BucketObject, state: str) -> None:
+        _mark(row, state)
+        self.session.commit()  # the report outlives the refused request
+        raise ObjectChanged(f"'{row.key}' {'was deleted from' if state == MISSING else 'changed in'} the bucket "
+                            "after it was imported: re-import it, or remove the image, before exporting or "
+                            "training (POST .../bucket-check lists every such object)")
+
+    def __call__(self, sha256: str, ttl: int) -> str | None:
+        found = self._checked(sha256)
+        return None if found is None else stores.presign(found[1], found[0].key, ttl)
+
+    def chunks(self, sha256: str) -> Iterator[bytes] | None:
+        """The pinned object's bytes; None for a blob. The GET is conditional on the pinned ETag, so an object
+        replaced after the listing is refused too, not copied."""
+        found = self._checked(sha256)
+        if found is None:
+            return None
+        row, store = found
+        with service.reading(self.settings):  # a refusal (ObjectChanged) passes through it
+            try:
+                result = obstore.get(store, row.key, options={"if_match": stores.etag(row.etag)} if row.etag else None)
+            except (FileNotFoundError, PreconditionError) as exc:
+                self._refuse(row, MISSING if isinstance(exc, FileNotFoundError) else CHANGED)
+        return self._guarded(result)
+
+    def _guarded(self, result: Any) -> Iterator[bytes]:
+        with service.reading(self.settings):
+            for chunk in result:
+                yield bytes(chunk)
+
+
+def export_urls(session: Session, settings: Settings, dataset: Dataset) -> ExportPixels | None:
+    """The dataset's bucket pixels for an export (``ExportPixels``); None when the dataset's workspace has no
+    bucket images at all (then exports are built and cached as before)."""
+    if session.scalar(select(BucketObject.id).where(BucketObject.owner_id == dataset.owner_id).limit(1)) is None:
+        return None
+    return ExportPixels(session, settings, dataset)

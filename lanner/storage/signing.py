@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from urllib.parse import quote, urlencode
 
 from lanner.errors import Forbidden
@@ -18,13 +18,20 @@ from lanner.storage.blobs import BlobStore
 class URLSigner:
     """``blobs``: the store whose bytes the blob links point at. A store that presigns its own URLs (a bucket)
     gets its links from there, so clients fetch bytes straight from it; otherwise Lanner's blob route serves them
-    behind this signer's links."""
+    behind this signer's links.
+
+    ``elsewhere``: which of some digests name bytes kept outside the store (a bucket dataset's pixels, in the
+    user's bucket). Their links are always Lanner's signed route, whose locator (``AppContext.pixel_locators``)
+    checks the object and redirects to it: a store's presigned URL would point at its own key for the digest,
+    where those bytes are not. Set by the composition root, so this layer names no domain; asked only when the
+    store presigns (otherwise every link is the route's anyway)."""
 
     def __init__(self, key: bytes, public_url: str, ttl_seconds: int, *, blobs: BlobStore | None = None) -> None:
         self._key = key
         self.public_url = public_url.rstrip("/")
         self.ttl_seconds = ttl_seconds
         self.blobs = blobs
+        self.elsewhere: Callable[[Collection[str]], Collection[str]] = lambda digests: ()
 
     def _mac(self, purpose: str, message: str) -> str:
         return hmac.new(self._key, f"{purpose}\n{message}".encode(), hashlib.sha256).hexdigest()
@@ -70,19 +77,33 @@ class URLSigner:
 
     def download_url(self, sha256: str, filename: str, ttl_seconds: int | None = None) -> str:
         """The one way to hand out a blob: the store's presigned GET where it has one, else a signed GET on
-        Lanner's blob route, named ``filename``."""
-        if self.blobs is not None:
+        Lanner's blob route, named ``filename`` (always the route for bytes kept ``elsewhere``)."""
+        if self.blobs is not None and self.blobs.presigns and not self.elsewhere((sha256,)):
             direct = self.blobs.presigned_get(sha256, filename, ttl_seconds or self.ttl_seconds)
             if direct is not None:
                 return direct
         return self.sign("GET", blob_path(sha256, filename), ttl_seconds)
 
-    def blob_links(self, ttl_seconds: int | None = None) -> Callable[[str, str], str]:
+    def blob_links(self, ttl_seconds: int | None = None, *, digests: Iterable[str] = ()
+                   ) -> Callable[[str, str], str]:
         """``download_url`` for many blobs at once (a page of thumbnails): one expiry for all of them and the
-        key's HMAC state prepared once, each link the same as ``download_url`` would make in that second."""
+        key's HMAC state prepared once, each link the same as ``download_url`` would make in that second.
+        ``digests``: those the page will link, asked about ``elsewhere`` in one go (any other is asked alone)."""
+        routed = self._route_links(ttl_seconds)
         if self.blobs is not None and self.blobs.presigns:
             store, ttl = self.blobs, ttl_seconds or self.ttl_seconds
-            return lambda sha256, filename: store.presigned_get(sha256, filename, ttl) or ""
+            asked = set(digests)
+            away = set(self.elsewhere(asked)) if asked else set()
+
+            def direct(sha256: str, filename: str) -> str:
+                if sha256 in away or (sha256 not in asked and self.elsewhere((sha256,))):
+                    return routed(sha256, filename)
+                return store.presigned_get(sha256, filename, ttl) or routed(sha256, filename)
+
+            return direct
+        return routed
+
+    def _route_links(self, ttl_seconds: int | None) -> Callable[[str, str], str]:
         expires = int(time.time()) + (ttl_seconds or self.ttl_seconds)
         keyed = hmac.new(self._key, digestmod=hashlib.sha256)
         base = self.public_url

@@ -20,6 +20,7 @@ from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset
 from lanner.errors import BadRequest, Conflict, Forbidden, LannerError, Unprocessable
 from lanner.gpus.catalogue import Catalogue, GpuType
+from lanner.integrations import pixels as bucket_pixels
 from lanner.projects.models import Project
 from lanner.teams import permissions
 from lanner.training import budgets, inputs, service
@@ -200,6 +201,9 @@ def start(session: Session, principal: Principal, body: StartRequest, *, catalog
     args = validate_train_args(body.trainArgs)
     resolved = resolve(session, principal, args)
     assert resolved.dataset is not None
+    record = session.get(Dataset, resolved.dataset.id)
+    if record is not None:
+        bucket_pixels.require_processing(session, record, "cloud training")  # the integration's AI switch
     args["data"], args["model"] = resolved.dataset.uri, resolved.model.trainer
     gpu = choose_gpu(catalogue, executor, payer, body.gpuType)
     check_gpu_count(executor, gpu, body.gpuCount)

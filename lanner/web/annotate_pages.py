@@ -25,6 +25,8 @@ from lanner.datasets import items, listing, service
 from lanner.datasets.models import Dataset
 from lanner.errors import Forbidden, NotFound
 from lanner.http.deps import Ctx, DbSession
+from lanner.http.security_headers import allow_media
+from lanner.integrations import pixels
 from lanner.storage.signing import URLSigner
 from lanner.web.templating import PageUser, redirect, render
 
@@ -86,6 +88,7 @@ def annotate_page(owner: str, slug: str, image_key: str, request: Request, user:
         "api": f"/api/datasets/{owner}/{dataset.slug}", "page": f"/datasets/{owner}/{dataset.slug}/annotate",
         "selection": selection[:SELECTION - 1],
     }
+    allow_media(request, pixels.link_origins(session, ctx.settings, dataset))  # bucket images, in the user's bucket
     return render(request, "annotate.html", {
         "dataset": dataset, "base": f"/datasets/{owner}/{dataset.slug}", "key": key, "editor": editor,
     }, user=user, active="datasets")

@@ -34,6 +34,7 @@ from lanner.db import after_commit
 from lanner.errors import BadRequest, Conflict, LannerError, NotFound
 from lanner.gpus.catalogue import Catalogue
 from lanner.http.deps import Ctx, DbSession
+from lanner.http.security_headers import allow_media
 from lanner.integrations import pixels
 from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
@@ -256,6 +257,7 @@ def image_page(owner: str, slug: str, image_id: str, request: Request, user: Pag
     detail = listing.image_detail(session, user, image_id)
     props = detail["properties"]
     url = listing.image_urls(session, user, [image_id], signer=ctx.signer)["urls"].get(image_id)
+    allow_media(request, pixels.link_origins(session, ctx.settings, dataset, props["hash"]))  # a bucket image's
     base = _base(dataset, owner.lower())
     previous, following = listing.neighbours(session, dataset, image_id.removeprefix(dataset.id + "-"))
     return render(request, "dataset_image.html", {
