@@ -32,14 +32,16 @@ CANVAS = {
 }
 
 
-def collect_graph(deployment: str, dataset: str, **config: Any) -> dict[str, Any]:
+def collect_graph(deployment: str, dataset: str, *, low: float = 0.2, high: float = 0.7, **config: Any
+                  ) -> dict[str, Any]:
+    """The collect template as the SDK would save it; ``config``: the Dataset block's extra keys."""
     return {
         "nodes": [
             {"id": "dep", "type": "agent", "position": {"x": 0.0, "y": 0.0},
              "data": {"label": "Endpoint", "type": "Deployment", "config": {"deployment": deployment}}},
             {"id": "gate", "type": "agent", "position": {"x": 220.0, "y": 0.0},
              "data": {"label": "Unsure", "type": "Gate", "config": {
-                 "kind": "condition", "path": "dep.confidence.*", "op": "between", "value": 0.2, "upper": 0.7}}},
+                 "kind": "condition", "path": "dep.confidence.*", "op": "between", "value": low, "upper": high}}},
             {"id": "queue", "type": "agent", "position": {"x": 440.0, "y": 0.0},
              "data": {"label": "Queue", "type": "Dataset", "config": {"dataset": dataset, **config}}},
         ],
