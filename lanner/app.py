@@ -70,6 +70,7 @@ from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
 from lanner.web.team_pages import router as team_pages
 from lanner.web.train_pages import router as train_pages
+from lanner.web.workflow_pages import router as workflow_pages
 from lanner.workflows.capture import Collector
 from lanner.workflows.router import router as workflows_router
 
@@ -83,7 +84,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            exports_router, storage_router, assistant_router, teams_router, workflows_router, web_router,
            account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
-           docs_pages, explore_router, operator_router, operator_pages,
+           docs_pages, explore_router, operator_router, operator_pages, workflow_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide
 
 

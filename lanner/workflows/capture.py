@@ -213,10 +213,6 @@ def claim(session: Session, workflow: Workflow, now: datetime) -> bool:
     return bool(getattr(result, "rowcount", 0) == 1)
 
 
-def captured_today(workflow: Workflow, now: datetime) -> int:
-    return workflow.captured_today if workflow.captured_day == now.date().isoformat() else 0
-
-
 def _insert_blob(session: Session, info: ImageInfo, thumb: str) -> None:
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     phash = info.phash - (1 << 64) if info.phash >= 1 << 63 else info.phash  # the column's signed view
