@@ -224,8 +224,8 @@ def _insert_blob(session: Session, info: ImageInfo, thumb: str) -> None:
 def proposals(rows: list[dict[str, Any]], shape: list[Any], normalized: bool,
               dataset: Dataset) -> list[dict[str, Any]]:
     """The answer's boxes as dataset labels (0-1 ``bbox`` cx, cy, w, h; classes mapped by name, dropped when
-    the dataset names classes and not this one): the editor's proposals for the image. Detection datasets
-    only."""
+    the dataset names classes and not this one) with their ``confidence``: the editor's proposals for the
+    image (the editor drops the confidence when one is accepted). Detection datasets only."""
     if dataset.task != "detect" or len(shape) < 2:
         return []
     height, width = (1.0, 1.0) if normalized else (float(shape[0] or 0), float(shape[1] or 0))
@@ -243,7 +243,8 @@ def proposals(rows: list[dict[str, Any]], shape: list[Any], normalized: bool,
         x1, x2 = (min(max(float(box[k]) / width, 0.0), 1.0) for k in ("x1", "x2"))
         y1, y2 = (min(max(float(box[k]) / height, 0.0), 1.0) for k in ("y1", "y2"))
         if x2 > x1 and y2 > y1:
-            labels.append({"classId": target, "bbox": [(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1]})
+            labels.append({"classId": target, "bbox": [(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1],
+                           "confidence": float(row.get("confidence", 0.0))})
     return labels
 
 

@@ -79,10 +79,18 @@ def test_enable_collecting_then_a_prediction_is_in_the_label_queue(page: Any, we
         screenshot(page, "deployment-collect")
         page.goto("/alice/shapes/tiny")
         expect(row.locator(".badge-active")).to_have_text("1/3 today")
+        page.evaluate("document.getElementById('deployments-section').scrollIntoView()")
+        screenshot(page, "model-deployments-collect")
         page.goto(PAGE)
         page.get_by_role("link", name="Label next").click()
         page.wait_for_url("**/datasets/alice/production-queue/annotate/*")
         expect(page.locator("body")).to_contain_text("tiny-collect-")  # the captured image's name
+        expect(page.locator("#an-prop-status")).to_contain_text("kept from alice/shapes/tiny when this image was "
+                                                                "collected")
+        page.evaluate("""() => { const c = document.getElementById('an-conf'); c.value = '0.05';
+            c.dispatchEvent(new Event('input')); }""")  # the tiny detector's best boxes score about 0.11
+        expect(page.locator("#an-proposals > *").first).to_be_attached()
+        screenshot(page, "collected-in-editor")
 
         # A dataset of someone else, named by hand, is refused and collecting stops.
         page.goto(PAGE)

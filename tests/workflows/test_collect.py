@@ -92,6 +92,8 @@ def test_uncertain_predictions_fill_the_label_queue_sampled_and_capped(
     assert len(captured) == 2 and all(i.labels is None and i.class_id is None for i in captured)
     assert all(i.name.startswith("tiny-20261206-") and i.split == "train" for i in captured)
     assert captured[0].metadata_["capturedFrom"] == "alice/tiny"
+    with endpoint_app.state.lanner.blobs.open(captured[0].sha256) as stored:  # the bytes sent, stored as uploads are
+        assert stored.read() == images[0].read_bytes()
     assert sorted(i["key"] for i in queue(endpoint_client, owner)) == sorted(i.key for i in captured)
     suggested = proposals(endpoint_app)
     assert set(suggested) == {i.key for i in captured}
@@ -101,7 +103,9 @@ def test_uncertain_predictions_fill_the_label_queue_sampled_and_capped(
         ["square", "circle"].index(n) for n in names}  # mapped by name onto the dataset's classes
     assert all(len(lab["bbox"]) == 4 and all(0 <= v <= 1 for v in lab["bbox"]) for lab in first_labels)
     page = endpoint_client.get(f"{QUEUE}/annotate/{captured[0].key}", headers=owner.headers)
-    assert page.status_code == 200 and page.json()["labels"] in (None, [])
+    assert page.status_code == 200 and page.json()["labels"] in (None, [])  # proposals, never labels
+    assert page.json()["suggestions"] == [{"model": "alice/shapes/tiny", "labels": first_labels}]
+    assert sorted(lab["confidence"] for lab in first_labels) == sorted(b["confidence"] for b in boxes)
 
     clock["now"] = DAY + timedelta(days=1)  # a new day: the cap starts again
     predict(platform, images[2], conf=0.01)
