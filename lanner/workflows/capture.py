@@ -40,6 +40,7 @@ from lanner.accounts.models import User
 from lanner.annotation.models import LabelProposal
 from lanner.context import AppContext
 from lanner.datasets import service as datasets_service
+from lanner.datasets import state as datasets_state
 from lanner.datasets.images import probe_image
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.datasets.records import CorruptImage, ImageInfo
@@ -117,14 +118,18 @@ class Collector:
         except (ValueError, AttributeError, IndexError):
             return None
         chosen = [p for p in plans if uncertain(rows, p) and self.random() < p.rate]
-        if not chosen or self._in_flight >= MAX_IN_FLIGHT:
+        if not chosen:
             return None
-        self._in_flight += 1
         shape = image.get("shape") or []
         return BackgroundTask(self._run, [p.workflow_id for p in chosen], data, rows, shape, normalized)
 
     async def _run(self, workflow_ids: list[str], data: bytes, rows: list[dict[str, Any]], shape: list[Any],
                    normalized: bool) -> None:
+        """Counted here, not when the task is made: a response whose sending fails never runs its task."""
+        if self._in_flight >= MAX_IN_FLIGHT:
+            log.info("capture dropped: %d already running", self._in_flight)
+            return
+        self._in_flight += 1
         try:
             for workflow_id in workflow_ids:
                 await run_in_threadpool(self.capture, workflow_id, data, rows, shape, normalized)
@@ -138,7 +143,7 @@ class Collector:
     def capture(self, workflow_id: str, data: bytes, rows: list[dict[str, Any]], shape: list[Any],
                 normalized: bool) -> str:
         """Store the image and add it to the workflow's dataset; returns what happened: ``captured``,
-        ``duplicate``, ``capped``, ``inactive`` or ``not_an_image``."""
+        ``duplicate``, ``capped``, ``inactive``, ``busy`` (the dataset is importing) or ``not_an_image``."""
         stored = self._store(data)
         if stored is None:
             return "not_an_image"
@@ -174,6 +179,8 @@ class Collector:
         if session.scalar(select(DatasetItem.id).where(DatasetItem.manifest_id == dataset.manifest_id,
                                                        DatasetItem.sha256 == info.sha256).limit(1)) is not None:
             return "duplicate"
+        if dataset.status == datasets_state.PROCESSING:
+            return "busy"  # an import is swapping its manifest in: this sample is skipped, not waited for
         now = self.clock()
         if not claim(session, workflow, now):
             return "capped"
