@@ -71,6 +71,9 @@ from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
 from lanner.web.team_pages import router as team_pages
 from lanner.web.train_pages import router as train_pages
+from lanner.web.workflow_pages import router as workflow_pages
+from lanner.workflows.capture import Collector
+from lanner.workflows.router import router as workflows_router
 
 # Hot paths first: FastAPI tries the included routers in order, each costing a few microseconds to pass.
 ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route): every epoch of every run
@@ -79,9 +82,10 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
            datasets_router, integrations_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
-           exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
+           exports_router, storage_router, assistant_router, teams_router, workflows_router, web_router,
+           account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
-           docs_pages, explore_router, operator_router, operator_pages,
+           docs_pages, explore_router, operator_router, operator_pages, workflow_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide
 
 
@@ -153,6 +157,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     app.state.inference = inference
     app.state.deployments = deployments
     app.state.assistant = assistant
+    app.state.workflows = Collector(ctx)  # the collect template: uncertain predictions into a dataset
     app.state.model_hooks = training_views.model_hooks(catalogue)  # what projects show of training
     handlers.install(app)
     web_site.install(app)  # static files, the sign-in redirect, errors as pages for browsers

@@ -16,5 +16,6 @@ from lanner.status import StatusEvent as _status_events  # noqa: F401
 from lanner.storage import models as _storage  # noqa: F401
 from lanner.teams import models as _teams  # noqa: F401
 from lanner.training import models as _training  # noqa: F401
+from lanner.workflows import models as _workflows  # noqa: F401
 
 metadata = Base.metadata

@@ -69,6 +69,10 @@ IDENTIFIERS: dict[str, Callable[[Owned], Any]] = {
     "integrationId": lambda a: a.integration_id,
 }
 
+# An identifier whose name means another resource on one operation: (method, path) -> name -> A's value.
+PER_OPERATION: dict[tuple[str, str], dict[str, Callable[[Owned], Any]]] = {
+    (method, "/api/workflows"): {"id": lambda a: a.workflow_id} for method in ("GET", "PUT", "DELETE")}
+
 # Required body properties that must hold a valid value for the request to reach its authorization check.
 VALID_VALUES: dict[str, Any] = {"assetType": "datasets", "filename": "weights.zip", "event": "epoch_end",
                                 "name": "b-copy", "password": "not alice's password", "split": "val",
@@ -223,6 +227,10 @@ def request_for(method: str, path: str, owned: Owned) -> dict[str, Any]:
     body = _body_schema(op)
     if body is not None:
         request["json"] = _object(body, owned) if body.get("type") == "object" or "properties" in body else {}
+    for name, value in PER_OPERATION.get((method, path), {}).items():
+        for part in (params, request.get("json")):
+            if isinstance(part, dict) and name in part:
+                part[name] = value(owned)
     return request
 
 
@@ -253,6 +261,7 @@ def snapshot(client: TestClient, owned: Owned) -> dict[str, Any]:
              "deployment": f"/api/deployments/{a}/{DEPLOYMENT}", "deployments": f"/api/deployments/{a}",
              "deployment logs": f"/api/deployments/{a}/{DEPLOYMENT}/logs",
              "storage integrations": "/api/integrations/buckets",
+             "workflows": f"/api/workflows?owner={a}", "workflow": f"/api/workflows?owner={a}&id={owned.workflow_id}",
              "bucket import": f"/api/datasets/{a}/{DATASET}/bucket-imports/{owned.bucket_import_id}"}
     seen = {}
     for name, url in reads.items():

@@ -99,19 +99,21 @@ class Owned:
     invitation_id: str = ""  # the team's pending invitation
     integration_id: str = ""  # a connected bucket (made in the database: no bucket is reached)
     bucket_import_id: str = ""  # a bucket import of the dataset (failed: never run)
+    workflow_id: str = ""  # a workflow collecting the deployment's uncertain predictions into the dataset
     values: dict[str, Any] = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
         """Strings that only a leak of this user's private resources would put in another user's response."""
         return [self.dataset_id, self.old_dataset_id, self.image_id, self.model_id, self.key_id, self.session_id,
-                self.export_id, self.deployment_id, self.integration_id, self.bucket_import_id, BUCKET_KEY_ID,
+                self.export_id, self.deployment_id, self.integration_id, self.bucket_import_id, self.workflow_id,
+                BUCKET_KEY_ID,
                 self.team, DATASET, OLD_DATASET, PROJECT, MODEL, DEPLOYMENT]
 
 
 def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str | None = None) -> Owned:
     """A private dataset with images and a version, one in the trash, a project with a model that has a run
     (started through the trainer's webhook: no process runs) and weights uploaded for it, a queued export of it,
-    a deployment of it (never launched),
+    a deployment of it (never launched), a workflow collecting its uncertain predictions into the dataset,
     a staged checkpoint, a completed upload session, a second API key, and a team with an open invitation.
 
     With ``team`` (one the user owns), the resources are made in the team's workspace by the user, and the team
@@ -151,6 +153,13 @@ def build(app: FastAPI, client: TestClient, user: User, work: Path, *, team: str
     owned.deployment_id = _ok(client.post(f"/api/deployments/{ws}", headers=user.headers, json={
         "project": PROJECT, "model": MODEL, "deployment": DEPLOYMENT, "name": DEPLOYMENT,
         "region": "us-central1"}))["id"]
+    workflow = _ok(client.put("/api/workflows", params={"owner": ws}, headers=user.headers, json={
+        "name": "collect", "version": 0, "graph": {"templateId": "collect-uncertain", "nodes": [
+            {"id": "d", "data": {"label": "d", "type": "Deployment", "config": {"deployment": DEPLOYMENT}}},
+            {"id": "q", "data": {"label": "q", "type": "Dataset", "config": {"dataset": DATASET}}}],
+            "edges": [{"id": "e", "source": "d", "target": "q"}]}}))
+    assert workflow["errors"] == [], workflow  # active: it would collect, were the deployment ever ready
+    owned.workflow_id = workflow["id"]
     owned.key_id = _ok(client.post("/api/api-keys", json={"name": "spare"}, headers=user.headers))["keyId"]
     signed = _ok(client.post("/api/upload/signed-url", headers=user.headers, json={
         "assetType": "datasets", "assetId": owned.dataset_id, "filename": "more.zip", "totalBytes": 3}))

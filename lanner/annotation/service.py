@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
 from lanner.annotation import proposals
+from lanner.annotation.models import LabelProposal
 from lanner.annotation.proposals import acceptance, propose
 from lanner.annotation.schemas import SaveLabels, label_state
 from lanner.datasets import items, service
@@ -85,7 +86,21 @@ def annotate_view(session: Session, dataset: Dataset, key: str, *, signer: URLSi
     return {"image": image, **label_state(item), "task": dataset.task,
             "classNames": [str(n) for n in dataset.class_names or []],
             "kptShape": list(dataset.kpt_shape) if dataset.kpt_shape else None,
-            "neighbours": _neighbours(session, dataset, item, filter)}
+            "neighbours": _neighbours(session, dataset, item, filter),
+            "suggestions": suggestions(session, dataset, item)}
+
+
+def suggestions(session: Session, dataset: Dataset, item: DatasetItem) -> list[dict[str, Any]]:
+    """Open proposals stored for an image never labelled, newest model first: what a workflow kept of the
+    predictions that brought the image in (``lanner.workflows``), shown as proposals, never as labels. Each
+    label carries its ``confidence`` when the model gave one."""
+    if item.labels is not None or item.class_id is not None:
+        return []
+    rows = session.scalars(select(LabelProposal).where(
+        LabelProposal.dataset_id == dataset.id, LabelProposal.item_key == item.key,
+        LabelProposal.resolved_at.is_(None)).order_by(LabelProposal.created_at.desc(), LabelProposal.id.desc())
+        .limit(5))
+    return [{"model": r.model_ref, "labels": list(r.labels or [])} for r in rows]
 
 
 def _who(labelled_by: str | None) -> str:

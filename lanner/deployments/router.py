@@ -177,7 +177,9 @@ async def predict(
     endpoints.requests.record(telemetry.Request(
         deployment_id=route.id, path=request.url.path, status=status, latency_ms=(time.perf_counter() - started) * 1e3,
         image_bytes=len(data), user_agent=request.headers.get("user-agent"), **summary_of(status, body)))
-    return Response(body, status_code=status, media_type="application/json")
+    # The collect template (lanner/workflows): an uncertain answer is captured after it is sent, never before.
+    capture = await request.app.state.workflows.consider(route.id, status, body, data, normalized=normalize)
+    return Response(body, status_code=status, media_type="application/json", background=capture)
 
 
 def _source(ctx: Any, request: Request, source: str) -> bytes:

@@ -20,6 +20,7 @@ from lanner.http.deps import Ctx, DbSession
 from lanner.projects import service as projects_service
 from lanner.web import paths  # noqa: F401  (paths registers the {owner:owner} convertor)
 from lanner.web.templating import PageUser, redirect, render
+from lanner.workflows import views as workflow_views
 
 router = APIRouter(include_in_schema=False)
 MODEL = "/{owner:owner}/{project}/{model}"
@@ -34,8 +35,10 @@ def section(request: Request, owner: str, project: str, model: str, user: PageUs
             ctx: Ctx) -> Response:
     """The deployments table alone (what htmx polls; the model page includes the same fragment)."""
     record = _model(session, user, owner, project, model)
+    deploy = deployment_views.section(session, user, record, settings=ctx.settings)
+    workflow_views.annotate_rows(session, record.owner_id, deploy["rows"], request.app.state.workflows.clock())
     return render(request, "_deployments.html", {
-        "deploy": deployment_views.section(session, user, record, settings=ctx.settings), "owner": owner.lower(),
+        "deploy": deploy, "owner": owner.lower(),
         "project_slug": project, "model": record}, user=user)
 
 

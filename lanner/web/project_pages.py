@@ -32,6 +32,7 @@ from lanner.training.state import ACTIVE
 from lanner.web import live, model_view, paths, train_form, workspaces  # noqa: F401  (paths: the {owner:owner} convertor)
 from lanner.web.templating import PageUser, money, redirect, render
 from lanner.web.train_form import hours
+from lanner.workflows import views as workflow_views
 
 router = APIRouter(include_in_schema=False)
 LIVE_INTERVAL_SECONDS = 1.0
@@ -168,6 +169,8 @@ def model_page(request: Request, owner: str, project: str, model: str, user: Pag
     train_url = train_form.train_again_url(record, ((run.launch if run else None) or {}).get("trainArgs"),
                                            owner=owner.lower(), project=project, username=user.username)
     deploy = deployment_views.section(session, user, record, settings=ctx.settings) if is_owner else None
+    if deploy is not None:  # each endpoint's collect template: on or off, captured today
+        workflow_views.annotate_rows(session, record.owner_id, deploy["rows"], request.app.state.workflows.clock())
     return render(request, "model.html", {
         "full_run": offer, "hours": hours, "deploy": deploy, "train_url": train_url,
         "owner": owner.lower(), "project_slug": project, "model": record, "state": state,

@@ -97,6 +97,25 @@
     }, function (err) { self.status.textContent = err.message; });
   };
 
+  // Proposals the server kept for an image never labelled (a workflow that collected it from an endpoint), shown
+  // as the model's proposals when the page has none for it yet.
+  Proposals.prototype.suggest = function (key, suggestions) {
+    if (this.byKey[key] || this.editor.labels.length || !suggestions.length) { return; }
+    this.byKey[key] = [];
+    const self = this;
+    suggestions.forEach(function (s) {
+      (s.labels || []).forEach(function (p) {
+        const label = Object.assign({}, p);
+        delete label.confidence;
+        self.byKey[key].push({label: label, confidence: typeof p.confidence === 'number' ? p.confidence : 1,
+                              model: s.model});
+      });
+    });
+    this.status.textContent = this.byKey[key].length + ' proposal' + (this.byKey[key].length === 1 ? '' : 's') +
+      ' kept from ' + suggestions[0].model + ' when this image was collected.';
+    this.editor.refresh();
+  };
+
   // The assistant's proposals for an image just opened, when it has none yet and no labels.
   Proposals.prototype.prefill = function (key) {
     const editor = this.editor, self = this;

@@ -60,6 +60,7 @@
       self.setup(data);
       $('an-editor').dataset.loaded = key;  // the browser tests wait for this
       self.sync.flushAll();
+      self.proposals.suggest(key, data.suggestions || []);
       self.proposals.prefill(key);
     }).catch(function (err) { lanner.showMessage('This image could not be opened: ' + err.message, 'error'); });
   };
