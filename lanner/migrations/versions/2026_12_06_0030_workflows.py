@@ -1,7 +1,7 @@
 """Workflows (the SDK's agents) and the collect template's settings and counters
 
-Revision ID: 0031
-Revises: 0027
+Revision ID: 0030
+Revises: 0029
 Create Date: 2026-12-06 17:40:00
 
 ``workflows``: one saved graph document per row, owned by a workspace, replaced whole at a version; deleted
@@ -16,8 +16,8 @@ from alembic import op
 
 import lanner.db
 
-revision: str = '0031'
-down_revision: str | None = '0027'
+revision: str = '0030'
+down_revision: str | None = '0029'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
