@@ -140,8 +140,8 @@ class AutolabelQueue(BackgroundLoop):
         ttl = 7 * 24 * 3600
         keys = service.remaining_keys(session, job)
         dataset = session.get(Dataset, job.dataset_id)
-        rows = dict(session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
-            DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys))).tuples()) if dataset else {}
+        rows = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
+            DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys)))} if dataset else {}
         spec = {"jobId": job.id, "attempt": job.attempt, "confidence": job.confidence, "iou": job.iou,
                 "imgsz": job.imgsz, "classMap": job.class_map, "chunk": settings.autolabel_chunk_images,
                 "weightsUrl": signer.download_url(job.weights_sha256 or "", "weights.pt", ttl),

@@ -126,8 +126,8 @@ def _preview(session: Session, ctx: AppContext, dataset: Dataset, job: Autolabel
     """Run the model on ``keys`` now (on the calling thread: never on the event loop) and keep its labels."""
     digest = job.weights_sha256 or ""
     weights = Weights(digest, partial(ctx.blobs.copy_to, digest))
-    rows = dict(session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
-        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys))).tuples())
+    rows = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
+        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys)))}
     limit = ctx.settings.inference_max_bytes
     images = [decode_image(inference_service.image_bytes(ctx.blobs, rows[k], max_bytes=limit),
                            max_pixels=ctx.settings.inference_max_pixels, field=f"image {k}") for k in keys]
@@ -289,9 +289,8 @@ def preview_view(session: Session, dataset: Dataset, job_id: str, link: Any) -> 
     job = session.get(AutolabelJob, job_id)
     if job is None or job.dataset_id != dataset.id or not job.preview:
         raise NotFound(f"preview '{job_id[:40]}' not found")
-    digests = dict(session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
-        DatasetItem.manifest_id == dataset.manifest_id,
-        DatasetItem.key.in_([p["key"] for p in job.previews or []]))).tuples())
+    digests = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
+        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_([p["key"] for p in job.previews or []])))}
     return {"jobId": job.id, "model": job.model_ref, "confidence": job.confidence,
             "classNames": [str(n) for n in dataset.class_names or []],
             "images": [{"imageId": f"{dataset.id}-{p['key']}", "imageUrl": link(digests[p["key"]], "image"),
