@@ -33,7 +33,7 @@ from lanner.billing import service as billing
 from lanner.context import AppContext
 from lanner.datasets import items as dataset_items
 from lanner.datasets import service as datasets_service
-from lanner.datasets.models import Dataset, DatasetItem
+from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.db import iso
 from lanner.errors import Conflict, NotFound, PaymentRequired, Unprocessable
 from lanner.inference import service as inference_service
@@ -285,13 +285,18 @@ def stop_or_dismiss(session: Session, dataset: Dataset, preview_job_id: str | No
 
 
 def preview_view(session: Session, dataset: Dataset, job_id: str, link: Any) -> dict[str, Any]:
-    """A preview's images with the labels the model proposed (the dataset page draws them)."""
+    """A preview's images (with their size) and the labels the model proposed: the dataset page draws them."""
     job = session.get(AutolabelJob, job_id)
     if job is None or job.dataset_id != dataset.id or not job.preview:
         raise NotFound(f"preview '{job_id[:40]}' not found")
-    digests = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
-        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_([p["key"] for p in job.previews or []])))}
+    rows = {row.key: row for row in session.execute(
+        select(DatasetItem.key, DatasetItem.name, DatasetItem.sha256, ImageBlob.width, ImageBlob.height)
+        .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
+        .where(DatasetItem.manifest_id == dataset.manifest_id,
+               DatasetItem.key.in_([p["key"] for p in job.previews or []])))}
     return {"jobId": job.id, "model": job.model_ref, "confidence": job.confidence,
             "classNames": [str(n) for n in dataset.class_names or []],
-            "images": [{"imageId": f"{dataset.id}-{p['key']}", "imageUrl": link(digests[p["key"]], "image"),
-                        "labels": p["labels"]} for p in job.previews or [] if p["key"] in digests]}
+            "images": [{"imageId": f"{dataset.id}-{p['key']}", "name": rows[p["key"]].name,
+                        "imageUrl": link(rows[p["key"]].sha256, rows[p["key"]].name),
+                        "width": rows[p["key"]].width, "height": rows[p["key"]].height, "labels": p["labels"]}
+                       for p in job.previews or [] if p["key"] in rows]}

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
+from lanner.annotation import proposals
 from lanner.annotation import service as annotation_service
 from lanner.assistant import service as assistant_service
 from lanner.assistant.dependencies import Loop
@@ -206,6 +207,12 @@ def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, p
             "filtered": any(v is not None for v in filters.values())}
 
 
+def _autolabel(session: Session, user: Principal, dataset: Dataset, *, ctx_settings: Any) -> dict[str, Any] | None:
+    """The auto-annotate dialog's models (those of the dataset's task the owner may read), or None without any."""
+    models = proposals.proposal_models(session, user, dataset)
+    return {"models": models, "price": ctx_settings.autolabel_price_per_image} if models else None
+
+
 def _page(request: Request, session: Session, user: Principal, dataset: Dataset, owner: str, grid: dict[str, Any],
           catalogue: Catalogue, runtime: Any, *, assistant: dict[str, Any] | None = None,
           status_code: int = 200) -> Response:
@@ -224,6 +231,8 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
         "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
         "export_formats": EXPORT_FORMATS, "report": dataset.last_ingest or None,
         "assistant": assistant if is_owner else None, "trained": trained_on.trained_on(session, user, dataset),
+        "autolabel": _autolabel(session, user, dataset, ctx_settings=request.app.state.lanner.settings)
+        if is_owner else None,
     }, fragment="_dataset_grid.html", status_code=status_code, user=user, active="datasets")
 
 
