@@ -53,6 +53,18 @@ def shapes_dataset(app: Any, tmp_path: Path, owner: str, *, slug: str = "shapes"
         commit_import(session, prepared, dataset=dataset, queued=False)
 
 
+def detector(app: Any, account: Any, weights: Path) -> str:
+    """The tiny detector as ``account``'s model ``shapes/tiny``, with the image size it was trained at (what a
+    finished run leaves in ``train_args``: the size auto-annotation predicts at)."""
+    from lanner.projects.models import ModelRecord
+    from tests.trained import attach_weights
+
+    model_id = attach_weights(app, account, weights)
+    with app.state.lanner.db.session() as session:
+        session.get(ModelRecord, model_id).train_args = {"imgsz": IMGSZ}
+    return model_id
+
+
 class _Answer(io.BytesIO):
     def __init__(self, body: bytes) -> None:
         super().__init__(body)

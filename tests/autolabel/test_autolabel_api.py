@@ -23,13 +23,13 @@ from lanner.training.executors import JobState
 from tests.autolabel.conftest import (
     PRICE,
     InProcessHTTP,
+    detector,
     launched_spec,
     run_worker,
     shapes_dataset,
     use_fake_executor,
 )
 from tests.sdk_types import assert_sdk_type
-from tests.trained import attach_weights
 
 CREDIT = billing.dollars_to_micros(10)
 
@@ -54,7 +54,7 @@ def _available(app: Any, account: Any) -> int:
 def world(app, client, make_account, sdk, tmp_path, tiny_weights):
     alice = make_account("alice", credits_micros=CREDIT)
     shapes_dataset(app, tmp_path, "alice")
-    attach_weights(app, alice, tiny_weights)
+    detector(app, alice, tiny_weights)
     return alice, sdk(alice)
 
 
@@ -139,7 +139,7 @@ def test_include_annotated_adds_to_labelled_images_and_changes_none(app, client,
 def test_not_enough_credit_is_402_before_anything_runs(app, make_account, sdk, tmp_path, tiny_weights):
     bob = make_account("bob", credits_micros=4 * billing.dollars_to_micros(PRICE))  # 5 images to label
     shapes_dataset(app, tmp_path, "bob")
-    attach_weights(app, bob, tiny_weights)
+    detector(app, bob, tiny_weights)
     with pytest.raises(APIError) as refused:
         sdk(bob).datasets.create_batch("bob", "shapes", body={"modelId": "ul://bob/shapes/tiny"})
     assert refused.value.status_code == 402

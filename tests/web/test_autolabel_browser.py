@@ -17,7 +17,8 @@ from ultralytics_platform import Platform
 
 from lanner import models_registry  # noqa: F401  (every table: the ledger's foreign keys name runs)
 from lanner.datasets.models import DatasetVersion
-from lanner.synthetic import make_detection_dataset
+from lanner.projects.models import ModelRecord
+from lanner.synthetic import CLASSES, make_detection_dataset
 from tests.datasets.helpers import upload_dataset
 from tests.trained import IMGSZ, tiny_weights  # noqa: F401  (a fixture)
 from tests.web.conftest import WebServer, screenshot, signed_in
@@ -36,12 +37,17 @@ def _dataset_with_unlabelled_images(platform: Platform, folder: Path) -> None:
         upload_dataset(platform, http, "alice", "shapes", archive)
 
 
-def _model_with_weights(platform: Platform, weights: Path) -> None:
+def _model_with_weights(web_server: WebServer, platform: Platform, weights: Path) -> None:
+    """The tiny detector uploaded as ``ul`` uploads a checkpoint, with the task and classes a finished run
+    leaves on its model (an upload alone does not read them)."""
     platform.projects.create(owner="alice", project="shapes", name="shapes", visibility="private")
     model = platform.models.create(body={"project": "shapes", "model": "tiny", "name": "tiny"})
     slot = platform.upload.signed_url(body={"assetType": "models", "assetId": model["id"], "filename": "best.pt"})
     httpx.put(slot["uploadUrl"], content=weights.read_bytes(), timeout=60).raise_for_status()
     platform.upload.complete(session_id=slot["sessionId"])
+    with web_server.db.session() as session:
+        record = session.get(ModelRecord, model["id"])
+        record.task, record.class_names, record.train_args = "detect", list(CLASSES), {"imgsz": IMGSZ}
 
 
 def _labels(platform: Platform) -> dict[str, Any]:
@@ -54,7 +60,7 @@ def test_preview_then_apply_auto_annotation(page: Any, web_server: WebServer, tm
     alice = web_server.user("alice", credits=5)
     platform = Platform(base_url=web_server.url, api_key=alice.key, timeout=60)
     _dataset_with_unlabelled_images(platform, tmp_path)
-    _model_with_weights(platform, tiny_weights)
+    _model_with_weights(web_server, platform, tiny_weights)
     before = _labels(platform)
     assert sum(1 for labels in before.values() if not labels) == UNLABELLED
 
@@ -65,8 +71,8 @@ def test_preview_then_apply_auto_annotation(page: Any, web_server: WebServer, tm
     expect(dialog.locator("#al-model option")).to_have_count(1)
     dialog.get_by_label("Confidence threshold").fill("0.001")
     dialog.get_by_role("button", name="Preview").click()
-    previews = dialog.locator("#al-preview > li")
-    expect(previews).to_have_count(UNLABELLED, timeout=120_000)
+    expect(dialog.locator("#al-status")).to_contain_text("Preview:", timeout=120_000)
+    expect(dialog.locator("#al-preview > li")).to_have_count(UNLABELLED)
     assert dialog.locator("#al-preview rect.al-box").count() > 0
     expect(dialog.locator("#al-status")).to_contain_text("Nothing is changed until you apply")
     screenshot(page, "autolabel-preview")
