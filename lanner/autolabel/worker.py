@@ -61,6 +61,7 @@ def post_chunk(spec: dict[str, Any], results: list[dict[str, Any]]) -> dict[str,
 
 def label_chunk(model: Any, spec: dict[str, Any], images: list[dict[str, str]]) -> list[dict[str, Any]]:
     """The dataset labels the model predicts for ``images`` (only the boxes; confidences are not stored)."""
+    # start-up cost: the server imports this module (SPEC_ENV) and needs neither OpenCV nor the conversion
     import cv2
     import numpy as np
 

@@ -19,7 +19,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
-from lanner.annotation import proposals
 from lanner.annotation import service as annotation_service
 from lanner.assistant import service as assistant_service
 from lanner.assistant.dependencies import Loop
@@ -40,7 +39,7 @@ from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
 from lanner.training import trained_on
 from lanner.training.dependencies import CurrentCatalogue, Runtime
-from lanner.web import assistant_panel, workspaces
+from lanner.web import assistant_panel, autolabel_dialog, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -207,17 +206,10 @@ def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, p
             "filtered": any(v is not None for v in filters.values())}
 
 
-def _autolabel(session: Session, user: Principal, dataset: Dataset, *, ctx_settings: Any) -> dict[str, Any] | None:
-    """The auto-annotate dialog's models (those of the dataset's task the owner may read), or None without any."""
-    models = proposals.proposal_models(session, user, dataset)
-    return {"models": models, "price": ctx_settings.autolabel_price_per_image} if models else None
-
-
 def _page(request: Request, session: Session, user: Principal, dataset: Dataset, owner: str, grid: dict[str, Any],
           catalogue: Catalogue, runtime: Any, *, assistant: dict[str, Any] | None = None,
           status_code: int = 200) -> Response:
     """The whole dataset page; the owner's has the assistant section (``assistant``: it again, after a form)."""
-    base = _base(dataset, owner)
     health = health_report(session, dataset) if dataset.status != "processing" else None  # stored, or computed unstored
     view = service.dataset_view(session, dataset, owner=owner, versions=True)
     balance = (health or {}).get("class_balance", {}).get("classes", [])
@@ -227,12 +219,11 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
         assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset),
                                           runnable=assistant_panel.runnable(session, runtime, catalogue))
     return render(request, "dataset.html", {
-        **grid, "dataset": view, "base": base, "health": health, "is_owner": is_owner,
+        **grid, "dataset": view, "base": _base(dataset, owner), "health": health, "is_owner": is_owner,
         "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
         "export_formats": EXPORT_FORMATS, "report": dataset.last_ingest or None,
         "assistant": assistant if is_owner else None, "trained": trained_on.trained_on(session, user, dataset),
-        "autolabel": _autolabel(session, user, dataset, ctx_settings=request.app.state.lanner.settings)
-        if is_owner else None,
+        "autolabel": autolabel_dialog.offer(request, session, user, dataset, is_owner),  # the Auto-annotate dialog
     }, fragment="_dataset_grid.html", status_code=status_code, user=user, active="datasets")
 
 
