@@ -188,6 +188,11 @@ def test_a_worker_killed_mid_batch_is_resumed_for_the_rest_without_duplicates(ap
     labelled_once = {k: list(item.labels) for k, item in _items(app).items()
                      if item.labelled_by and item.labelled_by.startswith("model:")}
     assert len(labelled_once) == 4
+    # its second chunk's answer never reached it: the same chunk again (a retry) records nothing twice
+    repeat = client.post("/api/autolabel/chunks", headers={"X-Lanner-Autolabel-Token": first["token"]},
+                         json={"results": [{"key": image["key"], "labels": [{"classId": 0, "bbox": [0.5, 0.5, .2, .2]}]}
+                                           for image in first["images"][2:4]]})
+    assert repeat.status_code == 200 and repeat.json()["recorded"] == 0 and repeat.json()["processed"] == 4
     executor.set(job_id, 1, JobState.LOST, -9, "worker killed by signal 9")
     app.state.autolabel.one_pass()  # lost: queued again, and relaunched for what is left
     second = launched_spec(executor)
