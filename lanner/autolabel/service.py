@@ -33,6 +33,7 @@ from lanner.billing import service as billing
 from lanner.context import AppContext
 from lanner.datasets import items as dataset_items
 from lanner.datasets import service as datasets_service
+from lanner.datasets import state
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.db import iso
 from lanner.errors import Conflict, NotFound, PaymentRequired, Unprocessable
@@ -89,10 +90,18 @@ def request_run(session: Session, principal: Principal, ctx: AppContext, dataset
                             "its Haar cascades, and Lanner downloads no model)", code="no_face_detector")
     if not body.modelId:
         raise Unprocessable("modelId: the model to annotate with (ul://owner/project/model or a model id)")
+    if dataset.task == "classify":
+        raise Unprocessable("auto-annotation adds boxes, masks or keypoints: a classify dataset takes the labelling "
+                            "assistant's proposals instead")
+    if dataset.status == state.PROCESSING:
+        raise Conflict("the dataset is processing an import; auto-annotate it when the import has finished")
     if active_run(session, dataset) is not None:
         raise Conflict("this dataset already has an auto-annotation run in progress: wait for it or cancel it",
                        code="batch_running")
     record, ref = _model(session, principal, dataset, body.modelId)
+    if not record.class_names:
+        raise Unprocessable(f"model '{ref}' names no classes (an uploaded checkpoint that no run here finished)",
+                            code="no_classes")
     if not record.weights_sha256 or not ctx.blobs.exists(record.weights_sha256):
         raise Conflict(f"model '{ref}' has no weights on this server", code="no_weights")
     targets = _targets(record, dataset, body.classMapping)

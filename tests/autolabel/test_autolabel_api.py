@@ -246,3 +246,11 @@ def test_preview_runs_six_images_and_changes_nothing(app, client, world):
     assert status["lastRun"]["preview"] is True
     with app.state.lanner.db.session() as session:
         assert session.scalar(select(func.count()).select_from(DatasetVersion)) == 0
+
+
+def test_blur_needs_a_face_detector_this_server_does_not_have(world):
+    """OpenCV 5 (the venv's) ships no Haar cascade and no ``CascadeClassifier``; nothing is downloaded."""
+    _, platform = world
+    with pytest.raises(APIError) as refused:
+        platform.datasets.create_batch("alice", "shapes", body={"operation": "blur", "preview": True})
+    assert refused.value.status_code == 422 and "face detector" in refused.value.json["error"]
