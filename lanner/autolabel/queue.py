@@ -193,6 +193,9 @@ class AutolabelQueue(BackgroundLoop):
         except Exception:
             tail = ""
         message = error_from_log(tail)
+        if job.processed >= job.total:  # every image left was recorded (or deleted meanwhile)
+            jobs.complete(session, job, f"{job.processed} images, {job.annotations} labels added")
+            return
         if message is not None:
             jobs.fail(session, job, message)
             return

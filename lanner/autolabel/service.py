@@ -202,8 +202,12 @@ def record_chunk(session: Session, job: AutolabelJob, results: list[dict[str, An
         for result in fresh:
             key = str(result["key"])
             item = items.get(key)
+            if item is None:  # deleted since the run was asked for: nothing to process, nothing to charge
+                session.add(AutolabelImage(job_id=job.id, key=key, added=0))
+                job.total -= 1
+                continue
             added: list[dict] = []
-            if item is not None and (job.include_annotated or (item.labels is None and item.class_id is None)):
+            if job.include_annotated or (item.labels is None and item.class_id is None):
                 predicted = dataset_items.validate_labels(dataset, result.get("labels") or [])
                 added = _new_labels(item.labels, predicted)
                 if added or item.labels is None:

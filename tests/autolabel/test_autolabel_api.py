@@ -254,3 +254,21 @@ def test_blur_needs_a_face_detector_this_server_does_not_have(world):
     with pytest.raises(APIError) as refused:
         platform.datasets.create_batch("alice", "shapes", body={"operation": "blur", "preview": True})
     assert refused.value.status_code == 422 and "face detector" in refused.value.json["error"]
+
+
+def test_an_image_deleted_before_its_turn_is_neither_processed_nor_charged(app, client, world, monkeypatch,
+                                                                          tmp_path):
+    alice, platform = world
+    executor = use_fake_executor(app)
+    job_id = platform.datasets.create_batch("alice", "shapes", body=_body())["jobId"]
+    with app.state.lanner.db.session() as session:
+        gone = session.get(AutolabelJob, job_id).keys[0]
+        dataset_id = session.get(AutolabelJob, job_id).dataset_id
+    platform.images.delete(f"{dataset_id}-{gone}")
+    app.state.autolabel.one_pass()
+    spec = launched_spec(executor)
+    assert len(spec["images"]) == 4 and gone not in {image["key"] for image in spec["images"]}
+    run_worker(monkeypatch, InProcessHTTP(client), spec, tmp_path / "worker")
+    last = platform.datasets.batch("alice", "shapes")["lastRun"]
+    assert last["results"]["processed"] == 4 and not last["failed"]
+    assert CREDIT - _available(app, alice) == 4 * billing.dollars_to_micros(PRICE)
