@@ -134,6 +134,9 @@ def test_include_annotated_adds_to_labelled_images_and_changes_none(app, client,
         if item.labels is not None:  # every existing label kept, first and unchanged
             assert after[key].labels[:len(item.labels)] == item.labels
     assert CREDIT - _available(app, alice) == 8 * billing.dollars_to_micros(PRICE)
+    ledger = platform.billing.transactions()["transactions"]  # the SDK's "annotation" type
+    charged = [t for t in ledger if t["type"] == "annotation"]
+    assert charged and sum(t["amountCents"] for t in charged) == pytest.approx(-8 * PRICE * 100)
 
 
 def test_not_enough_credit_is_402_before_anything_runs(app, make_account, sdk, tmp_path, tiny_weights):
