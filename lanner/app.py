@@ -19,6 +19,8 @@ from lanner.accounts.router import router as accounts_router
 from lanner.annotation.router import router as annotation_router
 from lanner.assistant.loop import AssistantLoop
 from lanner.assistant.router import router as assistant_router
+from lanner.autolabel.queue import AutolabelQueue
+from lanner.autolabel.router import router as autolabel_router
 from lanner.billing.router import router as billing_router
 from lanner.config import Settings, get_settings
 from lanner.context import AppContext
@@ -82,8 +84,8 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
            datasets_router, integrations_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
-           exports_router, storage_router, assistant_router, teams_router, workflows_router, web_router,
-           account_pages, key_pages,
+           exports_router, autolabel_router, storage_router, assistant_router, teams_router, workflows_router,
+           web_router, account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
            docs_pages, explore_router, operator_router, operator_pages, workflow_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide
@@ -104,6 +106,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     imports = ImportQueue(ctx)
     bucket_imports = BucketImports(ctx)
     exports = ExportQueue(ctx)
+    autolabel = AutolabelQueue(ctx)
     maintenance = Maintenance(ctx)
     upload_settler = UploadSettler(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
@@ -116,6 +119,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         imports.start()
         bucket_imports.start()
         exports.start()
+        autolabel.start()
         maintenance.start()
         upload_settler.start()
         deployments.start()
@@ -132,6 +136,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         await deployments.forwarder.close()
         upload_settler.stop()
         maintenance.stop()
+        autolabel.stop()
         exports.stop()
         bucket_imports.stop()
         imports.stop()
@@ -152,6 +157,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     app.state.imports = imports
     app.state.bucket_imports = bucket_imports
     app.state.exports = exports
+    app.state.autolabel = autolabel
     app.state.maintenance = maintenance
     app.state.upload_settler = upload_settler
     app.state.inference = inference
@@ -184,8 +190,9 @@ def background_loops(app: FastAPI) -> dict[str, BackgroundLoop]:
     """Every background loop of ``app`` by name, as they are now (``TrainingRuntime.use_executor`` replaces the
     supervisor): where a status view, or a lease among several server processes, reads their heartbeats."""
     state = app.state
-    loops = (state.training.supervisor, state.imports, state.bucket_imports, state.exports, state.maintenance,
-             state.upload_settler, state.deployments.supervisor, state.deployments.requests, state.assistant)
+    loops = (state.training.supervisor, state.imports, state.bucket_imports, state.exports, state.autolabel,
+             state.maintenance, state.upload_settler, state.deployments.supervisor, state.deployments.requests,
+             state.assistant)
     return {loop.name: loop for loop in loops}
 
 

@@ -194,6 +194,13 @@ class Settings(BaseSettings):
                                           "failed (0: never).")
     export_poll_seconds: float = Field(default=1.0, description="How often the export queue launches queued "
                                        "exports and polls running ones (a new export wakes it at once; 0: off).")
+    autolabel_poll_seconds: float = Field(default=1.0, ge=0, description="How often the auto-annotation queue "
+                                          "launches queued runs and polls running ones (a new run wakes it at once; "
+                                          "0: off).")
+    autolabel_price_per_image: float = Field(default=0.0, ge=0, description="USD charged per image an "
+                                             "auto-annotation or face-blur run processes (0: free).")
+    autolabel_chunk_images: int = Field(default=16, ge=1, le=500, description="Images an auto-annotation worker "
+                                        "labels before it hands their labels to the server (what a crash redoes).")
     assistant_poll_seconds: float = Field(
         default=5.0, ge=0, description="How often datasets' labelling assistants look for new labels to train a "
         "round on, watch the round that trains and score the unlabelled images with its model (0: never).")

@@ -3,6 +3,7 @@
 from lanner.accounts import models as _accounts  # noqa: F401
 from lanner.annotation import models as _annotation  # noqa: F401
 from lanner.assistant import models as _assistant  # noqa: F401
+from lanner.autolabel import models as _autolabel  # noqa: F401
 from lanner.billing import models as _billing  # noqa: F401
 from lanner.datasets import models as _datasets  # noqa: F401
 from lanner.db import Base

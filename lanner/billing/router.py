@@ -23,7 +23,7 @@ router = APIRouter(tags=["billing"])
 # dedicated endpoint's time is "deployment");
 # the ledger kind itself goes along as ``kind`` (Lanner extension).
 WIRE_TYPES = {"topup": "adjustment", "hold": "training", "charge": "training", "release": "training",
-              "refund": "refund", "endpoint": "deployment"}
+              "refund": "refund", "endpoint": "deployment", "autolabel": "annotation"}
 
 
 def _parse_time(value: str | None, name: str) -> datetime | None:

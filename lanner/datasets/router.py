@@ -166,9 +166,6 @@ for method, suffix, message in (
         ("GET", "embeddings", "image embeddings are not built by Lanner yet"),
         ("POST", "embeddings", "image embeddings are not built by Lanner yet"),
         ("DELETE", "embeddings", "image embeddings are not built by Lanner yet"),
-        ("GET", "images/clustering", "embedding clustering is not built by Lanner yet"),
-        ("GET", "predict/batch", "batch prediction on datasets is not available yet"),
-        ("POST", "predict/batch", "batch prediction on datasets is not available yet"),
-        ("DELETE", "predict/batch", "batch prediction on datasets is not available yet")):
+        ("GET", "images/clustering", "embedding clustering is not built by Lanner yet")):
     router.add_api_route(f"/api/datasets/{{owner}}/{{dataset}}/{suffix}", _not_implemented(message),
                          methods=[method], summary="Not available on self-hosted Lanner (501)")

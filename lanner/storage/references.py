@@ -42,6 +42,7 @@ BLOB_REFERENCES: tuple[tuple[str, str], ...] = (  # (table, column)
     ("staged_uploads", "sha256"),
     ("import_jobs", "source_sha256"),
     ("model_exports", "source_sha256"),
+    ("autolabel_jobs", "weights_sha256"),  # the weights a run's worker may still fetch
     ("model_exports", "sha256"),
     ("deployments", "weights_sha256"),
     ("deployments", "artefact_sha256"),

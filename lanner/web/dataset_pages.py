@@ -40,7 +40,7 @@ from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
 from lanner.training import trained_on
 from lanner.training.dependencies import CurrentCatalogue, Runtime
-from lanner.web import assistant_panel, workspaces
+from lanner.web import assistant_panel, autolabel_dialog, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -211,7 +211,6 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
           catalogue: Catalogue, runtime: Any, *, assistant: dict[str, Any] | None = None,
           status_code: int = 200) -> Response:
     """The whole dataset page; the owner's has the assistant section (``assistant``: it again, after a form)."""
-    base = _base(dataset, owner)
     health = health_report(session, dataset) if dataset.status != "processing" else None  # stored, or computed unstored
     view = service.dataset_view(session, dataset, owner=owner, versions=True)
     balance = (health or {}).get("class_balance", {}).get("classes", [])
@@ -221,10 +220,11 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
         assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset),
                                           runnable=assistant_panel.runnable(session, runtime, catalogue))
     return render(request, "dataset.html", {
-        **grid, "dataset": view, "base": base, "health": health, "is_owner": is_owner,
+        **grid, "dataset": view, "base": _base(dataset, owner), "health": health, "is_owner": is_owner,
         "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
         "export_formats": EXPORT_FORMATS, "report": dataset.last_ingest or None,
         "assistant": assistant if is_owner else None, "trained": trained_on.trained_on(session, user, dataset),
+        "autolabel": autolabel_dialog.offer(request, session, user, dataset, is_owner),  # the Auto-annotate dialog
     }, fragment="_dataset_grid.html", status_code=status_code, user=user, active="datasets")
 
 

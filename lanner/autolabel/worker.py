@@ -1,0 +1,126 @@
+"""What an executor runs for one auto-annotation attempt: ``python -m lanner.autolabel.worker``.
+
+Everything comes from ``LANNER_AUTOLABEL_SPEC`` (JSON, built by ``autolabel.queue``): ``jobId, attempt,
+weightsUrl, weightsSha256, images [{key, url}], confidence, iou, imgsz, classMap, chunk, chunkUrl, token``. The
+worker fetches the weights (checked against their hash), then for each chunk of images fetches them, predicts,
+converts the boxes to dataset labels (``inference.convert.annotations``, the shared inference's conversion) and
+POSTs them to ``chunkUrl``; the server records each image once. So a worker killed mid-batch loses at most its
+current chunk, and the next attempt is given only the images not yet recorded. A 409 from the server (the run
+was cancelled, or a newer attempt owns it) ends the worker quietly. It needs no database, so it runs the same on
+a Ray node.
+
+On failure it prints ``ERROR_MARK`` and a JSON ``{"message": ...}`` and exits 3 (the queue keeps the message)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from lanner.exports.worker import ERROR_MARK, EXIT_FAILED, ExportFailed, download, with_retries
+from lanner.scratch import scratch_folder
+
+SPEC_ENV = "LANNER_AUTOLABEL_SPEC"
+TOKEN_HEADER = "X-Lanner-Autolabel-Token"
+EXIT_STOPPED = 0
+
+
+class Stopped(Exception):
+    """The server no longer takes this attempt's labels (cancelled, or superseded)."""
+
+
+def fetch(url: str) -> bytes:
+    def attempt() -> bytes:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            return bytes(response.read())
+    return with_retries("an image could not be fetched", attempt)
+
+
+def post_chunk(spec: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+    body = json.dumps({"results": results}).encode()
+
+    def attempt() -> dict[str, Any]:
+        request = urllib.request.Request(spec["chunkUrl"], data=body, method="POST", headers={
+            "Content-Type": "application/json", TOKEN_HEADER: spec["token"]})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return dict(json.loads(response.read()))
+
+    try:
+        return with_retries("the labels could not be handed to the server", attempt)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (404, 409):
+            raise Stopped(exc.read().decode("utf-8", "replace")[:300]) from None
+        raise ExportFailed(f"the server refused the labels (HTTP {exc.code}: "
+                           f"{exc.read().decode('utf-8', 'replace')[:300]})") from None
+
+
+def label_chunk(model: Any, spec: dict[str, Any], images: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The dataset labels the model predicts for ``images`` (only the boxes; confidences are not stored)."""
+    # start-up cost: the server imports this module (SPEC_ENV) and needs neither OpenCV nor the conversion
+    import cv2
+    import numpy as np
+
+    from lanner.inference import convert
+
+    pixels = []
+    for image in images:
+        decoded = cv2.imdecode(np.frombuffer(fetch(image["url"]), np.uint8), cv2.IMREAD_COLOR)
+        if decoded is None:
+            raise ExportFailed(f"image {image['key']} could not be decoded")
+        pixels.append(decoded)
+    results = model.predict(pixels, conf=spec["confidence"], iou=spec["iou"], imgsz=spec["imgsz"], device="cpu",
+                            verbose=False)
+    out = []
+    for image, result in zip(images, results, strict=True):
+        labels = convert.annotations(result, class_map=spec.get("classMap"))
+        out.append({"key": image["key"], "labels": labels["predictions"], "partial": labels["partial"]})
+    return out
+
+
+def run(spec: dict[str, Any], home: Path) -> int:
+    from ultralytics import YOLO  # seconds to import: only in the worker
+
+    started = time.monotonic()
+    done = 0
+    with scratch_folder(home, "autolabel-") as folder:
+        weights = folder / "weights.pt"
+        download(spec["weightsUrl"], weights, spec.get("weightsSha256"))
+        model = YOLO(str(weights))
+        images = spec["images"]
+        size = max(1, int(spec.get("chunk") or 16))
+        for start in range(0, len(images), size):
+            chunk = images[start:start + size]
+            answer = post_chunk(spec, label_chunk(model, spec, chunk))
+            done += len(chunk)
+            print(f"lanner autolabel: {spec['jobId']} {done}/{len(images)} images "
+                  f"({answer.get('processed')}/{answer.get('total')} recorded)", flush=True)
+    print(f"lanner autolabel: {spec['jobId']} done in {time.monotonic() - started:.1f} s", flush=True)
+    return done
+
+
+def main() -> None:
+    raw = os.environ.get(SPEC_ENV)
+    if not raw:
+        sys.exit(f"lanner autolabel worker: {SPEC_ENV} is not set")
+    spec = json.loads(raw)
+    home = Path(os.path.expanduser(os.environ.get("LANNER_WORKER_DIR") or os.environ.get("LANNER_HOME") or "."))
+    home.mkdir(parents=True, exist_ok=True)
+    print(f"lanner autolabel: {spec['jobId']} attempt {spec.get('attempt')}: {len(spec['images'])} images",
+          flush=True)
+    try:
+        run(spec, home)
+    except Stopped as exc:
+        print(f"lanner autolabel: stopped by the server ({exc})", flush=True)
+        sys.exit(EXIT_STOPPED)
+    except ExportFailed as exc:
+        print(ERROR_MARK + json.dumps({"message": str(exc)}), flush=True)
+        sys.exit(EXIT_FAILED)
+
+
+if __name__ == "__main__":
+    main()
