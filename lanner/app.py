@@ -63,6 +63,7 @@ from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
 from lanner.web.annotate_pages import router as annotate_pages
 from lanner.web.dataset_pages import router as dataset_pages
+from lanner.web.dataset_trash_pages import router as dataset_trash_pages
 from lanner.web.deploy_pages import router as deploy_pages
 from lanner.web.docs_pages import router as docs_pages
 from lanner.web.export_pages import router as export_pages
@@ -86,7 +87,8 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, autolabel_router, storage_router, assistant_router, teams_router, workflows_router,
            web_router, account_pages, key_pages,
-           dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
+           dataset_trash_pages, dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages,
+           invitation_pages,
            docs_pages, explore_router, operator_router, operator_pages, workflow_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide
 

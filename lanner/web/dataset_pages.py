@@ -42,6 +42,7 @@ from lanner.training import trained_on
 from lanner.training.dependencies import CurrentCatalogue, Runtime
 from lanner.web import assistant_panel, autolabel_dialog, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
+from lanner.web.workspaces import trash_path
 
 router = APIRouter(include_in_schema=False)
 PER_PAGE = 100
@@ -95,12 +96,6 @@ def _dataset(session: Session, user: Principal, owner: str, slug: str, *, write:
     return service.get_dataset(session, user, owner=owner, slug=slug, write=write)
 
 
-def _trash_path(user: Principal, owner: str) -> str:
-    """The trash page of workspace ``owner``: the visitor's own, or a team's (``?owner=``)."""
-    owner = owner.lower()
-    return "/datasets/trash" + (f"?{urlencode({'owner': owner})}" if owner and owner != user.username else "")
-
-
 # --- the list, creating, the import report -------------------------------------------------------------------------
 
 def _list_page(request: Request, session: Session, user: Principal, signer: URLSigner, *, owner: str | None = None,
@@ -145,31 +140,6 @@ def create_dataset(request: Request, user: PageUser, session: DbSession, ctx: Ct
                             f"Dataset “{dataset.name}” created.")
     return _list_page(request, session, user, ctx.signer, owner=owner or None, status_code=422,
                       errors={"name": error}, form=form)
-
-
-@router.get("/datasets/trash", response_class=HTMLResponse)
-def trash_page(request: Request, user: PageUser, session: DbSession,
-               owner: str | None = Query(None, max_length=64)) -> Response:
-    """The visitor's trash, or (``owner``) a team's they are in; restoring takes an editor there."""
-    ws = workspaces.workspace(session, user, owner)
-    listed = trash_service.listing(session, user, page=1, limit=100, type="dataset", item_id=None,
-                                   owner=ws["owner"])
-    return render(request, "dataset_trash.html", {"items": listed["items"], "total": listed["total"], "ws": ws,
-                                                  "list_base": "/datasets/trash"},
-                  user=user, active="datasets")
-
-
-@router.post("/datasets/trash/{dataset_id}/restore")
-def restore_dataset(dataset_id: str, request: Request, user: PageUser, session: DbSession,
-                    owner: Annotated[str, Form(max_length=64)] = "") -> Response:
-    back = _trash_path(user, owner)
-    try:
-        trash_service.restore_item(session, user, type="dataset", item_id=dataset_id)
-    except NotFound:
-        return redirect(request, back, "That dataset is no longer in the trash.", "error")
-    except LannerError as exc:  # a viewer of the team: restoring takes an editor
-        return redirect(request, back, exc.message, "error")
-    return redirect(request, back, "Dataset restored.")
 
 
 @router.get("/datasets/{owner}/{slug}/import-report", response_class=HTMLResponse)
@@ -292,7 +262,7 @@ def clone_dataset(owner: str, slug: str, request: Request, user: PageUser, sessi
 def delete_dataset(owner: str, slug: str, request: Request, user: PageUser, session: DbSession) -> Response:
     dataset = _dataset(session, user, owner, slug, write=True)
     trash_service.trash_dataset(dataset)
-    return redirect(request, _trash_path(user, service.owner_name(session, dataset)),  # its owner now, if it moved
+    return redirect(request, trash_path(user, service.owner_name(session, dataset)),  # its owner now, if it moved
                     f"“{dataset.name}” moved to the trash: restore it within {trash_service.TRASH_DAYS} days.")
 
 

@@ -5,6 +5,7 @@ the 404 of one that does not exist (``teams.permissions.workspace_for``), so the
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
 
@@ -23,3 +24,9 @@ def workspace(session: Session, user: Principal, owner: str | None) -> dict[str,
     return {"owner": name, "role": role, "is_team": name != user.username, "can_write": allows(role, "write"),
             "workspaces": [(user.username, f"{user.username} (personal)", "owner"),
                            *((t["username"], t["username"], t["role"]) for t in teams)]}
+
+
+def trash_path(user: Principal, owner: str) -> str:
+    """The trash page of workspace ``owner``: the visitor's own, or a team's (``?owner=``)."""
+    owner = owner.lower()
+    return "/datasets/trash" + (f"?{urlencode({'owner': owner})}" if owner and owner != user.username else "")
