@@ -65,7 +65,8 @@ def delete_batch(owner: str, dataset: str, principal: CurrentPrincipal, session:
 @router.get(BATCH + "/preview", summary="The labels a preview run proposed, per image")
 def preview(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
             jobId: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
-    record = datasets_service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
+    """A reader's: the model's proposals on images the caller may already see (an editor made the preview)."""
+    record = datasets_service.get_dataset(session, principal, owner=owner, slug=dataset)
     return service.preview_view(session, record, jobId, ctx.signer.blob_links())
 
 

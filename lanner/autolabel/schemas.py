@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lanner.bounds import Count
+
 
 class BatchCreate(BaseModel):
     """``{modelId, confidence?, iou?, classMapping?, operation?: "annotate", includeAnnotated?}`` (or
@@ -17,7 +19,7 @@ class BatchCreate(BaseModel):
     operation: Literal["annotate", "blur"] = "annotate"
     confidence: float = Field(default=0.25, ge=0.0, le=1.0)
     iou: float = Field(default=0.7, ge=0.0, le=1.0)
-    classMapping: list[int | None] | None = Field(default=None, max_length=10_000)
+    classMapping: list[Count | None] | None = Field(default=None, max_length=10_000)
     includeAnnotated: bool = False
     preview: bool = False
     boxScale: float = Field(default=1.0, gt=0.0, le=10.0)

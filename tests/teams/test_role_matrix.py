@@ -71,6 +71,15 @@ EDITOR_OTHERS = {
     ("DELETE", "/api/trash"): (404, "the editor restored that dataset a moment before (POST /api/trash); the viewer's "
                                     "403 shows the check"),
 }
+# A read whose generated query names something the world does not hold: past the role check it is the 404 of a
+# missing thing, for a viewer as for an editor.
+READ_MISSING = {
+    ("GET", "/api/datasets/{owner}/{dataset}/predict/batch/preview"): (404, "the generated jobId 'x' names no "
+                                                                            "preview run (the world's weights are 7 "
+                                                                            "bytes): tests/autolabel preview for "
+                                                                            "real"),
+}
+EDITOR_OTHERS.update(READ_MISSING)
 ADMIN_PATHS = ("/api/teams/{team}/", "/api/datasets/{owner}/{dataset}/transfer",
                "/api/projects/{owner}/{project}/transfer")
 
@@ -163,8 +172,11 @@ def test_a_viewer_reads_everything_and_changes_nothing(team_world: Any) -> None:
     wrong = []
     for method, path in MATRIX:
         response = call(client, owned, people["vic"], method, path)
-        ok = answered(response) if allowed("viewer", method, path) else refused_as_role(response,
-                                                                                       needed(method, path))
+        if (method, path) in READ_MISSING:
+            ok = response.status_code == READ_MISSING[(method, path)][0] and "not found" in response.json()["error"]
+        else:
+            ok = answered(response) if allowed("viewer", method, path) else refused_as_role(response,
+                                                                                           needed(method, path))
         if not ok:
             wrong.append(describe(method, path, response))
     assert not wrong, "viewer:\n" + "\n".join(wrong)
