@@ -31,6 +31,8 @@ from lanner.datasets.version_router import router as dataset_versions_router
 from lanner.db.migrate import ensure_migrated
 from lanner.deployments.router import router as deployments_router
 from lanner.deployments.runtime import DeploymentRuntime
+from lanner.embeddings.queue import EmbeddingQueue
+from lanner.embeddings.router import router as embeddings_router
 from lanner.exports.queue import ExportQueue
 from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
@@ -76,7 +78,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            inference_router,  # shared inference's predict
            deployments_router,  # then the dedicated endpoints' predict
            accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
-           datasets_router, integrations_router,
+           embeddings_router, datasets_router, integrations_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, storage_router, assistant_router, teams_router, web_router, account_pages, key_pages,
            dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages, invitation_pages,
@@ -98,6 +100,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     imports = ImportQueue(ctx)
     bucket_imports = BucketImports(ctx)
     exports = ExportQueue(ctx)
+    embeddings = EmbeddingQueue(ctx)
     maintenance = Maintenance(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
     deployments = DeploymentRuntime(ctx)
@@ -109,6 +112,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         imports.start()
         bucket_imports.start()
         exports.start()
+        embeddings.start()
         maintenance.start()
         deployments.start()
         assistant.start()
@@ -123,6 +127,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         deployments.stop()
         await deployments.forwarder.close()
         maintenance.stop()
+        embeddings.stop()
         exports.stop()
         bucket_imports.stop()
         imports.stop()
@@ -143,6 +148,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     app.state.imports = imports
     app.state.bucket_imports = bucket_imports
     app.state.exports = exports
+    app.state.embeddings = embeddings
     app.state.maintenance = maintenance
     app.state.inference = inference
     app.state.deployments = deployments
@@ -173,8 +179,8 @@ def background_loops(app: FastAPI) -> dict[str, BackgroundLoop]:
     """Every background loop of ``app`` by name, as they are now (``TrainingRuntime.use_executor`` replaces the
     supervisor): where a status view, or a lease among several server processes, reads their heartbeats."""
     state = app.state
-    loops = (state.training.supervisor, state.imports, state.bucket_imports, state.exports, state.maintenance,
-             state.deployments.supervisor, state.deployments.requests, state.assistant)
+    loops = (state.training.supervisor, state.imports, state.bucket_imports, state.exports, state.embeddings,
+             state.maintenance, state.deployments.supervisor, state.deployments.requests, state.assistant)
     return {loop.name: loop for loop in loops}
 
 
