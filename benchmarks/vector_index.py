@@ -39,7 +39,8 @@ def timed_queries(search, queries: np.ndarray) -> tuple[float, list[np.ndarray]]
 
 
 def recall(answers: list[np.ndarray], truth: list[np.ndarray]) -> float:
-    return float(np.mean([len(set(a.tolist()) & set(t.tolist())) / len(t) for a, t in zip(answers, truth, strict=True)]))
+    return float(np.mean([len(set(a.tolist()) & set(t.tolist())) / len(t)
+                          for a, t in zip(answers, truth, strict=True)]))
 
 
 def main() -> None:

@@ -1,0 +1,132 @@
+"""``datasets.embeddings|create_embeddings|delete_embeddings`` and ``images.find_similar_images`` through the
+official SDK (typeguard on every answer), on SQLite and PostgreSQL: the model the server picks, progress, cancel,
+an attempt that resumes after a crash without embedding again what was delivered, and the search's scope."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ultralytics import YOLO
+from ultralytics_platform import APIError
+
+from lanner.embeddings import jobs
+from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
+from lanner.projects.models import ModelRecord
+from lanner.synthetic import make_detection_dataset
+from lanner.training.executors.base import JobState
+from tests.datasets.helpers import package, upload_dataset
+from tests.embeddings.conftest import drive_worker, finish, launch
+from tests.sdk_types import assert_sdk_type
+from tests.trained import attach_weights
+
+
+@pytest.fixture
+def shapes(sdk: Any, alice: Any, client: Any, tmp_path: Path) -> Any:
+    make_detection_dataset(tmp_path / "shapes", train=12, val=6, size=64)
+    platform = sdk(alice)
+    upload_dataset(platform, client, "alice", "shapes", package(tmp_path / "shapes", tmp_path / "zip"))
+    return platform
+
+
+def trained_on_shapes(app: Any, alice: Any, weights: Path) -> str:
+    model_id = attach_weights(app, alice, weights)
+    with app.state.lanner.db.session() as session:
+        session.get(ModelRecord, model_id).train_args = {"data": "ul://alice/datasets/shapes", "imgsz": 64}
+    return model_id
+
+
+def status(platform: Any) -> dict[str, Any]:
+    return assert_sdk_type(platform.datasets.embeddings("alice", "shapes"), "DatasetsEmbeddingsResponse")
+
+
+def test_analysis_picks_a_model_shows_progress_cancels_and_resumes(app, client, shapes, alice, tiny_weights):
+    platform = shapes
+    assert status(platform) == {"analyzedAt": None, "embeddingsCount": 0, "latestImageAt": status(platform)[
+        "latestImageAt"], "activeJob": None}
+    with pytest.raises(APIError) as none:  # no model trained on it, no official weights installed
+        platform.datasets.create_embeddings("alice", "shapes")
+    assert none.value.status_code == 409 and "lanner models add-official yolo26n.pt" in none.value.json["error"]
+
+    model_id = trained_on_shapes(app, alice, tiny_weights)
+    first = assert_sdk_type(platform.datasets.create_embeddings("alice", "shapes"), "DatasetsCreateEmbeddingsResponse")
+    assert platform.datasets.create_embeddings("alice", "shapes") == first  # the job under way, not a second one
+    active = status(platform)["activeJob"]
+    assert active["id"] == first["jobId"] and active["status"] == "queued" and active["progress"] is None
+    cancelled = assert_sdk_type(platform.datasets.delete_embeddings("alice", "shapes"),
+                                "DatasetsDeleteEmbeddingsResponse")
+    assert cancelled == {"cancelled": first["jobId"]}
+    assert platform.datasets.delete_embeddings("alice", "shapes") == {"cancelled": None}
+    assert status(platform)["activeJob"] is None
+
+    job_id = platform.datasets.create_embeddings("alice", "shapes")["jobId"]
+    with app.state.lanner.db.session() as session:
+        job = session.get(EmbeddingJob, job_id)
+        assert job.model_id == model_id and job.model_label == "ul://alice/shapes/tiny" and job.total == 18
+    model = YOLO(str(tiny_weights))
+    spec = launch(app, job_id)
+    spec["batch"] = 5
+    assert drive_worker(client, spec, model, pages=2) == 10  # then the worker dies
+    progress = status(platform)["activeJob"]["progress"]
+    assert progress["processed"] == 10 and progress["total"] == 18 and progress["percent"] == 55.6
+    finish(app, job_id, JobState.LOST)
+    assert status(platform)["activeJob"]["status"] == "queued"  # run again
+
+    old = client.get(spec["manifestUrl"].removeprefix("http://testserver"))
+    spec = launch(app, job_id)
+    assert client.get(spec["manifestUrl"].removeprefix("http://testserver")).status_code == 200
+    assert client.get(old.url.path + "?" + old.url.query.decode()).status_code == 409  # the lost attempt's link
+    assert drive_worker(client, spec, model) == 8  # only what is missing: the delivered pages are skipped
+    finish(app, job_id)
+    done = status(platform)
+    assert done["activeJob"] is None and done["embeddingsCount"] == 18 and done["analyzedAt"]
+    with app.state.lanner.db.session() as session:
+        assert session.get(EmbeddingJob, job_id).status == jobs.COMPLETED
+        assert session.query(ImageEmbedding).count() == 18
+
+
+def test_similar_images_search_what_the_caller_may_read(app, client, shapes, alice, make_account, sdk,
+                                                        tiny_weights):
+    platform = shapes
+    trained_on_shapes(app, alice, tiny_weights)
+    job_id = platform.datasets.create_embeddings("alice", "shapes")["jobId"]
+    drive_worker(client, launch(app, job_id), YOLO(str(tiny_weights)))
+    finish(app, job_id)
+    image = platform.datasets.images("alice", "shapes", limit=1)["images"][0]
+
+    alone = assert_sdk_type(platform.images.find_similar_images(image["id"]), "ImagesFindSimilarImagesResponse")
+    assert alone == {"images": []}  # the source dataset is left out by default, and alice has no other
+    found = assert_sdk_type(platform.images.find_similar_images(image["id"], include_source_dataset="true"),
+                            "ImagesFindSimilarImagesResponse")["images"]
+    assert len(found) == 17 and image["hash"] not in {i["hash"] for i in found}  # every other image, not itself
+    assert [i["score"] for i in found] == sorted((i["score"] for i in found), reverse=True)
+    assert found[0]["dataset"] == {"owner": "alice", "dataset": "shapes", "license": "None"}
+    assert client.get(found[0]["thumbnailUrl"].removeprefix("http://testserver")).status_code == 200
+
+    bob = sdk(make_account("bob"))
+    with pytest.raises(APIError) as hidden:
+        bob.images.find_similar_images(image["id"], include_source_dataset="true")
+    assert hidden.value.status_code == 404
+    with pytest.raises(APIError) as hidden:
+        bob.datasets.embeddings("alice", "shapes")
+    assert hidden.value.status_code == 404
+
+    worst = ",".join(i["hash"] for i in found[:2])
+    assert_sdk_type(platform.models.find_similar_training_images("alice", "shapes", "tiny"),
+                    "ModelsFindSimilarTrainingImagesResponse") == {"images": []}  # no per-image results recorded
+    near = assert_sdk_type(platform.models.find_similar_training_images("alice", "shapes", "tiny", hashes=worst),
+                           "ModelsFindSimilarTrainingImagesResponse")
+    assert near == {"images": []}  # every image alice may read is in the training dataset
+
+
+def test_worker_links_need_their_signature_and_a_known_page(app, client, shapes, alice, tiny_weights):
+    trained_on_shapes(app, alice, tiny_weights)
+    job_id = shapes.datasets.create_embeddings("alice", "shapes")["jobId"]
+    spec = launch(app, job_id)
+    manifest = spec["manifestUrl"].removeprefix("http://testserver")
+    assert client.get(manifest.replace("signature=", "signature=0")).status_code == 403
+    assert client.get(manifest.replace("/manifest?", "/manifesto?")).status_code in (403, 404)
+    vectors = spec["vectorsUrl"].removeprefix("http://testserver")
+    assert client.put(vectors, content=b"not an npz").status_code == 400
+    assert client.put(vectors.replace(job_id, "x" * len(job_id)), content=b"").status_code == 403
