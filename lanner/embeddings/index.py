@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy.orm import Session
 
 from lanner.context import AppContext
 from lanner.datasets.models import Dataset
@@ -63,9 +64,10 @@ def _path(ctx: AppContext, dataset_id: str, revision: int, model_sha256: str) ->
     return ctx.settings.resolved_home / "embeddings" / "indexes" / model_sha256 / f"{dataset_id}-r{revision}.faiss"
 
 
-def load(ctx: AppContext, dataset: Dataset, model_sha256: str) -> DatasetIndex:
+def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str) -> DatasetIndex:
     """The index of ``dataset`` as it is now under ``model_sha256``: from memory, from its file, else built from
-    the stored vectors (and saved)."""
+    the stored vectors read in the caller's ``session`` (a second session would wait for the first's SQLite
+    write lock), and saved."""
     import faiss
 
     key = (dataset.id, dataset.revision, model_sha256)
@@ -79,8 +81,7 @@ def load(ctx: AppContext, dataset: Dataset, model_sha256: str) -> DatasetIndex:
         found = DatasetIndex([str(h) for h in np.load(names, allow_pickle=False).tolist()],
                              faiss.read_index(str(path)))
     else:
-        with ctx.db.session() as session:
-            hashes, matrix = vectors.dataset_vectors(session, dataset.manifest_id, model_sha256)
+        hashes, matrix = vectors.dataset_vectors(session, dataset.manifest_id, model_sha256)
         found = DatasetIndex(hashes, build(matrix) if hashes else None)
         if hashes:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +105,4 @@ def warm(ctx: AppContext, dataset_id: str, model_sha256: str) -> None:
     with ctx.db.session() as session:
         dataset = session.get(Dataset, dataset_id)
         if dataset is not None:
-            session.expunge(dataset)
-    if dataset is not None:
-        load(ctx, dataset, model_sha256)
+            load(session, ctx, dataset, model_sha256)

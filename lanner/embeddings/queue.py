@@ -165,8 +165,11 @@ class EmbeddingQueue(BackgroundLoop):
         if message is None and status.state is JobState.SUCCEEDED:
             vectors.count_progress(session, job)
             if jobs.complete(session, job):
-                session.commit()
-                index.warm(self.ctx, job.dataset_id, job.model_sha256)  # the first query finds it built
+                session.commit()  # before the index is built: the job is done whatever happens to the build
+                try:
+                    index.warm(self.ctx, job.dataset_id, job.model_sha256)  # the first query finds it built
+                except Exception:  # a query builds it then
+                    log.exception("embedding job %s: the dataset's index could not be built now", job.id)
             return
         if message is None and status.state in (JobState.LOST, JobState.EXPIRED, JobState.STOPPED):
             log.warning("embedding job %s: worker lost (%s)", job.id, status.message)

@@ -65,7 +65,7 @@ def search(session: Session, ctx: AppContext, datasets: list[Dataset], model_sha
     """The ``k`` best images of ``datasets`` for ``query``, without ``skip_hashes``, best first."""
     hits: list[Hit] = []
     for dataset in datasets:
-        found = [(sha, score) for sha, score in index.load(ctx, dataset, model_sha256).search(query, k + len(
+        found = [(sha, score) for sha, score in index.load(session, ctx, dataset, model_sha256).search(query, k + len(
             skip_hashes)) if sha not in skip_hashes][:k]
         if not found:
             continue

@@ -13,6 +13,7 @@ from ultralytics_platform import APIError
 
 from lanner.embeddings import jobs
 from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
+from lanner.projects import official
 from lanner.projects.models import ModelRecord
 from lanner.synthetic import make_detection_dataset
 from lanner.training.executors.base import JobState
@@ -87,7 +88,7 @@ def test_analysis_picks_a_model_shows_progress_cancels_and_resumes(app, client, 
 
 
 def test_similar_images_search_what_the_caller_may_read(app, client, shapes, alice, make_account, sdk,
-                                                        tiny_weights):
+                                                        tiny_weights, tmp_path):
     platform = shapes
     trained_on_shapes(app, alice, tiny_weights)
     job_id = platform.datasets.create_embeddings("alice", "shapes")["jobId"]
@@ -112,12 +113,27 @@ def test_similar_images_search_what_the_caller_may_read(app, client, shapes, ali
         bob.datasets.embeddings("alice", "shapes")
     assert hidden.value.status_code == 404
 
+    assert assert_sdk_type(platform.models.find_similar_training_images("alice", "shapes", "tiny"),
+                           "ModelsFindSimilarTrainingImagesResponse") == {"images": []}  # no per-image results
     worst = ",".join(i["hash"] for i in found[:2])
-    assert_sdk_type(platform.models.find_similar_training_images("alice", "shapes", "tiny"),
-                    "ModelsFindSimilarTrainingImagesResponse") == {"images": []}  # no per-image results recorded
+    assert platform.models.find_similar_training_images("alice", "shapes", "tiny", hashes=worst) == {"images": []}
+
+    # A second dataset analysed with the same weights (installed as official: the same digest, the same vectors'
+    # meaning): the search crosses into it, and leaves out the training dataset's own images.
+    official.install_file(app.state.lanner.db, app.state.lanner.blobs, tiny_weights, name="yolo11n")
+    make_detection_dataset(tmp_path / "more", train=10, val=0, size=64, seed=5)
+    upload_dataset(platform, client, "alice", "more", package(tmp_path / "more", tmp_path / "more-zip"))
+    more_job = platform.datasets.create_embeddings("alice", "more")["jobId"]
+    drive_worker(client, launch(app, more_job), YOLO(str(tiny_weights)))
+    finish(app, more_job)
+    across = platform.images.find_similar_images(image["id"])["images"]
+    assert len(across) == 10 and {i["dataset"]["dataset"] for i in across} == {"more"}
     near = assert_sdk_type(platform.models.find_similar_training_images("alice", "shapes", "tiny", hashes=worst),
-                           "ModelsFindSimilarTrainingImagesResponse")
-    assert near == {"images": []}  # every image alice may read is in the training dataset
+                           "ModelsFindSimilarTrainingImagesResponse")["images"]
+    assert len(near) == 10 and {i["dataset"]["dataset"] for i in near} == {"more"}
+    with pytest.raises(APIError) as bad:
+        platform.models.find_similar_training_images("alice", "shapes", "tiny", hashes="not-a-hash")
+    assert bad.value.status_code == 400
 
 
 def test_worker_links_need_their_signature_and_a_known_page(app, client, shapes, alice, tiny_weights):
