@@ -47,7 +47,7 @@ class DatasetIndex:
 
 
 def build(matrix: np.ndarray) -> object:
-    import faiss
+    import faiss  # a second of start-up: only once a dataset is searched
 
     dim = matrix.shape[1]
     if matrix.shape[0] < HNSW_FROM:
@@ -68,7 +68,7 @@ def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str)
     """The index of ``dataset`` as it is now under ``model_sha256``: from memory, from its file, else built from
     the stored vectors read in the caller's ``session`` (a second session would wait for the first's SQLite
     write lock), and saved."""
-    import faiss
+    import faiss  # a second of start-up: only once a dataset is searched
 
     key = (dataset.id, dataset.revision, model_sha256)
     with _lock:

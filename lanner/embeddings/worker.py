@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 
 from lanner.scratch import scratch_folder
@@ -93,8 +94,6 @@ def fetch_page(manifest_url: str, after: str, limit: int) -> list[dict[str, str]
 
 def fetch_image(url: str) -> np.ndarray | None:
     """The image as BGR pixels (what ``YOLO`` takes for arrays), or None when it cannot be had."""
-    import cv2
-
     for _ in range(3):
         try:
             with urllib.request.urlopen(url, timeout=60) as response:
