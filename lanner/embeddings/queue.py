@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from lanner.config import Settings
 from lanner.context import AppContext
@@ -76,13 +76,13 @@ class EmbeddingQueue(BackgroundLoop):
             queued = list(session.scalars(select(EmbeddingJob.id).where(
                 EmbeddingJob.status == jobs.QUEUED, EmbeddingJob.external_id.is_(None))
                 .order_by(EmbeddingJob.created_at)))
-            busy = session.scalar(select(EmbeddingJob.id).where(EmbeddingJob.external_id.is_not(None)).limit(1))
+            busy = session.scalar(select(func.count()).where(EmbeddingJob.external_id.is_not(None))) or 0
         if not queued:
             return
         room = len(queued)
-        if not self.executor.can(Capability.QUEUES_JOBS):
-            free = self.executor.capacity().get("cpu")
-            room = (free.total if free else 1) - (1 if busy else 0)  # launched by another process: known only there
+        if not self.executor.can(Capability.QUEUES_JOBS):  # workers launched by any process are counted here
+            slots = self.executor.capacity().get("cpu")
+            room = (slots.total if slots else self.ctx.settings.embedding_workers) - busy
         for job_id in queued[:max(room, 0)]:
             self._launch(job_id)
 

@@ -101,8 +101,7 @@ def fetch_image(url: str) -> np.ndarray | None:
         except (OSError, urllib.error.HTTPError):
             time.sleep(1.0)
             continue
-        pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-        return pixels if pixels is not None else None
+        return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)  # None: not an image
     return None
 
 
