@@ -47,12 +47,11 @@ def main() -> None:
         vectors.extend(embed(model, pixels[i:i + 32], args.imgsz))
     seconds = time.perf_counter() - start
     matrix = np.stack(vectors)
-    found = index.build(matrix)
-    row = {name: i for i, name in enumerate(names)}
+    found = index.DatasetIndex(names, *index.build(matrix))
     hits = 0
     for original, copy in pairs.items():
-        _, rows = found.search(matrix[row[original]][None, :], 6)
-        hits += row[copy] in [r for r in rows[0].tolist() if r != row[original]][:5]
+        nearest = [name for name, _ in found.search(matrix[names.index(original)], 6) if name != original]
+        hits += copy in nearest[:5]
     print(f"{len(pixels)} images of {args.size} px at imgsz {args.imgsz}, dim {matrix.shape[1]}: "
           f"{len(pixels) / seconds:.1f} images/s; copies in the top 5 of their originals: {hits}/{len(pairs)} "
           f"({100 * hits / len(pairs):.0f} %)")

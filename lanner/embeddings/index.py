@@ -5,8 +5,8 @@ store: the index is a cache any server process can rebuild, never a blob of its 
 Below ``HNSW_FROM`` vectors the index is exact (``IndexFlatIP``: no build time, a few ms per query); from there an
 HNSW graph (M 32), whose build (about 30 s at 100,000 on two cores, docs/benchmarks.md) is paid once, when the
 job completes (``warm``), and whose queries take about a millisecond. Files live under
-``<home>/embeddings/indexes/<model digest>/<dataset id>-r<revision>.faiss`` beside a ``.npy`` of the digests in
-index order; a process keeps the last few it used in memory."""
+``<home>/embeddings/indexes/<model digest>/<dataset id>-r<revision>.faiss`` beside a ``.npz`` of the digests in
+index order and the mean; a process keeps the last few it used in memory."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -34,19 +35,31 @@ _cache: OrderedDict[tuple[str, int, str], DatasetIndex] = OrderedDict()
 
 @dataclass
 class DatasetIndex:
+    """``index`` holds the dataset's vectors less their ``mean``, normalised again: pooled CNN features share one
+    large component (SiLU outputs are mostly positive), so raw cosines of a weakly trained model all round to
+    0.99999 and rank by float noise; centred, a JPEG re-encoding of an image is its nearest neighbour
+    (tests/embeddings). A query is centred with the same mean."""
+
     hashes: list[str]
-    index: object  # a faiss index over the same rows
+    mean: np.ndarray
+    index: Any  # a faiss index over the same rows
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """The ``k`` nearest images to ``query`` (a normalised vector): (digest, cosine similarity), best first."""
+        """The ``k`` nearest images to ``query``: (digest, cosine similarity of the centred vectors), best first."""
         if not self.hashes:
             return []
-        scores, rows = self.index.search(query.reshape(1, -1).astype(np.float32), min(k, len(self.hashes)))
+        scores, rows = self.index.search(centred(query.reshape(1, -1), self.mean), min(k, len(self.hashes)))
         return [(self.hashes[int(row)], float(score))
                 for row, score in zip(rows[0], scores[0], strict=True) if row >= 0]
 
 
-def build(matrix: np.ndarray) -> object:
+def centred(matrix: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    out = np.asarray(matrix, dtype=np.float32) - mean
+    return np.ascontiguousarray(out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12))
+
+
+def build(matrix: np.ndarray) -> tuple[np.ndarray, Any]:
+    """(mean, index) of the rows of ``matrix``: exact below ``HNSW_FROM`` rows, HNSW from there."""
     import faiss  # a second of start-up: only once a dataset is searched
 
     dim = matrix.shape[1]
@@ -56,8 +69,9 @@ def build(matrix: np.ndarray) -> object:
         index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = EF_CONSTRUCTION
         index.hnsw.efSearch = EF_SEARCH
-    index.add(np.ascontiguousarray(matrix, dtype=np.float32))
-    return index
+    mean = matrix.mean(axis=0).astype(np.float32)
+    index.add(centred(matrix, mean))
+    return mean, index
 
 
 def _path(ctx: AppContext, dataset_id: str, revision: int, model_sha256: str) -> Path:
@@ -76,23 +90,27 @@ def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str)
             _cache.move_to_end(key)
             return _cache[key]
     path = _path(ctx, *key)
-    names = path.with_suffix(".npy")
-    if path.exists() and names.exists():
-        found = DatasetIndex([str(h) for h in np.load(names, allow_pickle=False).tolist()],
-                             faiss.read_index(str(path)))
+    facts = path.with_suffix(".npz")  # the digests in index order and the mean
+    if path.exists() and facts.exists():
+        with np.load(facts, allow_pickle=False) as saved:
+            found = DatasetIndex([str(h) for h in saved["hashes"].tolist()], saved["mean"],
+                                 faiss.read_index(str(path)))
     else:
         hashes, matrix = vectors.dataset_vectors(session, dataset.manifest_id, model_sha256)
-        found = DatasetIndex(hashes, build(matrix) if hashes else None)
-        if hashes:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial")
-            faiss.write_index(found.index, str(partial))
-            np.save(names, np.array(hashes), allow_pickle=False)
-            partial.replace(path)  # the index last: a file without its digests is never read
-            for old in path.parent.glob(f"{dataset.id}-r*.faiss"):  # older revisions are never asked again
-                if old != path:
-                    old.unlink(missing_ok=True)
-                    old.with_suffix(".npy").unlink(missing_ok=True)
+        if not hashes:
+            return DatasetIndex([], np.zeros(0, np.float32), None)
+        mean, built = build(matrix)
+        found = DatasetIndex(hashes, mean, built)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        faiss.write_index(built, str(partial))
+        with facts.open("wb") as out:
+            np.savez(out, hashes=np.array(hashes), mean=mean)
+        partial.replace(path)  # the index last: an index file is never read without its digests
+        for old in path.parent.glob(f"{dataset.id}-r*.faiss"):  # older revisions are never asked again
+            if old != path:
+                old.unlink(missing_ok=True)
+                old.with_suffix(".npz").unlink(missing_ok=True)
     with _lock:
         _cache[key] = found
         while len(_cache) > KEEP_IN_MEMORY:

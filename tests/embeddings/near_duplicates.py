@@ -42,3 +42,18 @@ def make_near_duplicates(root: Path, *, images: int, copies: int, size: int = 96
         (label.parent / f"copy_{label.name}").write_text(label.read_text())  # the labels matter not here
         pairs[path.name] = copy
     return pairs
+
+
+def make_reencoded(root: Path, *, images: int, copies: int, size: int = 64, seed: int = 0) -> dict[str, str]:
+    """Like ``make_near_duplicates``, the copies being the first images saved again as JPEG at quality 70: other
+    bytes, nearly the same pixels. Every embedding must put such a copy first among its original's neighbours."""
+    make_detection_dataset(root, train=images, val=0, size=size, seed=seed)
+    pairs = {}
+    folder = root / "images" / "train"
+    for path in sorted(folder.glob("*.jpg"))[:copies]:
+        copy = f"reencoded_{path.name}"
+        cv2.imwrite(str(folder / copy), cv2.imread(str(path)), [cv2.IMWRITE_JPEG_QUALITY, 70])
+        label = root / "labels" / "train" / path.with_suffix(".txt").name
+        (label.parent / f"reencoded_{label.name}").write_text(label.read_text())
+        pairs[path.name] = copy
+    return pairs

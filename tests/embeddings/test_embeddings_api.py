@@ -19,6 +19,7 @@ from lanner.synthetic import make_detection_dataset
 from lanner.training.executors.base import JobState
 from tests.datasets.helpers import package, upload_dataset
 from tests.embeddings.conftest import drive_worker, finish, launch
+from tests.embeddings.near_duplicates import make_reencoded
 from tests.sdk_types import assert_sdk_type
 from tests.trained import attach_weights
 
@@ -146,3 +147,20 @@ def test_worker_links_need_their_signature_and_a_known_page(app, client, shapes,
     vectors = spec["vectorsUrl"].removeprefix("http://testserver")
     assert client.put(vectors, content=b"not an npz").status_code == 400
     assert client.put(vectors.replace(job_id, "x" * len(job_id)), content=b"").status_code == 403
+
+
+def test_a_reencoded_copy_is_its_originals_nearest_image(app, client, sdk, alice, tiny_weights, tmp_path):
+    """Through the whole path (worker pages, stored vectors, the index, the answer's ids): each of 10 images saved
+    again as JPEG (other bytes) is the first answer for its original among 40. Raw pooled features of the tiny
+    model all have cosine 0.99999 to each other and rank by float noise here; the index centres them."""
+    platform = sdk(alice)
+    pairs = make_reencoded(tmp_path / "shapes", images=30, copies=10)
+    upload_dataset(platform, client, "alice", "shapes", package(tmp_path / "shapes", tmp_path / "zip"))
+    trained_on_shapes(app, alice, tiny_weights)
+    job_id = platform.datasets.create_embeddings("alice", "shapes")["jobId"]
+    drive_worker(client, launch(app, job_id), YOLO(str(tiny_weights)))
+    finish(app, job_id)
+    ids = {i["name"]: i["id"] for i in platform.datasets.images("alice", "shapes", limit=100)["images"]}
+    firsts = {original: platform.images.find_similar_images(ids[original], include_source_dataset="true")[
+        "images"][0]["name"] for original in pairs}
+    assert firsts == pairs
