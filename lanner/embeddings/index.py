@@ -10,6 +10,7 @@ index order and the mean; a process keeps the last few it used in memory."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -102,10 +103,12 @@ def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str)
         mean, built = build(matrix)
         found = DatasetIndex(hashes, mean, built)
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
+        mine = f".{os.getpid()}-{threading.get_ident()}.partial"  # two builders never share a half-written file
+        partial, partial_facts = path.with_suffix(mine), facts.with_suffix(".npz" + mine)
         faiss.write_index(built, str(partial))
-        with facts.open("wb") as out:
+        with partial_facts.open("wb") as out:
             np.savez(out, hashes=np.array(hashes), mean=mean)
+        partial_facts.replace(facts)
         partial.replace(path)  # the index last: an index file is never read without its digests
         for old in path.parent.glob(f"{dataset.id}-r*.faiss"):  # older revisions are never asked again
             if old != path:

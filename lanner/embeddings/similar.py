@@ -144,8 +144,8 @@ def similar_training_images(session: Session, principal: Principal, ctx: AppCont
     if not cohort:
         return {"images": []}
     trained = _training_dataset(session, principal, record.train_args)
-    digests = [d for d in ((latest_analysis(session, trained).model_sha256
-                            if trained and latest_analysis(session, trained) else None), record.weights_sha256) if d]
+    analysis = latest_analysis(session, trained) if trained is not None else None
+    digests = [d for d in (analysis.model_sha256 if analysis else None, record.weights_sha256) if d]
     for digest in digests:
         queries = vectors.vectors_of(session, digest, cohort)
         if queries:

@@ -11,7 +11,7 @@ import pytest
 from ultralytics import YOLO
 from ultralytics_platform import APIError
 
-from lanner.embeddings import jobs
+from lanner.embeddings import index, jobs
 from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
 from lanner.projects import official
 from lanner.projects.models import ModelRecord
@@ -164,3 +164,9 @@ def test_a_reencoded_copy_is_its_originals_nearest_image(app, client, sdk, alice
     firsts = {original: platform.images.find_similar_images(ids[original], include_source_dataset="true")[
         "images"][0]["name"] for original in pairs}
     assert firsts == pairs
+    index._cache.clear()  # another process: the index is read back from its files, with its mean
+    files = list((app.state.lanner.settings.resolved_home / "embeddings" / "indexes").rglob("*-r*.*"))
+    assert sorted(f.suffix for f in files) == [".faiss", ".npz"]
+    original, copy = next(iter(pairs.items()))
+    assert platform.images.find_similar_images(ids[original], include_source_dataset="true")["images"][0][
+        "name"] == copy
