@@ -4,8 +4,8 @@ uses, its progress and whether it is fresh.
 The SDK names no model, so the server picks one: the newest model trained on the dataset that has weights and
 the dataset's task (``training.trained_on``), else the best pretrained start the server has for that task
 (``projects.starting``: the operator's official weights, or the demo's starting model), else 409 naming what
-to install. A dataset is *fresh* while its latest completed analysis ran on its current revision with the model
-that would be picked now; anything else is *stale* and ``create_embeddings`` embeds only what is missing."""
+to install. A dataset is *fresh* while every image has a vector from the model that would be picked now
+(``freshness``); anything else is *stale*, and ``create_embeddings`` embeds only what is missing."""
 
 from __future__ import annotations
 
@@ -82,15 +82,19 @@ def latest_analysis(session: Session, dataset: Dataset) -> EmbeddingJob | None:
 
 
 def freshness(session: Session, principal: Principal, dataset: Dataset) -> str:
-    """``fresh``, ``stale`` (new images or labels since, or a newer model to embed with) or ``none``."""
+    """``none`` (never analysed), ``fresh`` (the model that would be picked now is the one of the latest analysis
+    and every image of the dataset has a vector under it) or ``stale`` (new images, or a newer model): what a new
+    ``create_embeddings`` would change. Label edits change nothing here: a vector depends on pixels only."""
     done = latest_analysis(session, dataset)
     if done is None:
         return "none"
     try:
         digest = choose_model(session, principal, dataset).model.weights_sha256
-    except Conflict:
+    except Conflict:  # the model was deleted since: its vectors still answer
         digest = done.model_sha256
-    return "fresh" if done.revision == dataset.revision and done.model_sha256 == digest else "stale"
+    probe = EmbeddingJob(dataset_id=dataset.id, model_sha256=done.model_sha256)
+    vectors.count_progress(session, probe)
+    return "fresh" if digest == done.model_sha256 and probe.processed == probe.total else "stale"
 
 
 def status(session: Session, principal: Principal, *, owner: str, slug: str) -> dict[str, Any]:

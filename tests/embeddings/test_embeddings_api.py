@@ -11,7 +11,10 @@ import pytest
 from ultralytics import YOLO
 from ultralytics_platform import APIError
 
-from lanner.embeddings import index, jobs
+from lanner.accounts.principal import Principal
+from lanner.accounts.service import get_user_by_username
+from lanner.datasets import service as datasets_service
+from lanner.embeddings import index, jobs, service
 from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
 from lanner.projects import official
 from lanner.projects.models import ModelRecord
@@ -86,6 +89,12 @@ def test_analysis_picks_a_model_shows_progress_cancels_and_resumes(app, client, 
     with app.state.lanner.db.session() as session:
         assert session.get(EmbeddingJob, job_id).status == jobs.COMPLETED
         assert session.query(ImageEmbedding).count() == 18
+        principal = Principal.of(get_user_by_username(session, username="alice"))
+        dataset = datasets_service.get_dataset(session, principal, owner="alice", slug="shapes")
+        assert service.freshness(session, principal, dataset) == "fresh"
+        session.query(ImageEmbedding).filter(ImageEmbedding.image_sha256 == session.query(ImageEmbedding)
+                                             .first().image_sha256).delete()  # as if an image came since
+        assert service.freshness(session, principal, dataset) == "stale"
 
 
 def test_similar_images_search_what_the_caller_may_read(app, client, shapes, alice, make_account, sdk,
