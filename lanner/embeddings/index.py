@@ -79,37 +79,58 @@ def _path(ctx: AppContext, dataset_id: str, revision: int, model_sha256: str) ->
     return ctx.settings.resolved_home / "embeddings" / "indexes" / model_sha256 / f"{dataset_id}-r{revision}.faiss"
 
 
-def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str) -> DatasetIndex:
-    """The index of ``dataset`` as it is now under ``model_sha256``: from memory, from its file, else built from
-    the stored vectors read in the caller's ``session`` (a second session would wait for the first's SQLite
-    write lock), and saved."""
+def _read(path: Path) -> DatasetIndex | None:
+    """The index saved at ``path`` (and its ``.npz``), or None when either file is missing."""
     import faiss  # a second of start-up: only once a dataset is searched
 
+    facts = path.with_suffix(".npz")
+    try:
+        with np.load(facts, allow_pickle=False) as saved:
+            hashes, mean = [str(h) for h in saved["hashes"].tolist()], saved["mean"]
+        return DatasetIndex(hashes, mean, faiss.read_index(str(path)))
+    except (FileNotFoundError, RuntimeError):  # faiss raises RuntimeError for a missing file
+        return None
+
+
+def _save(path: Path, found: DatasetIndex) -> None:
+    import faiss  # a second of start-up: only once a dataset is searched
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mine = f".{os.getpid()}-{threading.get_ident()}.partial"  # two builders never share a half-written file
+    partial, partial_facts = path.with_suffix(mine), path.with_suffix(".npz" + mine)
+    faiss.write_index(found.index, str(partial))
+    with partial_facts.open("wb") as out:
+        np.savez(out, hashes=np.array(found.hashes), mean=found.mean)
+    partial_facts.replace(path.with_suffix(".npz"))
+    partial.replace(path)  # the index last: an index file is never read without its digests
+
+
+def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str) -> DatasetIndex:
+    """The index of ``dataset`` as it is now under ``model_sha256``: from memory, from its file, else from the
+    file of an earlier revision when the images with a vector are still the same ones (a label edit bumps the
+    revision and changes no vector: renaming beats a 30 s HNSW build), else built from the stored vectors. Read
+    in the caller's ``session`` (a second session would wait for the first's SQLite write lock)."""
     key = (dataset.id, dataset.revision, model_sha256)
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
     path = _path(ctx, *key)
-    facts = path.with_suffix(".npz")  # the digests in index order and the mean
-    if path.exists() and facts.exists():
-        with np.load(facts, allow_pickle=False) as saved:
-            found = DatasetIndex([str(h) for h in saved["hashes"].tolist()], saved["mean"],
-                                 faiss.read_index(str(path)))
-    else:
-        hashes, matrix = vectors.dataset_vectors(session, dataset.manifest_id, model_sha256)
+    found = _read(path)
+    if found is None:
+        hashes = vectors.dataset_hashes(session, dataset.manifest_id, model_sha256)
         if not hashes:
             return DatasetIndex([], np.zeros(0, np.float32), None)
-        mean, built = build(matrix)
-        found = DatasetIndex(hashes, mean, built)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mine = f".{os.getpid()}-{threading.get_ident()}.partial"  # two builders never share a half-written file
-        partial, partial_facts = path.with_suffix(mine), facts.with_suffix(".npz" + mine)
-        faiss.write_index(built, str(partial))
-        with partial_facts.open("wb") as out:
-            np.savez(out, hashes=np.array(hashes), mean=mean)
-        partial_facts.replace(facts)
-        partial.replace(path)  # the index last: an index file is never read without its digests
+        for older in sorted(path.parent.glob(f"{dataset.id}-r*.faiss")):
+            previous = _read(older)
+            if previous is not None and previous.hashes == hashes:
+                found = previous
+                _save(path, found)
+                break
+        if found is None:
+            hashes, matrix = vectors.dataset_vectors(session, dataset.manifest_id, model_sha256)
+            found = DatasetIndex(hashes, *build(matrix))
+            _save(path, found)
         for old in path.parent.glob(f"{dataset.id}-r*.faiss"):  # older revisions are never asked again
             if old != path:
                 old.unlink(missing_ok=True)

@@ -104,6 +104,16 @@ def dataset_vectors(session: Session, manifest_id: int, model_sha256: str) -> tu
     return [sha for sha, _ in rows], np.stack([np.frombuffer(blob, np.float32) for _, blob in rows])
 
 
+def dataset_hashes(session: Session, manifest_id: int, model_sha256: str) -> list[str]:
+    """The digests ``dataset_vectors`` would answer, in the same order, without reading a vector."""
+    return list(session.scalars(
+        select(ImageEmbedding.image_sha256)
+        .where(ImageEmbedding.model_sha256 == model_sha256,
+               ImageEmbedding.image_sha256.in_(select(DatasetItem.sha256)
+                                               .where(DatasetItem.manifest_id == manifest_id)))
+        .order_by(ImageEmbedding.image_sha256)))
+
+
 def vectors_of(session: Session, model_sha256: str, hashes: list[str]) -> dict[str, np.ndarray]:
     """The vectors of some images under one model (those that have one)."""
     if not hashes:

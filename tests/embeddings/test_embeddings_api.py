@@ -14,6 +14,7 @@ from ultralytics_platform import APIError
 from lanner.accounts.principal import Principal
 from lanner.accounts.service import get_user_by_username
 from lanner.datasets import service as datasets_service
+from lanner.datasets.models import Dataset
 from lanner.embeddings import index, jobs, service
 from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
 from lanner.projects import official
@@ -158,7 +159,8 @@ def test_worker_links_need_their_signature_and_a_known_page(app, client, shapes,
     assert client.put(vectors.replace(job_id, "x" * len(job_id)), content=b"").status_code == 403
 
 
-def test_a_reencoded_copy_is_its_originals_nearest_image(app, client, sdk, alice, tiny_weights, tmp_path):
+def test_a_reencoded_copy_is_its_originals_nearest_image(app, client, sdk, alice, tiny_weights, tmp_path,
+                                                          monkeypatch):
     """Through the whole path (worker pages, stored vectors, the index, the answer's ids): each of 10 images saved
     again as JPEG (other bytes) is the first answer for its original among 40. Raw pooled features of the tiny
     model all have cosine 0.99999 to each other and rank by float noise here; the index centres them."""
@@ -179,3 +181,15 @@ def test_a_reencoded_copy_is_its_originals_nearest_image(app, client, sdk, alice
     original, copy = next(iter(pairs.items()))
     assert platform.images.find_similar_images(ids[original], include_source_dataset="true")["images"][0][
         "name"] == copy
+
+    # A label edit bumps the revision and changes no vector: the index is taken over, not built again.
+    with app.state.lanner.db.session() as session:
+        dataset = session.get(Dataset, ids[original].rpartition("-")[0])
+        dataset.revision += 1
+        revision = dataset.revision
+    index._cache.clear()
+    monkeypatch.setattr(index, "build", lambda matrix: pytest.fail("the index was built again"))
+    assert platform.images.find_similar_images(ids[original], include_source_dataset="true")["images"][0][
+        "name"] == copy
+    files = list((app.state.lanner.settings.resolved_home / "embeddings" / "indexes").rglob("*.faiss"))
+    assert [f.name.rpartition("-r")[2] for f in files] == [f"{revision}.faiss"]  # the older one is gone
