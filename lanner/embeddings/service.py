@@ -20,7 +20,7 @@ from lanner.config import Settings
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.db import iso
-from lanner.embeddings import jobs, vectors
+from lanner.embeddings import jobs, schemas, vectors
 from lanner.embeddings.models import EmbeddingJob
 from lanner.errors import Conflict
 from lanner.projects import official, starting
@@ -106,17 +106,7 @@ def status(session: Session, principal: Principal, *, owner: str, slug: str) -> 
                             .where(DatasetItem.manifest_id == dataset.manifest_id))
     return {"analyzedAt": iso(done.completed_at) if done else None,
             "embeddingsCount": vectors.embedded_count(session, dataset, model_sha256) if model_sha256 else 0,
-            "latestImageAt": iso(latest), "activeJob": _active(active) if active else None}
-
-
-def _active(job: EmbeddingJob) -> dict[str, Any]:
-    progress = None
-    if job.status != jobs.QUEUED or job.attempt:
-        percent = 100.0 * job.processed / job.total if job.total else 0.0
-        progress = {"stage": "embedding", "percent": round(min(percent, 100.0), 1), "processed": float(job.processed),
-                    "total": float(job.total), "failedDownloads": float(job.failed_downloads),
-                    "failedInference": float(job.failed_inference)}
-    return {"id": job.id, "status": job.status, "progress": progress, "createdAt": iso(job.created_at)}
+            "latestImageAt": iso(latest), "activeJob": schemas.active_job(active) if active else None}
 
 
 def create(session: Session, principal: Principal, settings: Settings, *, owner: str, slug: str

@@ -9,7 +9,7 @@ request."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from lanner.context import AppContext
 from lanner.datasets import items as dataset_items
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
-from lanner.embeddings import index, jobs, vectors
+from lanner.embeddings import index, jobs, schemas, vectors
 from lanner.embeddings.models import EmbeddingJob
 from lanner.embeddings.service import latest_analysis
 from lanner.errors import BadRequest, Conflict
@@ -30,15 +30,7 @@ from lanner.teams import permissions
 from lanner.training import refs
 
 LIMIT = 20
-LICENSES = {"None", "CC0-1.0", "PDM-1.0", "CC-BY-2.5", "CC-BY-3.0", "CC-BY-4.0", "CC-BY-NC-2.0", "CC-BY-NC-3.0",
-            "CC-BY-NC-4.0", "CC-BY-SA-3.0", "CC-BY-SA-4.0", "CC-BY-NC-SA-3.0", "CC-BY-NC-SA-4.0", "CC-BY-ND-4.0",
-            "CC-BY-NC-ND-2.0", "CC-BY-NC-ND-4.0", "Apache-2.0", "MIT", "BSD-3-Clause", "AGPL-3.0", "GPL-2.0",
-            "GPL-3.0", "LGPL-3.0", "ODbL-1.0", "DbCL-1.0", "Research-Only", "Other"}
 Hit = tuple[float, Dataset, Any]  # (score, dataset, item row: key, name, sha256, width, height, thumb_sha256)
-
-
-def _license(value: str | None) -> str:
-    return "None" if not value else value if value in LICENSES else "Other"
 
 
 def searchable(session: Session, principal: Principal, model_sha256: str) -> list[Dataset]:
@@ -65,8 +57,9 @@ def search(session: Session, ctx: AppContext, datasets: list[Dataset], model_sha
     """The ``k`` best images of ``datasets`` for ``query``, without ``skip_hashes``, best first."""
     hits: list[Hit] = []
     for dataset in datasets:
-        found = [(sha, score) for sha, score in index.load(session, ctx, dataset, model_sha256).search(query, k + len(
-            skip_hashes)) if sha not in skip_hashes][:k]
+        wanted = k + min(len(skip_hashes), 4 * k)  # room for skipped answers, never a whole training set's
+        found = [(sha, score) for sha, score in index.load(session, ctx, dataset, model_sha256).search(query, wanted)
+                 if sha not in skip_hashes][:k]
         if not found:
             continue
         scores = dict(found)
@@ -86,21 +79,8 @@ def search(session: Session, ctx: AppContext, datasets: list[Dataset], model_sha
 
 def answer(session: Session, ctx: AppContext, hits: list[Hit]) -> dict[str, Any]:
     """``{images: [...]}`` in the SDK's ``ImagesFindSimilarImagesResponse`` shape."""
-    link: Callable[[str, str], str] = ctx.signer.blob_links()
-    owners: dict[str, str] = {}
-    images = []
-    for score, dataset, row in hits:
-        if dataset.owner_id not in owners:
-            owners[dataset.owner_id] = datasets_service.owner_name(session, dataset)
-        image_url = link(row.sha256, row.name)
-        images.append({"name": row.name, "hash": row.sha256, "width": int(row.width), "height": int(row.height),
-                       "id": f"{dataset.id}-{row.key}",
-                       "thumbnailUrl": link(row.thumb_sha256, "thumb.jpg") if row.thumb_sha256 else image_url,
-                       "imageUrl": image_url,
-                       "dataset": {"owner": owners[dataset.owner_id], "dataset": dataset.slug,
-                                   "license": _license(dataset.license)},
-                       "score": round(score, 6)})
-    return {"images": images}
+    owners = {d.owner_id: datasets_service.owner_name(session, d) for _, d, _ in hits}
+    return schemas.similar_images(hits, owners, ctx.signer.blob_links())
 
 
 def similar_images(session: Session, principal: Principal, ctx: AppContext, image_id: str, *,
