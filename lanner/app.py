@@ -33,6 +33,8 @@ from lanner.datasets.version_router import router as dataset_versions_router
 from lanner.db.migrate import ensure_migrated
 from lanner.deployments.router import router as deployments_router
 from lanner.deployments.runtime import DeploymentRuntime
+from lanner.embeddings.queue import EmbeddingQueue
+from lanner.embeddings.router import router as embeddings_router
 from lanner.exports.queue import ExportQueue
 from lanner.exports.router import router as exports_router
 from lanner.gpus.catalogue import get_catalogue
@@ -83,7 +85,7 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            inference_router,  # shared inference's predict
            deployments_router,  # then the dedicated endpoints' predict
            accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
-           datasets_router, integrations_router,
+           embeddings_router, datasets_router, integrations_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, autolabel_router, storage_router, assistant_router, teams_router, workflows_router,
            web_router, account_pages, key_pages,
@@ -109,6 +111,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     bucket_imports = BucketImports(ctx)
     exports = ExportQueue(ctx)
     autolabel = AutolabelQueue(ctx)
+    embeddings = EmbeddingQueue(ctx)
     maintenance = Maintenance(ctx)
     upload_settler = UploadSettler(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
@@ -122,6 +125,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         bucket_imports.start()
         exports.start()
         autolabel.start()
+        embeddings.start()
         maintenance.start()
         upload_settler.start()
         deployments.start()
@@ -139,6 +143,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         upload_settler.stop()
         maintenance.stop()
         autolabel.stop()
+        embeddings.stop()
         exports.stop()
         bucket_imports.stop()
         imports.stop()
@@ -160,6 +165,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     app.state.bucket_imports = bucket_imports
     app.state.exports = exports
     app.state.autolabel = autolabel
+    app.state.embeddings = embeddings
     app.state.maintenance = maintenance
     app.state.upload_settler = upload_settler
     app.state.inference = inference
@@ -193,8 +199,8 @@ def background_loops(app: FastAPI) -> dict[str, BackgroundLoop]:
     supervisor): where a status view, or a lease among several server processes, reads their heartbeats."""
     state = app.state
     loops = (state.training.supervisor, state.imports, state.bucket_imports, state.exports, state.autolabel,
-             state.maintenance, state.upload_settler, state.deployments.supervisor, state.deployments.requests,
-             state.assistant)
+             state.embeddings, state.maintenance, state.upload_settler, state.deployments.supervisor,
+             state.deployments.requests, state.assistant)
     return {loop.name: loop for loop in loops}
 
 

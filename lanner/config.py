@@ -201,6 +201,16 @@ class Settings(BaseSettings):
                                              "auto-annotation or face-blur run processes (0: free).")
     autolabel_chunk_images: int = Field(default=16, ge=1, le=500, description="Images an auto-annotation worker "
                                         "labels before it hands their labels to the server (what a crash redoes).")
+    embedding_poll_seconds: float = Field(default=1.0, ge=0, description="How often the embedding queue "
+                                          "launches queued embedding jobs and polls running ones (a new job wakes "
+                                          "it at once; 0: off).")
+    embedding_workers: int = Field(default=1, ge=1, description="Embedding jobs the local executor runs at once; "
+                                   "the rest wait as queued.")
+    embedding_imgsz: int = Field(default=224, ge=0, description="The side, in pixels, images are resized to for "
+                                 "their embedding (0: the model's training size). A whole-image descriptor needs "
+                                 "no fine detail, and on CPUs the cost grows with the square of the side.")
+    embedding_batch: int = Field(default=32, ge=1, le=1024, description="Images the embedding worker fetches, "
+                                 "embeds and delivers at a time: a crashed job resumes after its last page.")
     assistant_poll_seconds: float = Field(
         default=5.0, ge=0, description="How often datasets' labelling assistants look for new labels to train a "
         "round on, watch the round that trains and score the unlabelled images with its model (0: never).")

@@ -9,6 +9,7 @@ from lanner.datasets import models as _datasets  # noqa: F401
 from lanner.db import Base
 from lanner.db import leases as _leases  # noqa: F401
 from lanner.deployments import models as _deployments  # noqa: F401
+from lanner.embeddings import models as _embeddings  # noqa: F401
 from lanner.exports import models as _exports  # noqa: F401
 from lanner.gpus import models as _gpus  # noqa: F401
 from lanner.integrations import models as _integrations  # noqa: F401

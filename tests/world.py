@@ -41,7 +41,7 @@ def quiet_settings(home: Path, database_url: str, **overrides: Any) -> Settings:
     return Settings(home=home, database_url=database_url, public_url=TEST_URL, secret_key="test-secret",
                     secrets_key=WORLD_SECRETS_KEY,
                     api_key_cache_seconds=0, supervisor_interval_seconds=0, maintenance_interval_seconds=0,
-                    export_poll_seconds=0, endpoint_poll_seconds=0,
+                    export_poll_seconds=0, endpoint_poll_seconds=0, embedding_poll_seconds=0,
                     **{**GENEROUS_LIMITS, **overrides})
 
 

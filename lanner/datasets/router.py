@@ -163,9 +163,6 @@ for (method, path), message in _UNSUPPORTED.items():
     router.add_api_route(path, _not_implemented(message), methods=[method], include_in_schema=True,
                          summary="Not available on self-hosted Lanner (501)")
 for method, suffix, message in (
-        ("GET", "embeddings", "image embeddings are not built by Lanner yet"),
-        ("POST", "embeddings", "image embeddings are not built by Lanner yet"),
-        ("DELETE", "embeddings", "image embeddings are not built by Lanner yet"),
-        ("GET", "images/clustering", "embedding clustering is not built by Lanner yet")):
+        ("GET", "images/clustering", "embedding clustering is not built by Lanner yet"),):
     router.add_api_route(f"/api/datasets/{{owner}}/{{dataset}}/{suffix}", _not_implemented(message),
                          methods=[method], summary="Not available on self-hosted Lanner (501)")

@@ -310,7 +310,7 @@ def test_sorting_and_selected_images(shapes):
 def test_unsupported_endpoints_answer_501(shapes):
     platform, _ = shapes
     with pytest.raises(APIError) as exc:
-        platform.datasets.embeddings("alice", "shapes")
+        platform.datasets.clustering("alice", "shapes")
     assert exc.value.status_code == 501 and exc.value.json["error"]
 
 

@@ -1,0 +1,57 @@
+"""The embedding job and the vectors it leaves.
+
+A vector depends only on the image's bytes and the model's weights, so it is stored once per (model digest, image
+sha256), whatever datasets hold the image: a dataset analysed again after new uploads embeds only the new
+images, a crashed job's next attempt only those still missing, and a clone or a version costs nothing. A
+dataset's analysis (``EmbeddingJob`` completed) names the dataset revision and the model digest it ran on: the
+dataset is fresh while both are unchanged (``embeddings.service.freshness``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from lanner.db import Base, TimestampMixin, id_column, utcnow
+
+
+class EmbeddingJob(TimestampMixin, Base):
+    """One ``datasets.create_embeddings``. ``status`` changes only through ``embeddings.jobs``; ``external_id``,
+    ``attempt`` and ``slot`` as on an export (``exports.models.ModelExport``): the executor's id of the attempt
+    that may be running, and the attempt's token in its signed worker links (an older attempt's are refused)."""
+
+    __tablename__ = "embedding_jobs"
+
+    id: Mapped[str] = id_column()
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"))
+    model_sha256: Mapped[str] = mapped_column(String(64), index=True)  # the weights' digest: what vectors mean
+    model_label: Mapped[str] = mapped_column(String(300))  # ul://owner/project/model, for people and the log
+    revision: Mapped[int]  # the dataset's revision when the job was asked for
+    imgsz: Mapped[int]
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    total: Mapped[int] = mapped_column(default=0)  # distinct images of the dataset at the job's last count
+    processed: Mapped[int] = mapped_column(default=0)  # of those, with a vector under model_sha256
+    failed_downloads: Mapped[int] = mapped_column(default=0)
+    failed_inference: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    executor: Mapped[str | None] = mapped_column(String(20))
+    external_id: Mapped[str | None] = mapped_column(String(200))
+    attempt: Mapped[int] = mapped_column(default=0)
+    slot: Mapped[str | None] = mapped_column(String(32))
+    started_at: Mapped[datetime | None]
+    completed_at: Mapped[datetime | None]
+
+
+class ImageEmbedding(Base):
+    """One image's vector under one model: float32, L2-normalised (inner product = cosine similarity)."""
+
+    __tablename__ = "image_embeddings"
+
+    model_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    image_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    dim: Mapped[int] = mapped_column(Integer)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

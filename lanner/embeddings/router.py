@@ -1,0 +1,99 @@
+"""SDK ``datasets.embeddings|create_embeddings|delete_embeddings``, ``images.find_similar_images`` and
+``models.find_similar_training_images``, and the embedding worker's two signed links. HTTP only: the logic is in
+``embeddings.service`` and ``embeddings.similar``, the work in ``embeddings.queue`` and ``embeddings.worker``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.db import after_commit
+from lanner.embeddings import service, similar, vectors
+from lanner.embeddings.jobs import worker_path
+from lanner.embeddings.queue import EmbeddingQueue
+from lanner.errors import PayloadTooLarge
+from lanner.http.deps import Ctx, DbSession
+
+router = APIRouter(tags=["embeddings"])
+EMBEDDINGS = "/api/datasets/{owner}/{dataset}/embeddings"
+MAX_PAGE_BYTES = 64 * 1024 * 1024  # 1,024 vectors of 4,096 float32 and their digests, with room to spare
+
+
+async def get_queue(request: Request) -> EmbeddingQueue:
+    """Set by ``create_app``; async: no I/O."""
+    return request.app.state.embeddings
+
+
+Queue = Annotated[EmbeddingQueue, Depends(get_queue)]
+
+
+@router.get(EMBEDDINGS, summary="datasets.embeddings: analysis status, progress and freshness")
+def embeddings_status(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+    return service.status(session, principal, owner=owner, slug=dataset)
+
+
+@router.post(EMBEDDINGS, summary="datasets.create_embeddings: embed the dataset's images",
+             description="Queues an embedding job with the newest model trained on the dataset, else the server's "
+             "best pretrained model for the task (409 when it has none). A job under way is answered again; "
+             "images embedded before with the same model are not embedded again.")
+def create_embeddings(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
+                      queue: Queue) -> dict[str, Any]:
+    job, created = service.create(session, principal, ctx.settings, owner=owner, slug=dataset)
+    if created:
+        after_commit(session, queue.wake)
+    return {"jobId": job.id}
+
+
+@router.delete(EMBEDDINGS, summary="datasets.delete_embeddings: cancel the embedding job under way")
+def delete_embeddings(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession,
+                      queue: Queue) -> dict[str, Any]:
+    cancelled = service.cancel(session, principal, owner=owner, slug=dataset)
+    if cancelled:
+        after_commit(session, queue.wake)
+    return {"cancelled": cancelled}
+
+
+@router.get("/api/images/{image_id}/similar", summary="images.find_similar_images")
+def find_similar_images(image_id: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
+                        includeSourceDataset: Literal["true", "false"] = "false") -> dict[str, Any]:  # noqa: N803
+    return similar.similar_images(session, principal, ctx, image_id, include_source=includeSourceDataset == "true")
+
+
+@router.get("/api/models/{owner}/{project}/{model}/similar-images", summary="models.find_similar_training_images")
+def find_similar_training_images(owner: str, project: str, model: str, principal: CurrentPrincipal,
+                                 session: DbSession, ctx: Ctx, hashes: str | None = None) -> dict[str, Any]:
+    return similar.similar_training_images(session, principal, ctx, owner=owner, project=project, model=model,
+                                           hashes=hashes)
+
+
+@router.get("/api/embeddings/jobs/{job_id}/{slot}/manifest", include_in_schema=False)
+def worker_manifest(job_id: str, slot: str, request: Request, session: DbSession, ctx: Ctx,
+                    after: str = "", limit: Annotated[int, Query(ge=1, le=vectors.MAX_PAGE)] = 32) -> dict[str, Any]:
+    """The worker's next page: images of the job's dataset without a vector, after ``after``, with signed links.
+    The signature is the credential; the attempt's token in the path dies with the attempt."""
+    ctx.signer.require("GET", worker_path(job_id, slot, "manifest"), request.query_params)
+    job = service.worker_job(session, job_id, slot)
+    link = ctx.signer.blob_links()
+    return {"images": [{"sha256": sha, "url": link(sha, "image")}
+                       for sha in vectors.missing_page(session, job, after=after, limit=limit)]}
+
+
+@router.put("/api/embeddings/jobs/{job_id}/{slot}/vectors", include_in_schema=False)
+async def worker_vectors(job_id: str, slot: str, request: Request, ctx: Ctx) -> dict[str, Any]:
+    """A page of vectors from the worker (``worker.pack``), stored before the worker asks for the next page."""
+    ctx.signer.require("PUT", worker_path(job_id, slot, "vectors"), request.query_params)
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > MAX_PAGE_BYTES:
+            raise PayloadTooLarge(f"a page of vectors takes at most {MAX_PAGE_BYTES} bytes")
+
+    def store() -> int:
+        with ctx.db.session() as session:
+            return vectors.store_page(session, service.worker_job(session, job_id, slot), bytes(body))
+
+    return {"stored": await run_in_threadpool(store)}
+
