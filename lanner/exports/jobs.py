@@ -4,7 +4,8 @@ each writing a ``StatusEvent``). The statuses are the SDK's:
     (requested) ──> queued
     queued ──> starting              the queue launched a worker through the executor (attempt n)
     starting ──> running             the executor says the worker runs
-    starting | running ──> completed the worker's artefact arrived on the attempt's upload slot
+    starting | running ──> completed the worker's artefact arrived on the attempt's upload slot (a bucket's
+                                     presigned slot: read back and hashed once the worker exited, ``exports.queue``)
     starting | running ──> queued    the worker was lost (killed, its node or server died): run it again, at most
                                      MAX_ATTEMPTS times
     queued | starting | running ──> failed     the export failed (its error kept), timed out or was lost too often
@@ -81,6 +82,11 @@ def lost(session: Session, job: ModelExport, why: str) -> None:
                           external_id=None, slot=None)
 
 
+def slot_key(job: ModelExport) -> str:
+    """The attempt's upload slot: the key of its signed PUT on Lanner's route, or under a bucket's staging area."""
+    return f"{SLOT_PREFIX}{job.id}/{job.slot}/{job.filename}"
+
+
 def _slot_job(session: Session, key: str) -> ModelExport:
     parts = key.split("/")
     if len(parts) != 4 or not parts[0] + "/" == SLOT_PREFIX:
@@ -99,7 +105,8 @@ def open_slot(session: Session, key: str) -> None:
 
 
 def record_artefact(session: Session, key: str, *, sha256: str, size: int) -> None:
-    """The artefact arrived on the attempt's slot: the job is completed, in the same transaction."""
+    """The artefact arrived on the attempt's slot (streamed through Lanner's route, or settled from the bucket's
+    staging area): the job is completed, in the same transaction."""
     job = _slot_job(session, key)
     if not try_change_status(session, job, COMPLETED, allowed_from=LAUNCHED, reason=f"{size} bytes",
                              sha256=sha256, size=size, completed_at=utcnow(), source_sha256=None,

@@ -8,12 +8,17 @@ Each pass (every ``LANNER_EXPORT_POLL_SECONDS``, or at once when a request queue
    that exited without delivering fails its job with the error it printed; one that was lost (killed, its node
    died, gone after a server restart) runs the job again (``jobs.lost``); one running past
    ``LANNER_EXPORT_TIMEOUT_SECONDS`` is killed and its job failed; a cancelled or failed job's worker is stopped.
+   With a store that presigns (a bucket), the worker PUT its artefact straight into the bucket's staging area,
+   never through an API host: once it is gone, its slot is settled (read back, hashed, stored by digest) after
+   the poll's transaction and recorded as an arrival on Lanner's route is (``jobs.record_artefact``); nothing
+   there fails the job as a worker that delivered nothing does.
 2. dispatch: queued jobs are claimed (a compare-and-set, so several server processes can share one database)
    and launched while the executor has room (an executor that queues jobs itself, Ray, gets them all).
 
 A server killed mid-export loses nothing: local workers run in their own session and are recognised again
 after a restart by pid and start time (``LocalExecutor``); a worker that finished while no server listened has
-its upload retried for a while, else it is lost and the job runs again.
+its upload retried for a while, else it is lost and the job runs again (with a bucket, its upload does not need
+the server, and is settled when the restarted server sees the worker gone).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from lanner.exports.models import ModelExport
 from lanner.exports.worker import SPEC_ENV, error_from_log
 from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
+from lanner.storage.blobs import BlobTooLarge, StoredBlob
 from lanner.storage.signing import URLSigner
 from lanner.training.executors.base import (
     FINISHED,
@@ -81,6 +87,7 @@ class ExportQueue(BackgroundLoop):
         self._executor = executor
         self.jobs = JobWatch(ctx.db, ModelExport, what="export", log=log)
         self._ended: dict[str, float] = {}  # job -> when its worker was first seen alive after the job ended
+        self._to_settle: list[tuple[str, str, JobStatus]] = []  # (job, external id, status) of this watch
 
     @property
     def executor(self) -> Executor:
@@ -158,7 +165,7 @@ class ExportQueue(BackgroundLoop):
                 "device": export_device(job), "stem": model.slug if model else "model",
                 "filename": filename, "weightsUrl": signer.download_url(job.source_sha256 or "", "weights.pt", ttl),
                 "weightsSha256": job.source_sha256,
-                "uploadUrl": signer.upload_url(f"{jobs.SLOT_PREFIX}{job.id}/{job.slot}/{filename}", ttl)}
+                "uploadUrl": signer.worker_upload_url(jobs.slot_key(job), ttl)[0]}
         home = settings.resolved_home
         folder = home / "exports" / job.id
         bin_dir = str(Path(sys.executable).parent)
@@ -202,10 +209,16 @@ class ExportQueue(BackgroundLoop):
         """Every job with a worker that may be alive: a pass that died between its claim and the launch gives
         the job back (``_release``); the others are observed. A status that cannot be read is only logged: the
         next pass asks again."""
+        self._to_settle = []
         self.jobs.poll(self.executor, observe=self._observe, release_stale=lambda job_id, _claim: self._release(job_id))
+        for job_id, external_id, status in self._to_settle:
+            self._settle(job_id, external_id, status)
 
     def _observe(self, session: Any, job: ModelExport, status: JobStatus) -> None:
         if status.state in FINISHED:
+            if job.status in jobs.LAUNCHED and self.ctx.blobs.presigns:
+                self._to_settle.append((job.id, job.external_id or "", status))
+                return  # after this transaction: reading the artefact back must not hold the database
             if job.status in jobs.LAUNCHED:
                 self._finished(session, job, status)
             job.external_id = None
@@ -225,7 +238,43 @@ class ExportQueue(BackgroundLoop):
             jobs.fail(session, job, f"the export took longer than {timeout:.0f} s (LANNER_EXPORT_TIMEOUT_SECONDS) "
                                     "and was stopped")
 
-    def _finished(self, session: Any, job: ModelExport, status: JobStatus) -> None:
+    def _settle(self, job_id: str, external_id: str, status: JobStatus) -> None:
+        """The worker of ``job_id`` is gone and it had a presigned PUT into the bucket: what it PUT there, read
+        back and hashed (the worker's word is never taken), completes the job, whatever the executor says of the
+        worker (one adopted after a restart has no exit code; one whose node died after its upload is as good as
+        finished). Nothing there (or the slot's limit exceeded) and the job ends as ``_finished`` says. A bucket
+        that cannot be read leaves the job as it is: the next pass settles it."""
+        with self.ctx.db.read_session() as session:
+            job = session.get(ModelExport, job_id)
+            if job is None or job.external_id != external_id or job.status not in jobs.LAUNCHED:
+                return
+            key = jobs.slot_key(job)
+        staged: StoredBlob | None = None
+        refused = None
+        try:
+            staged = self.ctx.blobs.settle_staged(key, self.ctx.settings.max_upload_bytes)
+        except BlobTooLarge as exc:
+            refused = f"the exported file was refused: {exc}"
+        except Exception:
+            log.exception("export %s: could not read its upload back from the bucket; trying again", job_id)
+            return
+        with self.ctx.db.session() as session:
+            job = session.get(ModelExport, job_id)
+            if job is None or job.external_id != external_id:
+                return  # deleted meanwhile: the settled bytes are the collector's
+            if job.status in jobs.LAUNCHED:
+                if staged is not None:
+                    jobs.record_artefact(session, key, sha256=staged.sha256, size=staged.size)
+                elif refused is not None:
+                    jobs.fail(session, job, refused)
+                else:
+                    self._finished(session, job, status, missing="the export worker finished, but its file is not "
+                                   "in the bucket: nothing was uploaded on its presigned upload URL")
+            job.external_id = None
+            self._ended.pop(job_id, None)
+
+    def _finished(self, session: Any, job: ModelExport, status: JobStatus,
+                  missing: str = "the export worker finished without delivering a file") -> None:
         """The worker is gone and the job did not complete (its upload completes it). An error it printed is
         the job's reason, whatever the executor says (a worker adopted after a restart has no exit code)."""
         tail = self._log_tail(job)
@@ -235,7 +284,7 @@ class ExportQueue(BackgroundLoop):
             jobs.lost(session, job, status.message or "worker lost")
             return
         if message is None and status.state is JobState.SUCCEEDED:
-            message = "the export worker finished without delivering a file"
+            message = missing
         if message is None:
             last = "\n".join(tail.splitlines()[-6:])[-1500:]
             message = f"the export worker stopped ({status.message or status.state.value})" + (

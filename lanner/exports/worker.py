@@ -3,9 +3,11 @@
 Everything comes from the environment the queue built (``exports.queue``): ``LANNER_EXPORT_SPEC`` (JSON:
 ``exportId, format, args, device, stem, filename, weightsUrl, weightsSha256, uploadUrl``). The worker downloads
 the weights from their signed link (checked against their hash), runs ``YOLO(weights).export(format=...)`` in a
-scratch folder (``lanner.scratch``), packs a folder artefact as a zip and PUTs it to the attempt's signed upload
-slot; the server marks the export completed when those bytes arrive. It needs no database and no key, so it runs
-the same on a Ray node.
+scratch folder (``lanner.scratch``), packs a folder artefact as a zip and PUTs it to the attempt's upload slot:
+Lanner's signed route, where the server marks the export completed when those bytes arrive, or, with blobs in a
+bucket, a presigned URL into the bucket's staging area (the bytes never pass through an API host), which the
+server settles once it sees this worker exit. It needs no database and no key, so it runs the same on a Ray
+node.
 
 On failure it prints ``ERROR_MARK`` and a JSON ``{"message": ...}`` as its last line and exits 3: the queue reads
 the message from the log tail and keeps it on the export. The environment is clean (``YOLO_OFFLINE=1``: the
@@ -109,8 +111,8 @@ def pack(output: Path, folder: Path, filename: str) -> Path:
 
 
 def upload(path: Path, url: str) -> None:
-    """PUT the artefact to its slot; a refused slot (the export was cancelled or deleted) is final, a server
-    that is away (restarting) is tried again for a while."""
+    """PUT the artefact to its slot; a refused slot (the export was cancelled or deleted, a presigned URL that
+    expired) is final, a server or bucket that is away (restarting) is tried again for a while."""
     def attempt() -> None:
         with path.open("rb") as body:
             request = urllib.request.Request(url, data=body, method="PUT", headers={
@@ -122,7 +124,7 @@ def upload(path: Path, url: str) -> None:
         with_retries("the exported file could not be uploaded", attempt)
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:300]
-        raise ExportFailed(f"the server refused the exported file (HTTP {exc.code}: {detail})") from None
+        raise ExportFailed(f"the upload of the exported file was refused (HTTP {exc.code}: {detail})") from None
 
 
 def run(spec: dict[str, Any], home: Path) -> int:

@@ -120,6 +120,19 @@ class URLSigner:
         """A signed PUT for the upload slot ``key`` (see ``lanner.storage.router.put_upload``)."""
         return self.sign("PUT", upload_path(key), ttl_seconds, expires_at=expires_at)
 
+    def worker_upload_url(self, key: str, ttl_seconds: int | None = None) -> tuple[str, bool]:
+        """Where a worker PUTs what it made for the upload slot ``key`` (an export's artefact, a run's resume
+        checkpoint), and whether the server must settle it: the store's presigned PUT into its staging area where
+        it has one (the bytes go straight to the bucket, never through an API host; the caller then settles the
+        slot with ``BlobStore.settle_staged`` once the worker says, or shows, it is done), else Lanner's signed
+        PUT route, which stores and records the bytes as they arrive."""
+        ttl = ttl_seconds or self.ttl_seconds
+        if self.blobs is not None and self.blobs.presigns:
+            direct = self.blobs.presigned_put(key, time.time() + ttl)
+            if direct is not None:
+                return direct, True
+        return self.upload_url(key, ttl), False
+
 
 def blob_path(sha256: str, filename: str) -> str:
     return f"/api/storage/blobs/{sha256}/{quote(filename, safe='')}"

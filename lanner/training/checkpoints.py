@@ -1,6 +1,12 @@
 """Checkpoint uploads: the trainer asks for an upload slot (``/api/webhooks/models/upload``), uploads, then names
 the checkpoint in ``checkpoint_saved`` or ``training_complete``; only then does it become the model's weights
-(promotion). Staged uploads of a run also feed a relaunch's resume (the supervisor)."""
+(promotion). Staged uploads of a run also feed a relaunch's resume (the supervisor).
+
+A caller that asks for a ``direct`` slot (Lanner's training worker, for its resume checkpoints) gets, with blobs
+in a bucket, a presigned PUT into the bucket's staging area: the bytes never pass through an API host. It then
+says it is done (``/api/webhooks/models/upload/complete``) and ``settle_checkpoint_upload`` reads the object back,
+hashes it and records it as an arrival on Lanner's signed route is recorded. Other callers (the trainer's own
+uploads, named later in ``checkpoint_saved``) keep Lanner's route."""
 
 from __future__ import annotations
 
@@ -11,23 +17,36 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
-from lanner.db import utcnow
+from lanner.db import Database, utcnow
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.projects.models import ModelRecord
+from lanner.storage.blobs import BlobStore, StoredBlob
 from lanner.training import service
 from lanner.training.models import Run, StagedUpload
-from lanner.training.schemas import UploadCheckpointRequest
+from lanner.training.schemas import UploadCheckpointDone, UploadCheckpointRequest
+
+MAX_CHECKPOINT_BYTES = 20 * 1024**3
+NOT_UPLOADED = "nothing was uploaded on this checkpoint slot yet: PUT the file to its uploadUrl first"
+
+
+def _scoped_model(session: Session, principal: Principal, model_id: str | None) -> ModelRecord | None:
+    """The model a run-scoped worker key may upload for (its own run's, 403 for any other); None for a user's
+    key, which names its model itself."""
+    if principal.run_id is None:
+        return None
+    scoped = session.get(Run, principal.run_id)
+    if scoped is None or (model_id and model_id != scoped.model_id):
+        raise Forbidden("this worker key may only upload for its own run")
+    return service.writable_model(session, principal, scoped.model_id)
 
 
 def stage_checkpoint_upload(session: Session, principal: Principal, body: UploadCheckpointRequest) -> StagedUpload:
     filename = body.filename.replace("\\", "/").rsplit("/", 1)[-1]
     if not filename or filename in (".", "..") or not filename.endswith((".pt", ".pth", ".onnx", ".zip")):
         raise Unprocessable("filename must be a checkpoint file name such as best.pt")
-    if principal.run_id is not None:
-        scoped = session.get(Run, principal.run_id)
-        if scoped is None or (body.modelId and body.modelId != scoped.model_id):
-            raise Forbidden("this worker key may only upload for its own run")
-        model = service.writable_model(session, principal, scoped.model_id)
+    scoped = _scoped_model(session, principal, body.modelId)
+    if scoped is not None:
+        model = scoped
     elif body.modelId:
         model = service.writable_model(session, principal, body.modelId)
     else:
@@ -55,12 +74,40 @@ def open_checkpoint_slot(session: Session, path: str) -> None:
 
 
 def record_checkpoint_upload(session: Session, path: str, *, sha256: str, size: int) -> None:
-    """The bytes of a staged checkpoint arrived on its signed PUT (``uploads.router``); of two PUTs racing on
-    one slot the first to finish wins, and the other's bytes are left for the collector."""
+    """The bytes of a staged checkpoint arrived on its signed PUT (``uploads.router``) or were settled from the
+    bucket (``settle_checkpoint_upload``); of two PUTs racing on one slot the first to finish wins, and the
+    other's bytes are left for the collector."""
     done = session.execute(update(StagedUpload).where(StagedUpload.path == path, StagedUpload.sha256.is_(None))
                            .values(sha256=sha256, size=size, uploaded_at=utcnow()))
     if done.rowcount != 1:
         raise Conflict("this checkpoint upload URL was already used; ask for a new one")
+
+
+def settle_checkpoint_upload(db: Database, blobs: BlobStore, principal: Principal,
+                             body: UploadCheckpointDone) -> StoredBlob:
+    """A checkpoint PUT on a direct slot's presigned URL, which Lanner never saw: read back from the bucket and
+    hashed (the uploader's word is never taken), refused above ``MAX_CHECKPOINT_BYTES`` (413, and the object
+    goes), filed by digest and recorded on its slot (``record_checkpoint_upload``: once; a second completion of
+    the same slot answers what was recorded). The slot must be one of the caller's models' (404), and a worker
+    key's own run's (403). Read back outside any transaction: a checkpoint is hundreds of megabytes, and SQLite's
+    write lock must not wait for it. 409 when nothing was PUT there."""
+    with db.read_session() as session:
+        model = _scoped_model(session, principal, body.modelId) or service.writable_model(
+            session, principal, body.modelId)
+        staged = session.get(StagedUpload, body.uploadPath)
+        if staged is None or staged.model_id != model.id:
+            raise NotFound("upload slot not found")
+        if staged.sha256 is not None and staged.size is not None:
+            return StoredBlob(staged.sha256, staged.size)  # completed before (a retry whose answer was lost)
+    blob = blobs.settle_staged(body.uploadPath, MAX_CHECKPOINT_BYTES) if blobs.presigns else None
+    with db.session() as session:
+        if blob is None:
+            staged = session.get(StagedUpload, body.uploadPath)
+            if staged is not None and staged.sha256 is not None and staged.size is not None:
+                return StoredBlob(staged.sha256, staged.size)  # a concurrent completion took it
+            raise Conflict(NOT_UPLOADED)
+        record_checkpoint_upload(session, body.uploadPath, sha256=blob.sha256, size=blob.size)
+    return blob
 
 
 def promote_checkpoint(session: Session, model: ModelRecord, path: str, run_id: int | None) -> bool:

@@ -18,7 +18,7 @@ from lanner.projects import service as projects_service
 from lanner.training import checkpoints, launch, service, trained_on, views
 from lanner.training.capacity import availability, levels
 from lanner.training.dependencies import CurrentCatalogue, Runtime, runtime_of
-from lanner.training.schemas import MetricsEvent, StartRequest, UploadCheckpointRequest
+from lanner.training.schemas import MetricsEvent, StartRequest, UploadCheckpointDone, UploadCheckpointRequest
 
 # DirectRoute serves an endpoint marked ``@served_by`` with its handler (the trainer's upload slot) and every
 # other route as FastAPI does.
@@ -46,12 +46,19 @@ async def training_metrics(body: MetricsEvent, principal: FastPrincipal, runtime
 
 def _upload_slot(session: Session, principal: Principal, body: UploadCheckpointRequest, ctx: AppContext,
                  ) -> dict[str, Any]:
+    """A checkpoint slot. ``direct`` (Lanner's worker) with a store that presigns: the bucket's presigned PUT, and
+    ``direct: true`` in the answer tells the caller to confirm it (``upload_checkpoint_complete``)."""
     staged = checkpoints.stage_checkpoint_upload(session, principal, body)
+    if body.direct:
+        url, direct = ctx.signer.worker_upload_url(staged.path)
+    else:
+        url, direct = ctx.signer.upload_url(staged.path), False
     return {
-        "uploadUrl": ctx.signer.upload_url(staged.path),
+        "uploadUrl": url,
         "gcsPath": staged.path,
         "uploadPath": staged.path,
         "modelId": staged.model_id,
+        **({"direct": True} if direct else {}),
     }
 
 
@@ -76,6 +83,16 @@ async def _serve_upload_slot(request: Request) -> Response:
 def upload_checkpoint(body: UploadCheckpointRequest, principal: CurrentPrincipal, session: DbSession,
                       ctx: Ctx) -> dict[str, Any]:
     return _upload_slot(session, principal, body, ctx)
+
+
+@router.post("/api/webhooks/models/upload/complete")
+async def upload_checkpoint_complete(body: UploadCheckpointDone, principal: FastPrincipal,
+                                     ctx: Ctx) -> dict[str, Any]:
+    """The worker PUT a direct slot's checkpoint into the bucket: the server reads it back, hashes it and records
+    it on the slot (``checkpoints.settle_checkpoint_upload``). No request-wide session (``FastPrincipal``): no
+    transaction is open while hundreds of megabytes are read back."""
+    blob = await run_in_threadpool(checkpoints.settle_checkpoint_upload, ctx.db, ctx.blobs, principal, body)
+    return {"uploadPath": body.uploadPath, "sha256": blob.sha256, "size": blob.size}
 
 
 # --- launching runs ------------------------------------------------------------------------------

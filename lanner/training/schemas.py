@@ -106,6 +106,18 @@ class UploadCheckpointRequest(BaseModel):
     project: str | None = Field(default=None, max_length=300)
     name: str | None = Field(default=None, max_length=200)
     size: FiniteFloat | None = Field(default=None, ge=0)
+    # Lanner's worker: it can PUT to the blob store's own presigned URL and confirms the upload afterwards
+    # (``UploadCheckpointDone``); the trainer's own uploads, which it cannot confirm, keep Lanner's signed route.
+    direct: bool = False
+
+
+class UploadCheckpointDone(BaseModel):
+    """``/api/webhooks/models/upload/complete``: the file is on a direct slot's presigned URL."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    modelId: str = Field(min_length=1, max_length=64)
+    uploadPath: str = Field(min_length=1, max_length=300)
 
 
 MAX_GPU_COUNT = 8  # GPUs of one type on one node: what one machine holds

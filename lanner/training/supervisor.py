@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from datetime import datetime
@@ -172,6 +173,8 @@ class Supervisor(BackgroundLoop):
             "YOLO_OFFLINE": "1",  # no font, weight or analytics downloads: a worker reaches only Lanner
             SPEC_ENV: json.dumps(spec),
         }
+        if os.environ.get("PYTHONPATH"):  # the server's own import path (a source checkout): the worker is its code
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         env = self.executor.worker_env(env, run_id=run.id)
         python = self.settings.worker_python or sys.executable
         return LaunchSpec(run_id=run.id, attempt=run.attempt, gpu_type=run.gpu_type or "cpu", gpu_count=run.gpu_count,

@@ -4,10 +4,12 @@ the trainer did (a trainer killed by a signal kills the worker with the same sig
 
 Everything comes from the environment the executor built: ``LANNER_WORKER_SPEC`` (JSON, below) plus
 ``ULTRALYTICS_PLATFORM_URL`` and a run-scoped ``ULTRALYTICS_API_KEY``, so the trainer reports through the same
-protocol as any other trainer. While it trains, the worker uploads ``weights/last.pt`` to Lanner as the run's
-resume checkpoint whenever it changed and ``checkpointEverySeconds`` have passed (the trainer's own uploads
-come every 15 minutes). A relaunch after a lost attempt resumes from ``weights/last.pt`` in the run's folder
-when this node still has it, otherwise from that uploaded checkpoint.
+protocol as any other trainer. While it trains, the worker uploads ``weights/last.pt`` as the run's resume
+checkpoint whenever it changed and ``checkpointEverySeconds`` have passed (the trainer's own uploads come every 15
+minutes): to Lanner's signed route, or, with blobs in a bucket, straight into the bucket by a presigned URL,
+then confirmed so the server reads it back and records it (``training.checkpoints``). A relaunch after a lost
+attempt resumes from ``weights/last.pt`` in the run's folder when this node still has it, otherwise from that
+uploaded checkpoint.
 
 Spec: ``{"runId", "modelId", "attempt", "resume", "trainArgs", "project", "name", "device", "checkpointUrl",
 "checkpointEverySeconds"}``; ``device`` is "cpu", "auto" (one GPU if there is one) or "0,1,..." for a run on several
@@ -130,7 +132,9 @@ def resumable(last: Path) -> bool:
 
 
 def upload_resume_checkpoint(spec: dict[str, Any], last: Path) -> bool:
-    """Stage ``last.pt`` as this run's resume checkpoint: not promoted onto the model, only kept for a relaunch."""
+    """Stage ``last.pt`` as this run's resume checkpoint: not promoted onto the model, only kept for a relaunch.
+    A ``direct`` slot (blobs in a bucket) is a presigned PUT: no Lanner key goes with it, and the upload counts
+    only once confirmed (the server reads it back then); a confirmation that fails leaves the previous one."""
     import httpx  # the worker imports only the standard library at start (it runs in LANNER_WORKER_PYTHON)
 
     base = os.environ.get("ULTRALYTICS_PLATFORM_URL", "").rstrip("/")
@@ -141,11 +145,16 @@ def upload_resume_checkpoint(spec: dict[str, Any], last: Path) -> bool:
     try:
         shutil.copyfile(last, copy)
         with httpx.Client(timeout=120) as client:
-            slot = client.post(f"{base}/api/webhooks/models/upload", headers={"Authorization": f"Bearer {key}"},
-                               json={"modelId": spec["modelId"], "runId": spec["runId"], "filename": "last.pt"})
+            auth = {"Authorization": f"Bearer {key}"}
+            slot = client.post(f"{base}/api/webhooks/models/upload", headers=auth, json={
+                "modelId": spec["modelId"], "runId": spec["runId"], "filename": "last.pt", "direct": True})
             slot.raise_for_status()
+            answer = slot.json()
             with copy.open("rb") as body:
-                client.put(slot.json()["uploadUrl"], content=body).raise_for_status()
+                client.put(answer["uploadUrl"], content=body).raise_for_status()
+            if answer.get("direct"):
+                client.post(f"{base}/api/webhooks/models/upload/complete", headers=auth, json={
+                    "modelId": answer["modelId"], "uploadPath": answer["uploadPath"]}).raise_for_status()
         return True
     except (OSError, httpx.HTTPError, KeyError, ValueError) as exc:
         print(f"lanner worker: resume checkpoint upload failed: {exc}", file=sys.stderr, flush=True)

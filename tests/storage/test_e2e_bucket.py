@@ -1,20 +1,23 @@
 """End to end with the blobs in a bucket (moto's S3 server): the real ``lanner serve`` with LANNER_BLOB_STORE=s3,
 the official SDK's upload flow PUTting the archive into the bucket, the import worker reading it from there, the
 links the SDK gets pointing at the bucket, and the unchanged ``yolo`` trainer downloading the dataset from the
-bucket and uploading its weights. Nothing is written under LANNER_HOME/blobs."""
+bucket and uploading its weights. Nothing is written under LANNER_HOME/blobs. The export worker PUTs its artefact
+straight into the bucket's staging area, which the server settles once the worker is gone."""
 
 from __future__ import annotations
 
 import hashlib
+import time
 
 import httpx
 import pytest
 from ultralytics_platform import Platform
 
+from lanner.storage.s3 import S3BlobStore
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, upload_dataset
 from tests.servers import lanner_cli, start_server, trainer_env, yolo, yolo_workspace
-from tests.storage.moto import s3_env
+from tests.storage.moto import CREDENTIALS, moto_server, new_bucket, s3_env
 
 pytestmark = pytest.mark.e2e
 
@@ -61,3 +64,46 @@ def test_sdk_upload_import_links_and_training_go_through_the_bucket(tmp_path, mo
         assert not blobs.exists() or not any(p.is_file() for p in blobs.rglob("*") if p.parent.name != "tmp")
     finally:
         server.stop()
+
+
+def test_the_export_worker_puts_its_artefact_straight_into_the_bucket(tmp_path, tiny_weights):
+    """A real export (ONNX, imgsz 64) by the real worker: its artefact reaches the bucket by the worker's own PUT
+    on the staging key (moto's request log shows it; the API host never PUTs there), is filed under its digest,
+    and the export completes with that digest's size and a presigned download link."""
+    home = tmp_path / "home"
+    home.mkdir()
+    lanner_cli(home, "users", "create", "alice")
+    key = lanner_cli(home, "keys", "create", "alice")
+    with moto_server(tmp_path / "moto.log") as endpoint:
+        bucket = new_bucket(endpoint)
+        server = start_server(home, LANNER_EXPORT_POLL_SECONDS="0.3", **s3_env(endpoint, bucket))
+        try:
+            platform = Platform(base_url=server.url, api_key=key, timeout=60)
+            platform.projects.create(owner="alice", project="shapes", name="shapes", visibility="private")
+            model = platform.models.create(body={"project": "shapes", "model": "tiny", "name": "tiny"})
+            slot = platform.upload.signed_url(body={"assetType": "models", "assetId": model["id"],
+                                                    "filename": "best.pt"})
+            httpx.put(slot["uploadUrl"], content=tiny_weights.read_bytes(), timeout=60).raise_for_status()
+            platform.upload.complete(session_id=slot["sessionId"])
+
+            export = platform.exports.create("alice", "shapes", "tiny", format="onnx", args={"imgsz": 64})
+            deadline = time.time() + 300
+            while (done := platform.exports.retrieve("alice", "shapes", "tiny", export["id"])["export"])[
+                    "status"] not in ("completed", "failed", "cancelled") and time.time() < deadline:
+                time.sleep(0.3)
+            assert done["status"] == "completed", done.get("error")
+            file = done["file"]
+            assert file["downloadUrl"].startswith(endpoint), file
+            onnx = httpx.get(file["downloadUrl"], timeout=60).content
+            assert len(onnx) == file["size"] > 100_000
+            digest = hashlib.sha256(onnx).hexdigest()
+            store = S3BlobStore(bucket=bucket, prefix="lanner/", endpoint=endpoint, region="us-east-1",
+                                **CREDENTIALS, path_style=True, allow_http=True, scratch=tmp_path / "spool")
+            assert store.key(digest) == f"lanner/blobs/{digest[:2]}/{digest[2:4]}/{digest}"
+            assert b"".join(store.iter_bytes(digest)) == onnx  # under its digest's key
+
+            requests = (tmp_path / "moto.log").read_text().splitlines()
+            staged = [line for line in requests if f"PUT /{bucket}/lanner/staging/exports/{export['id']}/" in line]
+            assert staged and " 200 " in staged[0], requests[-20:]  # the worker's own PUT into the bucket
+        finally:
+            server.stop()

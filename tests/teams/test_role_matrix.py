@@ -68,6 +68,9 @@ EDITOR_OTHERS = {
     ("POST", "/api/datasets/{owner}/{dataset}/bucket-imports"): (404, "names the owner's storage integration, which "
                                                                         "is personal: an editor imports from one "
                                                                         "of their own"),
+    ("POST", "/api/webhooks/models/upload/complete"): (404, "past the role check, the generated uploadPath 'x' "
+                                                                "names no checkpoint slot: tests/storage/"
+                                                                "test_bucket_worker_uploads.py completes real ones"),
     ("DELETE", "/api/trash"): (404, "the editor restored that dataset a moment before (POST /api/trash); the viewer's "
                                     "403 shows the check"),
 }
