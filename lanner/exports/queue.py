@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -207,12 +208,52 @@ class ExportQueue(BackgroundLoop):
 
     def watch(self) -> None:
         """Every job with a worker that may be alive: a pass that died between its claim and the launch gives
-        the job back (``_release``); the others are observed. A status that cannot be read is only logged: the
-        next pass asks again."""
+        the job back (``_release``); the others are observed, or judged without a status (``_unreadable``)."""
         self._to_settle = []
-        self.jobs.poll(self.executor, observe=self._observe, release_stale=lambda job_id, _claim: self._release(job_id))
+        self.jobs.poll(self.executor, observe=self._observe, release_stale=lambda job_id, _claim: self._release(job_id),
+                       unreadable=self._unreadable)
         for job_id, external_id, status in self._to_settle:
             self._settle(job_id, external_id, status)
+
+    def _unreadable(self, job_id: str, external_id: str, since: datetime) -> None:
+        """The executor cannot say how the worker is: Ray forgot the job, or a local worker runs on another host
+        (the lease moved, ``WorkerElsewhere``). The export itself still can: a file on its presigned slot
+        completes it (the upload is atomic: a staged object is a whole one); an export that ended (its upload
+        completed it, or it was cancelled) lets go of the worker after the stop grace, or its slot would stay
+        taken for ever; one still running fails past its timeout. Otherwise the next pass asks again."""
+        with self.ctx.db.read_session() as session:
+            job = session.get(ModelExport, job_id)
+            if job is None or job.external_id != external_id:
+                return
+            status, started_at, key = job.status, job.started_at, jobs.slot_key(job)
+        now = utcnow()
+        if status in jobs.LAUNCHED and self.ctx.blobs.presigns and self.ctx.blobs.stat_staged(key) is not None:
+            self._settle(job_id, external_id, JobStatus(JobState.SUCCEEDED))
+        elif status not in jobs.ACTIVE and elapsed_seconds(since, now) > STOP_GRACE_SECONDS:
+            self._let_go(job_id, external_id, None)
+        elif status in jobs.ACTIVE and started_at and 0 < self.ctx.settings.export_timeout_seconds < elapsed_seconds(
+                started_at, now):
+            self._let_go(job_id, external_id, f"the export took longer than "
+                         f"{self.ctx.settings.export_timeout_seconds:.0f} s (LANNER_EXPORT_TIMEOUT_SECONDS), and its "
+                         "worker's state could not be read")
+        else:
+            return
+        self.jobs.forget(job_id)
+
+    def _let_go(self, job_id: str, external_id: str, failure: str | None) -> None:
+        """Stop a worker whose state cannot be read (as far as this executor can reach it) and free its slot."""
+        try:
+            self.executor.stop(external_id)
+        except Exception:  # it cannot be read; it may not be reachable either
+            log.warning("export %s: could not stop its worker %s", job_id, external_id, exc_info=True)
+        with self.ctx.db.session() as session:
+            job = session.get(ModelExport, job_id)
+            if job is None or job.external_id != external_id:
+                return
+            if failure is not None:
+                jobs.fail(session, job, failure)
+            job.external_id = None
+            self._ended.pop(job_id, None)
 
     def _observe(self, session: Any, job: ModelExport, status: JobStatus) -> None:
         if status.state in FINISHED:
@@ -272,6 +313,8 @@ class ExportQueue(BackgroundLoop):
                                    "in the bucket: nothing was uploaded on its presigned upload URL")
             job.external_id = None
             self._ended.pop(job_id, None)
+        if staged is not None:
+            self.ctx.blobs.drop_staged(key)  # filed by digest and recorded: the staged copy has served
 
     def _finished(self, session: Any, job: ModelExport, status: JobStatus,
                   missing: str = "the export worker finished without delivering a file") -> None:

@@ -107,6 +107,7 @@ def settle_checkpoint_upload(db: Database, blobs: BlobStore, principal: Principa
                 return StoredBlob(staged.sha256, staged.size)  # a concurrent completion took it
             raise Conflict(NOT_UPLOADED)
         record_checkpoint_upload(session, body.uploadPath, sha256=blob.sha256, size=blob.size)
+    blobs.drop_staged(body.uploadPath)  # filed by digest and recorded: the staged copy has served
     return blob
 
 

@@ -30,7 +30,6 @@ from lanner.training import state as training_state
 ASSET_TYPES = ("datasets", "models")
 DATASET_UPLOAD_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".ndjson")
 
-MAX_CHECKPOINT_BYTES = 20 * 1024**3
 SESSION_PREFIX = upload_sessions.SESSION_SLOT_PREFIX
 
 
@@ -117,8 +116,8 @@ def open_slot(session: Session, key: str, settings: Settings, content_length: st
         _check_length(content_length, settings.max_upload_bytes)
         return settings.max_upload_bytes
     checkpoints.open_checkpoint_slot(session, key)
-    _check_length(content_length, MAX_CHECKPOINT_BYTES)
-    return MAX_CHECKPOINT_BYTES
+    _check_length(content_length, checkpoints.MAX_CHECKPOINT_BYTES)
+    return checkpoints.MAX_CHECKPOINT_BYTES
 
 
 def _check_length(content_length: str | None, limit: int) -> None:

@@ -131,3 +131,48 @@ def test_the_gpu_is_used_only_where_the_artefact_depends_on_it():
     assert device("onnx", "h100-sxm", quantize=16) == "0"
     assert device("engine", "h100-sxm") == "0"
     assert device("onnx", "cpu", quantize=16) == "cpu"
+
+
+class UnreadableExecutor(FakeExecutor):
+    """Statuses that cannot be read, as for a local worker on another host after the lease moved."""
+
+    def status(self, external_id: str) -> JobStatus:
+        raise RuntimeError(f"worker {external_id} was launched on another machine")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_an_export_whose_worker_cannot_be_read_lets_go_once_it_ended_or_timed_out(app, alice, sdk, tmp_path,
+                                                                                    monkeypatch) -> None:
+    """Without a status the queue still judges by the export: one its upload completed (or cancelled) frees its
+    slot after the stop grace; one running past its timeout fails. Before, its ``external_id`` stayed for ever,
+    holding a slot."""
+    from datetime import timedelta
+
+    from lanner.exports import queue as queue_module
+
+    attach_weights(app, alice, fake_weights(tmp_path))
+    fake = UnreadableExecutor()
+    queue, platform = ExportQueue(app.state.lanner, fake), sdk(alice)
+    done = platform.exports.create("alice", "shapes", "tiny", format="onnx")["id"]
+    queue.run_once()
+    assert _job(app, done).status == jobs.RUNNING
+    with app.state.lanner.db.session() as session:  # its upload arrived meanwhile (any server takes it)
+        session.get(ModelExport, done).status = jobs.COMPLETED
+    queue.run_once()
+    assert _job(app, done).external_id is not None  # within the grace: maybe still wrapping up
+    later = queue_module.utcnow() + timedelta(seconds=queue_module.STOP_GRACE_SECONDS + 1)  # the grace passed
+    monkeypatch.setattr(queue_module, "utcnow", lambda: later)
+    queue.run_once()
+    assert _job(app, done).external_id is None and _job(app, done).status == jobs.COMPLETED
+    assert fake.stopped
+
+    app.state.lanner.settings.export_timeout_seconds = 30
+    stuck = platform.exports.create("alice", "shapes", "tiny", format="torchscript")["id"]
+    monkeypatch.undo()
+    queue.run_once()
+    assert _job(app, stuck).status == jobs.RUNNING
+    now = queue_module.utcnow
+    monkeypatch.setattr(queue_module, "utcnow", lambda: now() + timedelta(seconds=31))
+    queue.run_once()
+    failed = _job(app, stuck)
+    assert failed.status == jobs.FAILED and "could not be read" in (failed.error or "") and failed.external_id is None
