@@ -125,8 +125,9 @@ def propose(session: Session, ctx: AppContext, dataset: Dataset, model_record: M
     mapping = _mapping(info.class_names, dataset_names)
     targets = inference_service.class_map(None, model_names=info.class_names, dataset_names=dataset_names)
     limit = ctx.settings.inference_max_bytes
-    images = [decode_image(inference_service.image_bytes(ctx.blobs, rows[k], max_bytes=limit),
-                           max_pixels=ctx.settings.inference_max_pixels, field=f"image {k}") for k in keys]
+    pixels = inference_service.DatasetPixels(session, ctx.settings, ctx.blobs, dataset.owner_id)
+    images = [decode_image(pixels.read(rows[k], max_bytes=limit), max_pixels=ctx.settings.inference_max_pixels,
+                           field=f"image {k}") for k in keys]
     imgsz = int((model_record.train_args or {}).get("imgsz") or DEFAULT_IMGSZ)
     answers = predictor.annotate_now(weights, images, conf=conf, iou=0.7, imgsz=imgsz, class_map=targets)
     ref = model_ref(session, model_record)

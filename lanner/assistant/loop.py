@@ -23,6 +23,8 @@ from lanner.datasets.models import Dataset, DatasetItem
 from lanner.gpus.catalogue import get_catalogue
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Predictor, Weights
+from lanner.inference.service import DatasetPixels
+from lanner.integrations.pixels import ObjectChanged
 from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
 from lanner.training.executors import Executor
@@ -89,7 +91,7 @@ class AssistantLoop(BackgroundLoop):
             dataset = session.get(Dataset, assistant.dataset_id)
             if entry is None or model is None or not model.weights_sha256 or dataset is None:
                 return
-            digest, imgsz = model.weights_sha256, assistant.imgsz
+            digest, imgsz, owner_id = model.weights_sha256, assistant.imgsz, dataset.owner_id
             items = session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
                 DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.labels.is_(None),
                 DatasetItem.class_id.is_(None)).order_by(DatasetItem.key)).all()
@@ -97,13 +99,19 @@ class AssistantLoop(BackgroundLoop):
         scores: dict[str, float] = {}
         for start in range(0, len(items), SCORE_BATCH):
             chunk = items[start:start + SCORE_BATCH]
-            images = []
-            for _, sha in chunk:
-                with blobs.open(sha) as handle:
-                    images.append(decode_image(handle.read(), max_pixels=settings.inference_max_pixels,
-                                               field="image"))
+            images, keys = [], []
+            with self.ctx.db.session() as session:  # a bucket image is read from its pinned object
+                pixels = DatasetPixels(session, settings, blobs, owner_id, listed=True)
+                for key, sha in chunk:
+                    try:
+                        data = pixels.read(sha, max_bytes=settings.inference_max_bytes)
+                    except ObjectChanged as changed:  # recorded on its pin; the others are still scored
+                        log.warning("assistant %s: image %s not scored: %s", assistant_id, key, changed)
+                        continue
+                    images.append(decode_image(data, max_pixels=settings.inference_max_pixels, field="image"))
+                    keys.append(key)
             results = self.predictor.run_here(weights, images, conf=scoring.SCORE_CONF, iou=SCORE_IOU, imgsz=imgsz)
-            scores.update({key: scoring.uncertainty(result) for (key, _), result in zip(chunk, results, strict=True)})
+            scores.update({key: scoring.uncertainty(result) for key, result in zip(keys, results, strict=True)})
         with self.ctx.db.session() as session:
             assistant = session.get(Assistant, assistant_id)
             entry = session.scalar(select(AssistantRound).where(AssistantRound.assistant_id == assistant_id,

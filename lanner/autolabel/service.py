@@ -40,6 +40,7 @@ from lanner.errors import Conflict, NotFound, PaymentRequired, Unprocessable
 from lanner.inference import service as inference_service
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Predictor, Weights
+from lanner.integrations import pixels as bucket_pixels
 from lanner.projects.models import ModelRecord
 
 PREVIEW_IMAGES = 6
@@ -95,6 +96,7 @@ def request_run(session: Session, principal: Principal, ctx: AppContext, dataset
                             "assistant's proposals instead")
     if dataset.status == state.PROCESSING:
         raise Conflict("the dataset is processing an import; auto-annotate it when the import has finished")
+    bucket_pixels.require_processing(session, dataset, "auto-annotation")  # the bucket integration's AI switch
     if active_run(session, dataset) is not None:
         raise Conflict("this dataset already has an auto-annotation run in progress: wait for it or cancel it",
                        code="batch_running")
@@ -138,8 +140,9 @@ def _preview(session: Session, ctx: AppContext, dataset: Dataset, job: Autolabel
     rows = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
         DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys)))}
     limit = ctx.settings.inference_max_bytes
-    images = [decode_image(inference_service.image_bytes(ctx.blobs, rows[k], max_bytes=limit),
-                           max_pixels=ctx.settings.inference_max_pixels, field=f"image {k}") for k in keys]
+    pixels = inference_service.DatasetPixels(session, ctx.settings, ctx.blobs, dataset.owner_id)
+    images = [decode_image(pixels.read(rows[k], max_bytes=limit), max_pixels=ctx.settings.inference_max_pixels,
+                           field=f"image {k}") for k in keys]
     answers = predictor.annotate_now(weights, images, conf=job.confidence, iou=job.iou, imgsz=job.imgsz,
                                      class_map=job.class_map)
     job.preview, job.status, job.keys, job.total, job.processed = True, jobs.COMPLETED, keys, len(keys), len(keys)

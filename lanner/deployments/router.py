@@ -186,4 +186,4 @@ def _source(ctx: Any, request: Request, source: str) -> bytes:
     with ctx.db.session() as session:
         return source_bytes(session, source, signer=ctx.signer, blobs=ctx.blobs,
                             origins=(ctx.settings.public_url, str(request.base_url)),
-                            max_bytes=ctx.settings.inference_max_bytes)
+                            max_bytes=ctx.settings.inference_max_bytes, settings=ctx.settings)

@@ -19,6 +19,7 @@ from lanner.http.deps import Ctx
 from lanner.inference import schemas, service
 from lanner.inference.images import decode_image
 from lanner.inference.predictor import Options, Predictor
+from lanner.integrations import pixels as bucket_pixels
 
 router = APIRouter(tags=["inference"])
 PREDICT_PATH = "/api/models/{owner}/{project}/{model}/predict"
@@ -68,7 +69,7 @@ async def predict(
             elif source is not None:
                 data, field = service.source_bytes(
                     session, source, signer=ctx.signer, blobs=ctx.blobs, origins=origins,
-                    max_bytes=settings.inference_max_bytes), "source"
+                    max_bytes=settings.inference_max_bytes, settings=settings), "source"
             else:
                 raise Unprocessable(f"no image: {service.NOT_AN_IMAGE}", code="no_image")
         return target, decode_image(data, max_pixels=settings.inference_max_pixels, field=field)
@@ -91,7 +92,9 @@ async def predict_image(image_id: str, body: schemas.ImagePredictRequest, princi
             dataset, item = service.dataset_image(session, principal, image_id)
             target = service.resolve_model_id(session, principal, body.modelId, blobs=ctx.blobs)
             names = [str(name) for name in dataset.class_names or []]
-            data = service.image_bytes(ctx.blobs, item.sha256, max_bytes=settings.inference_max_bytes)
+            bucket_pixels.require_processing(session, dataset, "auto-annotation")  # the integration's AI switch
+            data = service.DatasetPixels(session, settings, ctx.blobs, dataset.owner_id).read(
+                item.sha256, max_bytes=settings.inference_max_bytes)
         return target, decode_image(data, max_pixels=settings.inference_max_pixels, field="image"), names
 
     target, image, dataset_names = await run_in_threadpool(prepare)

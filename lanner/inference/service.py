@@ -4,8 +4,8 @@ model's classes map onto a dataset's.
 
 Sources are never fetched from other hosts: a ``source`` URL must be one of this server's own signed links
 (``/api/storage/blobs/...``, what ``images.urls``, image listings and download URLs hand out), read straight from
-the blob store after its signature is checked. Anything else is refused with the reason, so a request cannot
-make the server reach into its network.
+the blob store after its signature is checked (a bucket image's from its pinned object: ``DatasetPixels``).
+Anything else is refused with the reason, so a request cannot make the server reach into its network.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from urllib.parse import SplitResult, parse_qs, urlsplit
@@ -23,10 +23,12 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.models import User
 from lanner.accounts.principal import Principal
+from lanner.config import Settings
 from lanner.datasets import items
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.errors import Conflict, NotFound, PayloadTooLarge, Unprocessable
 from lanner.inference.predictor import Weights
+from lanner.integrations import pixels as bucket_pixels
 from lanner.projects import service as projects_service
 from lanner.projects.models import ModelRecord, Project
 from lanner.storage.blobs import BlobStore
@@ -87,7 +89,7 @@ def resolve_model_id(session: Session, principal: Principal, model_id: str, *, b
 
 
 def source_bytes(session: Session, source: str, *, signer: URLSigner, blobs: BlobStore, origins: Sequence[str],
-                 max_bytes: int) -> bytes:
+                 max_bytes: int, settings: Settings) -> bytes:
     """The image a ``source`` names: a ``data:`` URI or plain base64, or a signed link of this server (whose
     ``origins`` are the public URL and the address the request came to)."""
     text = source.strip()
@@ -100,7 +102,8 @@ def source_bytes(session: Session, source: str, *, signer: URLSigner, blobs: Blo
         return _base64(payload, max_bytes)
     parts = urlsplit(text)
     if parts.scheme.lower() in ("http", "https") or text.startswith("/api/"):  # base64 JPEG starts "/9j/"
-        return _linked(session, parts, signer=signer, blobs=blobs, origins=origins, max_bytes=max_bytes)
+        return _linked(session, parts, signer=signer, blobs=blobs, origins=origins, max_bytes=max_bytes,
+                       settings=settings)
     if "://" in text:
         raise Unprocessable(f"source: '{parts.scheme}' links are not read; {NOT_AN_IMAGE}")
     return _base64(text, max_bytes)
@@ -117,7 +120,7 @@ def _base64(payload: str, max_bytes: int) -> bytes:
 
 
 def _linked(session: Session, parts: SplitResult, *, signer: URLSigner, blobs: BlobStore, origins: Sequence[str],
-            max_bytes: int) -> bytes:
+            max_bytes: int, settings: Settings) -> bytes:
     scheme, netloc, path, query = parts.scheme, parts.netloc, parts.path, parts.query
     if netloc:
         origin = f"{scheme.lower()}://{netloc.lower()}"
@@ -133,6 +136,10 @@ def _linked(session: Session, parts: SplitResult, *, signer: URLSigner, blobs: B
     if not signer.verify("GET", path, _one(values, "expires"), _one(values, "signature")):
         raise Unprocessable("source: the link's signature is invalid or expired; ask for a new link")
     digest = match.group("sha256")
+    owner_id = bucket_pixels.owner_of(session, digest)
+    if owner_id is not None:  # a bucket image's link (the signer routes it through the blob route): its object
+        return DatasetPixels(session, settings, blobs, owner_id, feature="shared inference").read(
+            digest, max_bytes=max_bytes)
     if not is_referenced(session, digest) or not blobs.exists(digest):
         raise NotFound("source: the linked file no longer exists")
     with blobs.open(digest) as handle:
@@ -152,12 +159,39 @@ def dataset_image(session: Session, principal: Principal, image_id: str) -> tupl
     return items.resolve_image(session, principal, image_id)
 
 
-def image_bytes(blobs: BlobStore, digest: str, *, max_bytes: int) -> bytes:
-    with blobs.open(digest) as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise PayloadTooLarge(f"the image is larger than {max_bytes} bytes (LANNER_INFERENCE_MAX_BYTES)")
-    return data
+class DatasetPixels:
+    """The one way a model reads a workspace's image bytes (``images.predict``, a signed ``source`` link,
+    proposals, the auto-annotate preview, the labelling assistant's scoring): a bucket image's from its pinned
+    object through ``integrations.pixels.ExportPixels`` (guard, ETag, ``if_match``: a changed or deleted object
+    is a 409 naming it, never other pixels), any other from the blob store. ``listed``: compare ETags from one
+    listing per folder first (for many images of a dataset), else only by the read's ``if_match`` (for one or a
+    few). ``feature``: refuse an object whose integration has processing off (see ``ExportPixels``)."""
+
+    def __init__(self, session: Session, settings: Settings, blobs: BlobStore, owner_id: str, *,
+                 listed: bool = False, feature: str | None = None) -> None:
+        self.blobs = blobs
+        self.bucket = bucket_pixels.ExportPixels(session, settings, owner_id, listed=listed, feature=feature)
+
+    def read(self, digest: str, *, max_bytes: int) -> bytes:
+        chunks = self.bucket.chunks(digest)
+        if chunks is None:
+            with self.blobs.open(digest) as handle:
+                data = handle.read(max_bytes + 1)
+        else:
+            data = _bounded(chunks, max_bytes)
+        if len(data) > max_bytes:
+            raise PayloadTooLarge(f"the image is larger than {max_bytes} bytes (LANNER_INFERENCE_MAX_BYTES)")
+        return data
+
+
+def _bounded(chunks: Iterator[bytes], max_bytes: int) -> bytes:
+    """At most ``max_bytes + 1`` bytes of ``chunks``: enough to tell an image over the limit, never all of it."""
+    buffer = bytearray()
+    for chunk in chunks:
+        buffer += chunk
+        if len(buffer) > max_bytes:
+            break
+    return bytes(buffer[:max_bytes + 1])
 
 
 def class_map(mapping: Sequence[int | None] | None, *, model_names: Sequence[str],

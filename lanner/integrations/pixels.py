@@ -3,7 +3,8 @@ pinned at import; a changed or deleted object is reported (409, and its ``state`
 place of the image that was labelled. ``recheck`` compares a whole dataset's objects in a few listings.
 
 Where else bucket pixels meet the rest of Lanner: links (``held_elsewhere``: the signer routes them through the
-blob route and ``locate``), exports (``ExportPixels``: URLs for NDJSON, bytes for a YOLO zip), the pages'
+blob route and ``locate``), exports (``ExportPixels``: URLs for NDJSON, bytes for a YOLO zip; also the bytes
+predictions, proposals and the labelling assistant read, through ``inference.service.DatasetPixels``), the pages'
 Content-Security-Policy (``link_origins``), ``account.storage`` (``bucket_bytes``) and the integration's
 ``processing`` switch for AI features (``require_processing``)."""
 
@@ -176,26 +177,40 @@ def recheck(session: Session, settings: Settings, dataset: Dataset) -> dict[str,
 
 
 class ExportPixels:
-    """For ``datasets.archives``, the pixels of a dataset's bucket images while one export is built: ``url``
-    (called as the object itself) for an NDJSON export (what the trainer downloads), ``chunks`` for a YOLO zip
-    (the bytes themselves, read through the guard). Each object's ETag is compared first, from one listing per
-    folder (cached for the export), and the read is conditional on it too (``if_match``): a changed or deleted
-    object refuses the export (409 naming it) rather than hand out other pixels than those labelled. Both answer
-    None for an image whose pixels are Lanner's blobs."""
+    """The one reader of bucket images' pixels, for a workspace (``owner_id``): ``url`` (called as the object
+    itself) for an NDJSON export (what the trainer downloads), ``chunks`` for the bytes themselves, read through
+    the guard (a YOLO zip; and, through ``inference.service.DatasetPixels``, predictions, proposals, the
+    auto-annotate preview and the labelling assistant's scoring). Each object's ETag is compared first, from one
+    listing per folder (cached for the reader; ``listed=False`` skips it, for a read or two, where a listing of a
+    large folder would cost more than the read), and the read is conditional on it too (``if_match``): a changed
+    or deleted object is refused (409 naming it) rather than hand out other pixels than those labelled. With a
+    ``feature`` (an AI feature, worded as ``require_processing`` does), an object whose integration has
+    ``processing`` off is refused too (409 ``bucket_processing_off``). Both answer None for an image whose
+    pixels are Lanner's blobs."""
 
-    def __init__(self, session: Session, settings: Settings, dataset: Dataset) -> None:
-        self.session, self.settings, self.dataset = session, settings, dataset
+    def __init__(self, session: Session, settings: Settings, owner_id: str, *, listed: bool = True,
+                 feature: str | None = None) -> None:
+        self.session, self.settings, self.owner_id = session, settings, owner_id
+        self.listed, self.feature = listed, feature
         self._listings: dict[tuple[str | None, str, str], dict[str, str]] = {}
         self._opened: dict[tuple[str | None, str], Any] = {}
 
     def _checked(self, sha256: str) -> tuple[BucketObject, Any] | None:
         """The pinned object of ``sha256`` and its store, after checking the ETag against the folder's listing."""
-        row = _pinned(self.session, self.dataset.owner_id, sha256)
+        row = _pinned(self.session, self.owner_id, sha256)
         if row is None:
             return None
         where = (row.integration_id, row.target)
         if where not in self._opened:
             self._opened[where] = _store(self.session, self.settings, row)
+        if self.feature is not None:
+            integration = self.session.get(StorageIntegration, row.integration_id)
+            if integration is not None and not integration.processing:
+                raise ProcessingOff(f"{self.feature} is turned off for this image: it is in a bucket "
+                                    f"({row.target}) whose storage integration {integration.id} has processing "
+                                    "off; turn processing on (storage_integrations.update processing=true) to use it")
+        if not self.listed:
+            return row, self._opened[where]  # the read's if_match is the check
         folder = row.key.rpartition("/")[0]
         if (*where, folder) not in self._listings:
             with service.reading(self.settings):
@@ -211,8 +226,8 @@ class ExportPixels:
         _mark(row, state)
         self.session.commit()  # the report outlives the refused request
         raise ObjectChanged(f"'{row.key}' {'was deleted from' if state == MISSING else 'changed in'} the bucket "
-                            "after it was imported: re-import it, or remove the image, before exporting or "
-                            "training (POST .../bucket-check lists every such object)")
+                            "after it was imported: re-import it, or remove the image, before exporting, "
+                            "training or predicting on it (POST .../bucket-check lists every such object)")
 
     def __call__(self, sha256: str, ttl: int) -> str | None:
         found = self._checked(sha256)
@@ -243,4 +258,11 @@ def export_urls(session: Session, settings: Settings, dataset: Dataset) -> Expor
     bucket images at all (then exports are built and cached as before)."""
     if session.scalar(select(BucketObject.id).where(BucketObject.owner_id == dataset.owner_id).limit(1)) is None:
         return None
-    return ExportPixels(session, settings, dataset)
+    return ExportPixels(session, settings, dataset.owner_id)
+
+
+def owner_of(session: Session, sha256: str) -> str | None:
+    """The workspace whose pin of ``sha256`` a signed link to it leads to (the one ``locate`` picks); None for
+    bytes no bucket holds."""
+    return session.scalar(select(BucketObject.owner_id).where(BucketObject.sha256 == sha256)
+                          .order_by((BucketObject.state == OK).desc(), BucketObject.id.desc()).limit(1))
