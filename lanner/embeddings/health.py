@@ -9,7 +9,8 @@ dataset's embeddings are fresh: a stale analysis would miss the new images and c
 Why these rules: a cosine of centred vectors above ``NEAR_DUPLICATE_COSINE`` is what a re-encoded, resized or
 slightly cropped copy scores (tests/embeddings/near_duplicates.py), well above two different scenes. An outlier
 is judged on its mean distance to its ``K`` nearest neighbours, with the modified z-score of Iglewicz and Hoaglin
-(the same robust rule ``datasets.health.checks`` uses for sizes): above ``OUTLIER_Z``, at most ``MAX_LISTED``."""
+(the same robust rule ``datasets.health.checks`` uses for sizes): above ``OUTLIER_Z``, at most ``MAX_LISTED``, the
+spread taken as at least ``MIN_SPREAD`` so that an even crowd (all distances alike) has no outliers by noise."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from lanner.embeddings.service import freshness, latest_analysis
 NEAR_DUPLICATE_COSINE = 0.95
 K = 5
 OUTLIER_Z = 3.5
+MIN_SPREAD = 0.05  # cosine distance: a crowd of near-equal distances has a tiny MAD that would flag noise
 MIN_FOR_OUTLIERS = K + 3  # below this "far from its neighbours" means nothing
 MAX_LISTED = 20
 
@@ -55,8 +57,8 @@ def findings(found: index.DatasetIndex, *, threshold: float = NEAR_DUPLICATE_COS
     outliers: list[dict[str, Any]] = []
     if n >= MIN_FOR_OUTLIERS:
         median = float(np.median(distance))
-        mad = float(np.median(np.abs(distance - median)))
-        robust = 0.6745 * (distance - median) / mad if mad > 0 else np.zeros(n)
+        mad = max(float(np.median(np.abs(distance - median))), MIN_SPREAD)
+        robust = 0.6745 * (distance - median) / mad
         far = [i for i in np.argsort(-distance) if robust[i] > z]
         outliers = [{"hash": found.hashes[i], "distance": round(float(distance[i]), 4),
                      "z": round(float(robust[i]), 2)} for i in far]
