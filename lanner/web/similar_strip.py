@@ -86,10 +86,11 @@ def _readable(session: Session, user: Principal, owner: str, slug: str, key: str
     return dataset
 
 
-@router.get("/datasets/{owner}/{slug}/similar/{key}", response_class=HTMLResponse)
-def similar_fragment(owner: str, slug: str, key: str, request: Request, user: PageUser, session: DbSession,
+@router.get("/datasets/{owner}/{slug}/similar/{image_key}", response_class=HTMLResponse)
+def similar_fragment(owner: str, slug: str, image_key: str, request: Request, user: PageUser, session: DbSession,
                      ctx: Ctx, editor: bool = False) -> Response:
     """The strip alone, for a page's poll and the editor (a plain visit goes to the image page)."""
+    key = image_key
     dataset = _readable(session, user, owner, slug, key)
     if not is_fragment_request(request):
         return redirect(request, f"/datasets/{owner.lower()}/{dataset.slug}/images/{dataset.id}-{key}")
