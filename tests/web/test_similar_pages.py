@@ -225,3 +225,20 @@ def test_the_dataset_page_shows_the_embedding_findings_with_links(client, app, a
     outliers = [a["href"] for a in page.select("#embedding-outliers a")]
     assert text(page.select_one("#embedding-outlier-count")) == str(len(outliers))
     assert set(outliers) <= {f"{base}/images/{i}" for i in ids.values()}
+
+
+def test_a_large_dataset_gets_its_findings_when_its_analysis_ends_not_from_a_page(client, app, alice, tmp_path,
+                                                                                  monkeypatch):
+    base = add_dataset(app, tmp_path)
+    embed(app, "alice", "shapes")
+    monkeypatch.setattr(health, "LIVE_MAX", 0)  # every dataset is "large"
+    monkeypatch.setattr(health, "_memo", {})
+    sign_in(client)
+    page = soup(client.get(base))
+    assert page.select_one("#embedding-health")["data-state"] == "pending"
+    assert page.select_one("form#embedding-health-start")  # analysing again computes them
+    with app.state.lanner.db.session() as session:
+        dataset = _dataset(session, "alice", "shapes")
+    health.warm(app.state.lanner, dataset.id, DIGEST)  # what the queue does when a job completes
+    monkeypatch.setattr(health, "_memo", {})  # a second process: the file beside the indexes answers
+    assert soup(client.get(base)).select_one("#embedding-health")["data-state"] == "fresh"
