@@ -64,3 +64,9 @@ def test_image_page_similar_strip_click_opens_the_similar_image(page: Any, web_s
     page.locator("#an-next").click()  # the editor opens the next image in place: the strip follows it
     expect(page.locator("#an-editor")).not_to_have_attribute("data-loaded", first.split("-")[1])
     expect(page.locator(f"#an-similar-panel a.similar-link[href$='{first}']")).to_have_count(1)  # not on itself
+
+    page.goto("/datasets/alice/shapes")  # the health section has the embedding findings
+    expect(page.locator("#embedding-health")).to_have_attribute("data-state", "fresh")
+    expect(page.locator("#embedding-near-count")).to_be_visible()
+    page.locator("#health").scroll_into_view_if_needed()
+    screenshot(page, "dataset-health-embeddings")
