@@ -74,6 +74,7 @@ from lanner.web.key_pages import router as key_pages
 from lanner.web.operator_pages import router as operator_pages
 from lanner.web.project_pages import router as project_pages
 from lanner.web.router import router as web_router
+from lanner.web.similar_strip import router as similar_strip
 from lanner.web.team_pages import router as team_pages
 from lanner.web.train_pages import router as train_pages
 from lanner.web.workflow_pages import router as workflow_pages
@@ -89,8 +90,8 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, autolabel_router, storage_router, assistant_router, teams_router, workflows_router,
            web_router, account_pages, key_pages,
-           dataset_trash_pages, dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages, team_pages,
-           invitation_pages,
+           dataset_trash_pages, similar_strip, dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages,
+           team_pages, invitation_pages,
            docs_pages, explore_router, operator_router, operator_pages, workflow_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide
 

@@ -22,7 +22,7 @@ from sqlalchemy import func, select, update
 
 from lanner.config import Settings
 from lanner.context import AppContext
-from lanner.embeddings import index, jobs, vectors
+from lanner.embeddings import health, index, jobs, vectors
 from lanner.embeddings.models import EmbeddingJob
 from lanner.embeddings.worker import SPEC_ENV, error_from_log
 from lanner.periodic import BackgroundLoop
@@ -168,6 +168,7 @@ class EmbeddingQueue(BackgroundLoop):
                 session.commit()  # before the index is built: the job is done whatever happens to the build
                 try:
                     index.warm(self.ctx, job.dataset_id, job.model_sha256)  # the first query finds it built
+                    health.warm(self.ctx, job.dataset_id, job.model_sha256)  # and the page its findings
                 except Exception:  # a query builds it then
                     log.exception("embedding job %s: the dataset's index could not be built now", job.id)
             return

@@ -40,7 +40,7 @@ from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
 from lanner.training import trained_on
 from lanner.training.dependencies import CurrentCatalogue, Runtime
-from lanner.web import assistant_panel, autolabel_dialog, workspaces
+from lanner.web import assistant_panel, autolabel_dialog, similar_strip, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 from lanner.web.workspaces import trash_path
 
@@ -195,6 +195,7 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
         "export_formats": EXPORT_FORMATS, "report": dataset.last_ingest or None,
         "assistant": assistant if is_owner else None, "trained": trained_on.trained_on(session, user, dataset),
         "autolabel": autolabel_dialog.offer(request, session, user, dataset, is_owner),  # the Auto-annotate dialog
+        "embedding_health": similar_strip.health_findings(session, user, request.app.state.lanner, dataset),
     }, fragment="_dataset_grid.html", status_code=status_code, user=user, active="datasets")
 
 
@@ -238,6 +239,8 @@ def image_page(owner: str, slug: str, image_id: str, request: Request, user: Pag
         "shapes": _shapes(detail["labels"], props["width"], props["height"]),
         "can_edit": permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write"),
         "image_key": image_id.removeprefix(dataset.id + "-"),
+        "similar": similar_strip.strip(session, user, ctx, dataset, owner.lower(),
+                                       image_id.removeprefix(dataset.id + "-")),
     }, user=user, active="datasets")
 
 

@@ -67,6 +67,7 @@ RESOURCE_PAGES: dict[str, str] = {
     "/datasets/{owner}/{slug}/annotate/{image_key}": "{dataset_name}",
     "/datasets/{owner}/{slug}/compare": "{class_name}",
     "/datasets/{owner}/{slug}/assistant/live": "{class_name}",  # a page's poll; a plain visit goes to the section
+    "/datasets/{owner}/{slug}/similar/{image_key}": "{class_name}",  # the similar strip; a plain visit: the image
     "/{owner:owner}/{project}": "{model}",
     "/{owner:owner}/{project}/-/compare": "{project}",
     "/{owner:owner}/{project}/{model}": "{console}",
@@ -89,6 +90,7 @@ WRITES: dict[str, int] = {
     "/datasets/{owner}/{slug}/delete": 404,
     "/datasets/{owner}/{slug}/versions": 404,
     "/datasets/{owner}/{slug}/assistant": 404,  # the assistant's settings: the owner's only
+    "/datasets/{owner}/{slug}/embeddings": 404,  # starts the analysis (the similar strip's button)
     "/account/keys/{key_id}/revoke": 303,  # back to his keys: "already revoked"
     "/{owner:owner}/{project}/{model}/cancel": 404,
     "/{owner:owner}/{project}/{model}/deployments": 404,

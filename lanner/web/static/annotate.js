@@ -58,11 +58,21 @@
       if (!self.histories[key]) { self.histories[key] = {stack: [copy(state)], index: 0}; }
       if (push) { history.pushState({key: key}, '', self.url(key)); }
       self.setup(data);
+      self.similar(key);
       $('an-editor').dataset.loaded = key;  // the browser tests wait for this
       self.sync.flushAll();
       self.proposals.suggest(key, data.suggestions || []);
       self.proposals.prefill(key);
     }).catch(function (err) { lanner.showMessage('This image could not be opened: ' + err.message, 'error'); });
+  };
+
+  // The "Similar" strip of this image (lanner/web/similar_strip.py), swapped in by htmx; it polls itself while
+  // the dataset is being analysed.
+  Editor.prototype.similar = function (key) {
+    if (!$('similar-strip') || !window.htmx) { return; }
+    window.htmx.ajax('GET', '/datasets/' + encodeURIComponent(this.config.owner) + '/' +
+      encodeURIComponent(this.config.slug) + '/similar/' + encodeURIComponent(key) + '?editor=1',
+    {target: '#similar-strip', swap: 'outerHTML'});
   };
 
   Editor.prototype.classOf = function (data) {
