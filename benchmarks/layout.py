@@ -12,6 +12,7 @@ after), so the timing is of a second call on fresh data.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -46,10 +47,11 @@ def main() -> None:
     layout.compute(warm)
     print(f"first call (2,000 points, includes numba compilation): {time.perf_counter() - started:.1f} s")
     matrix, truth = clustered(args.n, args.dim, args.clusters, seed=0)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     xy, cluster = layout.compute(matrix, n_epochs=args.epochs)
-    took = time.perf_counter() - started
-    print(f"{args.n} x {args.dim}, {args.clusters} clusters: {took:.1f} s, nearest-centroid accuracy "
+    took, cpu = time.perf_counter() - started, time.process_time() - cpu
+    print(f"{args.n} x {args.dim}, {args.clusters} clusters, n_epochs {args.epochs or 'default'}: {took:.1f} s wall, "
+          f"{cpu:.1f} s CPU, load average {os.getloadavg()[0]:.1f}, nearest-centroid accuracy "
           f"{centroid_accuracy(xy, truth):.3f}, {len(set(cluster.tolist()))} clusters found")
 
 

@@ -41,8 +41,9 @@ def compute(matrix: np.ndarray, *, n_epochs: int | None = None, seed: int = SEED
     else:
         import umap  # seconds of import (numba): only where a layout is computed
 
+        # seeded UMAP runs on one thread (umap-learn's rule): the same vectors, the same map
         reducer = umap.UMAP(n_neighbors=min(NEIGHBOURS, n - 1), min_dist=0.1, n_components=2, random_state=seed,
-                            n_epochs=n_epochs, low_memory=True)
+                            n_jobs=1, n_epochs=n_epochs, low_memory=True)
         xy = np.asarray(reducer.fit_transform(reduced), np.float32)
     return xy, _kmeans(xy, clusters_for(n), seed)
 

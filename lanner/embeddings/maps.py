@@ -130,9 +130,10 @@ def _is_stale(session: Session, dataset: Dataset, row: EmbeddingLayout, points: 
 
 
 def _ready_layout(session: Session, settings: Settings, dataset: Dataset, owner: str, slug: str
-                  ) -> EmbeddingLayout | None:
-    """The dataset's computed map, computing it here when it is small; None when a request for the queue was
-    written instead (the caller commits it, wakes the queue and answers 409 ``map_pending``)."""
+                  ) -> tuple[EmbeddingLayout | None, bool]:
+    """The dataset's computed map, computing it here when it is small, and whether a newer analysis (another
+    model) has made it stale; None when a request for the queue was written instead (the caller commits it,
+    wakes the queue and answers 409 ``map_pending``)."""
     analysis = latest_analysis(session, dataset)
     if analysis is None:
         raise Conflict(f"dataset {owner}/{slug} has no embeddings yet: create them with datasets.create_embeddings "
@@ -140,7 +141,7 @@ def _ready_layout(session: Session, settings: Settings, dataset: Dataset, owner:
                        code="no_embeddings")
     row = session.get(EmbeddingLayout, dataset.id)
     if row is not None and row.data is not None:
-        return row
+        return row, row.model_sha256 != analysis.model_sha256  # the queue computes the new one meanwhile
     if row is not None and row.error is None:
         raise Conflict("the map of this dataset is being computed; ask again in a minute", code="map_pending")
     count = vectors.embedded_count(session, dataset, analysis.model_sha256)
@@ -152,14 +153,13 @@ def _ready_layout(session: Session, settings: Settings, dataset: Dataset, owner:
         _store(session, dataset.id, analysis.model_sha256, dataset.revision, len(hashes), pack(hashes, xy, cluster),
                None)
         session.flush()
-        row = session.get(EmbeddingLayout, dataset.id)
-        return row
+        return session.get(EmbeddingLayout, dataset.id), False
     if row is not None:  # it failed before: the error is answered once, and asking again retries
         error, row.error = row.error, None
         raise Conflict(f"the map of this dataset could not be computed ({error}); it is being computed again",
                        code="map_failed")
     _store(session, dataset.id, analysis.model_sha256, dataset.revision, count, None, None)
-    return None
+    return None, False
 
 
 def clustering(session: Session, principal: Principal, settings: Settings, *, owner: str, slug: str, offset: int,
@@ -167,7 +167,7 @@ def clustering(session: Session, principal: Principal, settings: Settings, *, ow
     """``DatasetsClusteringResponse`` for one page of the dataset's images (in a stable order) and whether the
     map is stale; None when the map was queued (the caller commits, wakes the queue and answers 409)."""
     dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slug)
-    row = _ready_layout(session, settings, dataset, owner, slug)
+    row, newer = _ready_layout(session, settings, dataset, owner, slug)
     if row is None:
         return None
     points = _points(row)
@@ -183,7 +183,7 @@ def clustering(session: Session, principal: Principal, settings: Settings, *, ow
     more = offset + len(images) < total
     return ({"images": images, "total": total, "offset": offset, "limit": limit, "hasMore": more,
              "nextOffset": offset + len(images) if more else None, "updatedAt": iso(row.computed_at)},
-            _is_stale(session, dataset, row, points))
+            newer or _is_stale(session, dataset, row, points))
 
 
 def _image(dataset_id: str, item: Any, points: Points) -> dict[str, Any]:
