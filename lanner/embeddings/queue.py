@@ -173,7 +173,10 @@ class EmbeddingQueue(BackgroundLoop):
                     index.warm(self.ctx, job.dataset_id, job.model_sha256)  # the first query finds it built
                 except Exception:  # a query builds it then
                     log.exception("embedding job %s: the dataset's index could not be built now", job.id)
-                maps.build(self.ctx, job.dataset_id, job.model_sha256)  # its failure is kept on the map's row
+                try:
+                    maps.build(self.ctx, job.dataset_id, job.model_sha256)  # a layout's failure is kept on its row
+                except Exception:  # the database's: the job stays completed, a clustering request asks again
+                    log.exception("embedding job %s: the dataset's map could not be stored", job.id)
             return
         if message is None and status.state in (JobState.LOST, JobState.EXPIRED, JobState.STOPPED):
             log.warning("embedding job %s: worker lost (%s)", job.id, status.message)

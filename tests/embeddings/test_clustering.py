@@ -19,6 +19,7 @@ from lanner.embeddings import jobs, layout, maps
 from lanner.embeddings.models import EmbeddingJob, EmbeddingLayout, ImageEmbedding
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import package, upload_dataset
+from tests.embeddings.conftest import finish
 from tests.sdk_types import assert_sdk_type
 
 MODEL = "ab" * 32
@@ -58,8 +59,9 @@ def shapes(sdk: Any, alice: Any, client: Any, tmp_path: Path) -> Any:
     return platform
 
 
-def analysed(app: Any) -> dict[str, int]:
-    """Store a completed analysis of alice/shapes: a vector per image from ``blobs``; each digest's blob."""
+def analysed(app: Any, *, by_queue: bool = False) -> dict[str, int]:
+    """Store a completed analysis of alice/shapes: a vector per image from ``blobs``; each digest's blob. With
+    ``by_queue`` the job completes as the embedding queue completes one (``finish``: index and map built)."""
     with app.state.lanner.db.session() as session:
         dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
         hashes = sorted(set(session.scalars(select(DatasetItem.sha256)
@@ -73,7 +75,10 @@ def analysed(app: Any) -> dict[str, int]:
         session.flush()
         jobs.new_attempt(job)
         assert jobs.launched(session, job, external_id="test", executor="test") and jobs.running(session, job)
-        assert jobs.complete(session, job)
+        assert by_queue or jobs.complete(session, job)
+        job_id = job.id
+    if by_queue:
+        finish(app, job_id)
     return {sha: int(t) for sha, t in zip(hashes, truth, strict=True)}
 
 
@@ -135,3 +140,13 @@ def test_a_large_datasets_map_is_computed_by_the_queue(app, client, shapes):
     maps.build_pending(app.state.lanner)  # the embedding queue's pass
     page = assert_sdk_type(platform.datasets.clustering("alice", "shapes"), "DatasetsClusteringResponse")
     assert len(page["images"]) == 21 and not page["hasMore"]
+
+
+def test_the_queue_computes_the_map_when_an_analysis_completes(app, client, shapes):
+    app.state.lanner.settings.embedding_map_inline_images = 0  # a request computes nothing
+    analysed(app, by_queue=True)
+    with app.state.lanner.db.session() as session:
+        row = session.scalar(select(EmbeddingLayout))
+        assert row.data is not None and row.count == 21 and row.error is None
+    page = assert_sdk_type(shapes.datasets.clustering("alice", "shapes"), "DatasetsClusteringResponse")
+    assert len(page["images"]) == 21 and not any(i["missing"] for i in page["images"])
