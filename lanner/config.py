@@ -209,6 +209,10 @@ class Settings(BaseSettings):
     embedding_imgsz: int = Field(default=224, ge=0, description="The side, in pixels, images are resized to for "
                                  "their embedding (0: the model's training size). A whole-image descriptor needs "
                                  "no fine detail, and on CPUs the cost grows with the square of the side.")
+    embedding_map_inline_images: int = Field(default=2000, ge=0, description="Datasets with at most this many "
+                                             "embedded images get their map computed inside the first "
+                                             "`datasets.clustering` request that finds none (a few seconds); "
+                                             "larger ones by the embedding queue, in the background.")
     embedding_batch: int = Field(default=32, ge=1, le=1024, description="Images the embedding worker fetches, "
                                  "embeds and delivers at a time: a crashed job resumes after its last page.")
     assistant_poll_seconds: float = Field(

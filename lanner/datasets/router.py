@@ -162,7 +162,3 @@ def _not_implemented(message: str):
 for (method, path), message in _UNSUPPORTED.items():
     router.add_api_route(path, _not_implemented(message), methods=[method], include_in_schema=True,
                          summary="Not available on self-hosted Lanner (501)")
-for method, suffix, message in (
-        ("GET", "images/clustering", "embedding clustering is not built by Lanner yet"),):
-    router.add_api_route(f"/api/datasets/{{owner}}/{{dataset}}/{suffix}", _not_implemented(message),
-                         methods=[method], summary="Not available on self-hosted Lanner (501)")

@@ -55,3 +55,21 @@ class ImageEmbedding(Base):
     dim: Mapped[int] = mapped_column(Integer)
     vector: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class EmbeddingLayout(TimestampMixin, Base):
+    """A dataset's map (``embeddings.maps``): the 2-D layout of its vectors under ``model_sha256`` as they were
+    at ``revision``, one per dataset (a new analysis replaces it). ``data`` is an ``.npz`` of the digests
+    (n x 32 bytes), the coordinates (n x 2 float32) and the clusters (n int32); NULL while the embedding queue
+    has it to compute (``error`` when that failed). Tens of bytes per image, read whole when a page is served
+    and kept in memory: a database column, like the vectors it is made from."""
+
+    __tablename__ = "embedding_layouts"
+
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), primary_key=True)
+    model_sha256: Mapped[str] = mapped_column(String(64))
+    revision: Mapped[int]
+    count: Mapped[int] = mapped_column(default=0)
+    data: Mapped[bytes | None] = mapped_column(LargeBinary)
+    error: Mapped[str | None] = mapped_column(Text)
+    computed_at: Mapped[datetime | None]

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.db import after_commit
-from lanner.embeddings import service, similar, vectors
+from lanner.embeddings import maps, service, similar, vectors
 from lanner.embeddings.jobs import worker_path
 from lanner.embeddings.queue import EmbeddingQueue
-from lanner.errors import PayloadTooLarge
+from lanner.errors import Conflict, PayloadTooLarge
 from lanner.http.deps import Ctx, DbSession
 
 router = APIRouter(tags=["embeddings"])
 EMBEDDINGS = "/api/datasets/{owner}/{dataset}/embeddings"
+MAX_MAP_PAGE = 10_000  # points per datasets.clustering page: 200,000 images in 20 requests
 MAX_PAGE_BYTES = 64 * 1024 * 1024  # 1,024 vectors of 4,096 float32 and their digests, with room to spare
 
 
@@ -54,6 +55,27 @@ def delete_embeddings(owner: str, dataset: str, principal: CurrentPrincipal, ses
     if cancelled:
         after_commit(session, queue.wake)
     return {"cancelled": cancelled}
+
+
+@router.get("/api/datasets/{owner}/{dataset}/images/clustering",
+            summary="datasets.clustering: the dataset's map, the 2-D layout of its embeddings, in pages",
+            description="Every image of the dataset once across the pages, with its point (`umapX`, `umapY`) and "
+            "a `cluster` to colour by; `missing` for an image added since the map was computed, and the header "
+            "`X-Lanner-Map-Stale: true` while the map no longer matches the dataset. 409 `no_embeddings` before "
+            "`datasets.create_embeddings`; 409 `map_pending` while a large dataset's map is computed.")
+def clustering(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx, queue: Queue,
+               response: Response, offset: Annotated[int, Query(ge=0)] = 0,
+               limit: Annotated[int, Query(ge=1, le=MAX_MAP_PAGE)] = MAX_MAP_PAGE) -> dict[str, Any]:
+    answer = maps.clustering(session, principal, ctx.settings, owner=owner, slug=dataset, offset=offset,
+                             limit=limit)
+    if answer is None:
+        after_commit(session, queue.wake)
+        session.commit()  # the request for the queue outlives this 409
+        raise Conflict("the map of this dataset is being computed; ask again in a minute", code="map_pending")
+    body, stale = answer
+    if stale:
+        response.headers["X-Lanner-Map-Stale"] = "true"
+    return body
 
 
 @router.get("/api/images/{image_id}/similar", summary="images.find_similar_images")

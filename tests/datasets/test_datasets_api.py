@@ -307,13 +307,6 @@ def test_sorting_and_selected_images(shapes):
     assert platform.datasets.retrieve("alice", "shapes")["dataset"]["versions"][0]["description"] == "renamed"
 
 
-def test_unsupported_endpoints_answer_501(shapes):
-    platform, _ = shapes
-    with pytest.raises(APIError) as exc:
-        platform.datasets.clustering("alice", "shapes")
-    assert exc.value.status_code == 501 and exc.value.json["error"]
-
-
 def test_upload_errors(sdk, alice, client, tmp_path):
     platform = sdk(alice)
     created = platform.datasets.create(dataset="x", name="x")
