@@ -76,6 +76,12 @@ RESOURCE_PAGES: dict[str, str] = {
     "/teams/{team}": "{team}",
     "/teams/{team}/activity": "created",  # an admin's (his team's creation); alice's: 404 like a missing team
 }
+# Pages of a thing neither workspace holds, each with the reason and where its owner's view is tested: checked
+# like alice's resource pages (bob gets the 404 of a name that exists nowhere, and nothing of hers).
+ABSENT_PAGES: dict[str, str] = {
+    "/{owner:owner}/{project}/{model}/deployments/{deployment}/collect": "a deployment's collect settings: the "
+    "workspaces' models have no weights to deploy (tests/web/test_collect_browser.py walks its owner's page)",
+}
 # Server-Sent Events -> the event bob's stream sends first and what it shows (checked like a page); alice's: 404.
 STREAMS: dict[str, tuple[str, str]] = {
     "/account/live": ("balance", "available"),
@@ -98,6 +104,7 @@ WRITES: dict[str, int] = {
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/stop": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/start": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/delete": 404,
+    "/{owner:owner}/{project}/{model}/deployments/{deployment}/collect": 404,  # its collect settings
     "/teams/{team}/members": 404,
     "/teams/{team}/members/{username}": 404,  # his team, her name: not a member, 404 like a name nobody has
     "/teams/{team}/members/{username}/remove": 404,
@@ -156,10 +163,12 @@ def web_routes() -> set[tuple[str, str]]:
 
 
 def test_every_web_route_is_classified() -> None:
-    known = {("GET", p) for p in [*OWN_PAGES, *RESOURCE_PAGES, *STREAMS, *DOWNLOADS, *TOKEN_PAGES, *ADMIN_PAGES]}
+    known = {("GET", p) for p in [*OWN_PAGES, *RESOURCE_PAGES, *STREAMS, *DOWNLOADS, *TOKEN_PAGES, *ADMIN_PAGES,
+                                  *ABSENT_PAGES]}
     known |= {("POST", p) for p in [*WRITES, *OWN_WRITES]}
     missing = sorted(web_routes() - known)
-    assert not missing, (f"classify these routes in {__name__}: OWN_PAGES, RESOURCE_PAGES, STREAMS, DOWNLOADS or "
+    assert not missing, (f"classify these routes in {__name__}: OWN_PAGES, RESOURCE_PAGES, ABSENT_PAGES, STREAMS, "
+                         f"DOWNLOADS or "
                          f"TOKEN_PAGES (GET), WRITES or OWN_WRITES (POST): {missing}")
     gone = sorted(known - web_routes())
     assert not gone, f"these routes no longer exist: drop them from {__name__}: {gone}"
@@ -386,7 +395,7 @@ def test_alices_addresses_are_404_for_bob(page: Any, web_server: WebServer,
     alice, bob = workspaces
     leaks = Leaks(alice, bob)
     signed_in(page, bob.user)
-    targets = {**{path: 404 for path in [*RESOURCE_PAGES, *STREAMS, *DOWNLOADS]}, **QUERY_PAGES}
+    targets = {**{path: 404 for path in [*RESOURCE_PAGES, *STREAMS, *DOWNLOADS, *ABSENT_PAGES]}, **QUERY_PAGES}
     for template, status in targets.items():
         for url, ghost_url in _variants(template, alice, bob):
             for headers in (HTML, HTMX):
