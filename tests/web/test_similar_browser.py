@@ -47,6 +47,9 @@ def test_image_page_similar_strip_click_opens_the_similar_image(page: Any, web_s
     assert 1 <= links.count() <= 8
     expect(strip.locator(".similar-score").first).to_have_text(re.compile(r"^-?\d\.\d\d cosine$"))
     page.locator("#similar").scroll_into_view_if_needed()
+    # Each thumbnail is drawn (a broken or blocked link leaves an empty box): every image loaded, with pixels.
+    page.wait_for_function("""() => [...document.querySelectorAll('#similar-strip img')].every(
+        (img) => img.complete && img.naturalWidth > 0)""", timeout=15_000)
     screenshot(page, "dataset-image-similar")
     target = links.first.get_attribute("href")
     name = links.first.locator("img").get_attribute("alt")
