@@ -21,7 +21,6 @@ from lanner.autolabel import jobs, service, worker
 from lanner.autolabel.models import AutolabelJob
 from lanner.context import AppContext
 from lanner.datasets.models import Dataset, DatasetItem
-from lanner.exports.worker import error_from_log
 from lanner.training.executors.base import Executor, JobStatus
 from lanner.training.executors.job_queue import WorkerJobQueue, worker_executor
 
@@ -49,7 +48,7 @@ class AutolabelQueue(WorkerJobQueue):
     states = jobs
     what, worker_name = "auto-annotation", "auto-annotation worker"
     folder, worker_module, spec_env = "autolabel", "lanner.autolabel.worker", worker.SPEC_ENV
-    error_from_log = staticmethod(error_from_log)  # the worker prints the export worker's mark
+    error_mark = worker.ERROR_MARK  # the export worker's
 
     def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
         super().__init__(ctx, executor, name="lanner-autolabel", interval=lambda: ctx.settings.autolabel_poll_seconds,
@@ -81,7 +80,7 @@ class AutolabelQueue(WorkerJobQueue):
     def _finished(self, session: Any, job: AutolabelJob, status: JobStatus, missing: str | None = None) -> None:
         """The worker is gone and the run is not complete: its error fails it; otherwise (killed, lost, or gone
         before the last chunk) the rest runs again."""
-        message = error_from_log(self._log_tail(job))
+        message = self.error_from_log(self._log_tail(job))
         if job.processed >= job.total:  # every image left was recorded (or deleted meanwhile)
             jobs.complete(session, job, f"{job.processed} images, {job.annotations} labels added")
             return

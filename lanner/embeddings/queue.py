@@ -34,7 +34,7 @@ class EmbeddingQueue(WorkerJobQueue):
     states = jobs
     what, worker_name = "embedding job", "embedding worker"
     folder, worker_module, spec_env = "embeddings/jobs", "lanner.embeddings.worker", worker.SPEC_ENV
-    error_from_log = staticmethod(worker.error_from_log)
+    error_mark = worker.ERROR_MARK
 
     def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
         super().__init__(ctx, executor, name="lanner-embeddings",

@@ -119,10 +119,5 @@ def main() -> None:
                    f"{spec.get('attempt')} at {spec['imgsz']} px")
 
 
-def error_from_log(tail: str) -> str | None:
-    """The message a failed embedding worker printed last (see ``worker_io.main``), or None."""
-    return worker_io.error_from_log(tail, ERROR_MARK)
-
-
 if __name__ == "__main__":
     main()

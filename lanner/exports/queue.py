@@ -59,7 +59,7 @@ class ExportQueue(WorkerJobQueue):
     states = jobs
     what, worker_name = "export", "export worker"
     folder, worker_module, spec_env = "exports", "lanner.exports.worker", worker.SPEC_ENV
-    error_from_log = staticmethod(worker.error_from_log)
+    error_mark = worker.ERROR_MARK
     extra_env = {"PIP_NO_INDEX": "1",  # MNN runs `pip install` via os.system on import: let it fail, change nothing
                  "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 

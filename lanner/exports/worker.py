@@ -87,10 +87,5 @@ def main() -> None:
                    f"{spec.get('attempt')}: {spec['format']} {spec.get('args')}")
 
 
-def error_from_log(tail: str) -> str | None:
-    """The message a failed export worker printed last (see ``worker_io.main``), or None."""
-    return worker_io.error_from_log(tail, ERROR_MARK)
-
-
 if __name__ == "__main__":
     main()

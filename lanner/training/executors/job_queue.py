@@ -26,6 +26,7 @@ from sqlalchemy import literal, select, update
 from lanner.config import Settings
 from lanner.context import AppContext
 from lanner.periodic import BackgroundLoop
+from lanner.training.executors import worker_io
 from lanner.training.executors.base import (
     FINISHED,
     Capability,
@@ -57,7 +58,7 @@ class WorkerJobQueue(BackgroundLoop):
 
     A domain sets ``table`` (its jobs' model: ``id``, ``status``, ``external_id``, ``attempt``, ``slot``,
     ``created_at``), ``states`` (its ``jobs`` module), ``what`` (the job, for messages), ``folder``,
-    ``worker_module``, ``error_from_log`` (its worker's), and fills ``make_executor`` and ``payload``."""
+    ``worker_module``, ``error_mark`` (its worker's), and fills ``make_executor`` and ``payload``."""
 
     table: Any
     states: Any
@@ -66,7 +67,7 @@ class WorkerJobQueue(BackgroundLoop):
     folder: str  # the executor's and each job's folder under the home: "exports", "embeddings/jobs"
     worker_module: str  # python -m this
     spec_env: str  # the worker's spec variable
-    error_from_log: Callable[[str], str | None]
+    error_mark: str  # what its worker prints before the JSON of its failure (``worker_io.main``)
     extra_env: dict[str, str] = {}
 
     def __init__(self, ctx: AppContext, executor: Executor | None, *, name: str,
@@ -235,6 +236,9 @@ class WorkerJobQueue(BackgroundLoop):
             message = f"the {self.worker_name} stopped ({status.message or status.state.value})" + (
                 f": {last}" if last else "")
         self.states.fail(session, job, message)
+
+    def error_from_log(self, tail: str) -> str | None:
+        return worker_io.error_from_log(tail, self.error_mark)
 
     def _log_tail(self, job: Any) -> str:
         try:
