@@ -15,44 +15,20 @@ A preview is created ``completed``: it runs in the request and applies nothing.
 
 from __future__ import annotations
 
-import secrets
-
 from sqlalchemy.orm import Session
 
 from lanner.autolabel.models import AutolabelJob
 from lanner.db import utcnow
-from lanner.status import record_created, try_change_status
+from lanner.status import try_change_status
+from lanner.training.executors import job_states
 
-QUEUED = "queued"
-STARTING = "starting"
-RUNNING = "running"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-ACTIVE = (QUEUED, STARTING, RUNNING)
-LAUNCHED = (STARTING, RUNNING)
-MAX_ATTEMPTS = 3
+# a run's statuses are an export's (``job_states``); callers say jobs.QUEUED
+QUEUED, STARTING, RUNNING, COMPLETED, FAILED, CANCELLED = job_states.STATUSES
+ACTIVE, LAUNCHED, MAX_ATTEMPTS = job_states.ACTIVE, job_states.LAUNCHED, job_states.MAX_ATTEMPTS
 
-
-def create(session: Session, job: AutolabelJob, *, reason: str) -> AutolabelJob:
-    session.add(job)
-    record_created(session, job, reason=reason)
-    return job
-
-
-def new_attempt(job: AutolabelJob) -> None:
-    """Before launching: the next attempt and a fresh token (a chunk from an older attempt is refused)."""
-    job.attempt += 1
-    job.slot = secrets.token_hex(8)
-
-
-def launched(session: Session, job: AutolabelJob, *, external_id: str, executor: str) -> bool:
-    return try_change_status(session, job, STARTING, allowed_from=(QUEUED,), reason=f"attempt {job.attempt}",
-                             external_id=external_id, executor=executor)
-
-
-def running(session: Session, job: AutolabelJob) -> bool:
-    return try_change_status(session, job, RUNNING, allowed_from=(STARTING,), started_at=job.started_at or utcnow())
+STATES = job_states.JobStates("auto-annotation", ended={"weights_sha256": None})  # an ended run lets go of the weights
+create, new_attempt, launched = STATES.create, STATES.new_attempt, STATES.launched
+running, fail, lost = STATES.running, STATES.fail, STATES.lost
 
 
 def complete(session: Session, job: AutolabelJob, reason: str) -> bool:
@@ -60,20 +36,6 @@ def complete(session: Session, job: AutolabelJob, reason: str) -> bool:
                              completed_at=utcnow(), weights_sha256=None, started_at=job.started_at or utcnow())
 
 
-def fail(session: Session, job: AutolabelJob, message: str) -> bool:
-    return try_change_status(session, job, FAILED, allowed_from=ACTIVE, reason=message[:300], error=message[:4000],
-                             completed_at=utcnow(), weights_sha256=None)
-
-
 def cancel(session: Session, job: AutolabelJob) -> bool:
     return try_change_status(session, job, CANCELLED, allowed_from=ACTIVE, reason="cancelled by its owner",
                              completed_at=utcnow(), weights_sha256=None, stopping=True)
-
-
-def lost(session: Session, job: AutolabelJob, why: str) -> None:
-    """The worker is gone without finishing: run the rest again, or fail after MAX_ATTEMPTS."""
-    if job.attempt >= MAX_ATTEMPTS:
-        fail(session, job, f"the auto-annotation worker was lost {job.attempt} times; last: {why}")
-    else:
-        try_change_status(session, job, QUEUED, allowed_from=LAUNCHED, reason=f"lost: {why}"[:300],
-                          external_id=None, slot=None)

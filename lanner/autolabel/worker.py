@@ -14,7 +14,6 @@ On failure it prints ``ERROR_MARK`` and a JSON ``{"message": ...}`` and exits 3 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import urllib.error
@@ -22,8 +21,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from lanner.exports.worker import ERROR_MARK, EXIT_FAILED, ExportFailed, download, with_retries
+from lanner.exports.worker import ERROR_MARK
 from lanner.scratch import scratch_folder
+from lanner.training.executors import worker_io
+from lanner.training.executors.worker_io import WorkerFailed, download, with_retries
 
 SPEC_ENV = "LANNER_AUTOLABEL_SPEC"
 TOKEN_HEADER = "X-Lanner-Autolabel-Token"
@@ -55,7 +56,7 @@ def post_chunk(spec: dict[str, Any], results: list[dict[str, Any]]) -> dict[str,
     except urllib.error.HTTPError as exc:
         if exc.code in (404, 409):
             raise Stopped(exc.read().decode("utf-8", "replace")[:300]) from None
-        raise ExportFailed(f"the server refused the labels (HTTP {exc.code}: "
+        raise WorkerFailed(f"the server refused the labels (HTTP {exc.code}: "
                            f"{exc.read().decode('utf-8', 'replace')[:300]})") from None
 
 
@@ -71,7 +72,7 @@ def label_chunk(model: Any, spec: dict[str, Any], images: list[dict[str, str]]) 
     for image in images:
         decoded = cv2.imdecode(np.frombuffer(fetch(image["url"]), np.uint8), cv2.IMREAD_COLOR)
         if decoded is None:
-            raise ExportFailed(f"image {image['key']} could not be decoded")
+            raise WorkerFailed(f"image {image['key']} could not be decoded")
         pixels.append(decoded)
     results = model.predict(pixels, conf=spec["confidence"], iou=spec["iou"], imgsz=spec["imgsz"], device="cpu",
                             verbose=False)
@@ -103,23 +104,18 @@ def run(spec: dict[str, Any], home: Path) -> int:
     return done
 
 
-def main() -> None:
-    raw = os.environ.get(SPEC_ENV)
-    if not raw:
-        sys.exit(f"lanner autolabel worker: {SPEC_ENV} is not set")
-    spec = json.loads(raw)
-    home = Path(os.path.expanduser(os.environ.get("LANNER_WORKER_DIR") or os.environ.get("LANNER_HOME") or "."))
-    home.mkdir(parents=True, exist_ok=True)
-    print(f"lanner autolabel: {spec['jobId']} attempt {spec.get('attempt')}: {len(spec['images'])} images",
-          flush=True)
+def run_until_stopped(spec: dict[str, Any], home: Path) -> None:
+    """``run``, ending quietly (exit 0) when the server no longer takes this attempt's labels."""
     try:
         run(spec, home)
     except Stopped as exc:
         print(f"lanner autolabel: stopped by the server ({exc})", flush=True)
         sys.exit(EXIT_STOPPED)
-    except ExportFailed as exc:
-        print(ERROR_MARK + json.dumps({"message": str(exc)}), flush=True)
-        sys.exit(EXIT_FAILED)
+
+
+def main() -> None:
+    worker_io.main(SPEC_ENV, ERROR_MARK, run_until_stopped, lambda spec: f"lanner autolabel: {spec['jobId']} "
+                   f"attempt {spec.get('attempt')}: {len(spec['images'])} images")
 
 
 if __name__ == "__main__":

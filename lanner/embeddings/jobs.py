@@ -13,23 +13,20 @@ each writing a ``StatusEvent``); the statuses are the SDK's (``activeJob.status`
 
 from __future__ import annotations
 
-import secrets
-
 from sqlalchemy.orm import Session
 
 from lanner.db import utcnow
 from lanner.embeddings.models import EmbeddingJob
-from lanner.status import record_created, try_change_status
+from lanner.status import try_change_status
+from lanner.training.executors import job_states
 
-QUEUED = "queued"
-STARTING = "starting"
-RUNNING = "running"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-ACTIVE = (QUEUED, STARTING, RUNNING)
-LAUNCHED = (STARTING, RUNNING)
-MAX_ATTEMPTS = 3
+# an embedding job's statuses are an export's (``job_states``); callers say jobs.QUEUED
+QUEUED, STARTING, RUNNING, COMPLETED, FAILED, CANCELLED = job_states.STATUSES
+ACTIVE, LAUNCHED, MAX_ATTEMPTS = job_states.ACTIVE, job_states.LAUNCHED, job_states.MAX_ATTEMPTS
+
+STATES = job_states.JobStates("embedding", ended={"slot": None})  # an ended job's signed links die with its slot
+new_attempt, launched = STATES.new_attempt, STATES.launched
+running, fail, lost = STATES.running, STATES.fail, STATES.lost
 
 
 def worker_path(job_id: str, slot: str, what: str) -> str:
@@ -38,24 +35,7 @@ def worker_path(job_id: str, slot: str, what: str) -> str:
 
 
 def create(session: Session, job: EmbeddingJob) -> EmbeddingJob:
-    session.add(job)
-    record_created(session, job, reason=f"with {job.model_label}"[:300])
-    return job
-
-
-def new_attempt(job: EmbeddingJob) -> None:
-    """Before launching: the next attempt number and a fresh token for its signed links."""
-    job.attempt += 1
-    job.slot = secrets.token_hex(8)
-
-
-def launched(session: Session, job: EmbeddingJob, *, external_id: str, executor: str) -> bool:
-    return try_change_status(session, job, STARTING, allowed_from=(QUEUED,), reason=f"attempt {job.attempt}",
-                             external_id=external_id, executor=executor)
-
-
-def running(session: Session, job: EmbeddingJob) -> bool:
-    return try_change_status(session, job, RUNNING, allowed_from=(STARTING,), started_at=job.started_at or utcnow())
+    return STATES.create(session, job, reason=f"with {job.model_label}"[:300])
 
 
 def complete(session: Session, job: EmbeddingJob) -> bool:
@@ -63,20 +43,6 @@ def complete(session: Session, job: EmbeddingJob) -> bool:
                              completed_at=utcnow(), slot=None, started_at=job.started_at or utcnow())
 
 
-def fail(session: Session, job: EmbeddingJob, message: str) -> bool:
-    return try_change_status(session, job, FAILED, allowed_from=ACTIVE, reason=message[:300], error=message[:4000],
-                             completed_at=utcnow(), slot=None)
-
-
 def cancel(session: Session, job: EmbeddingJob) -> bool:
     return try_change_status(session, job, CANCELLED, allowed_from=ACTIVE, reason="cancelled by datasets."
                              "delete_embeddings", completed_at=utcnow(), slot=None)
-
-
-def lost(session: Session, job: EmbeddingJob, why: str) -> None:
-    """The worker is gone without an outcome: run the job again (its vectors so far are kept), or fail it."""
-    if job.attempt >= MAX_ATTEMPTS:
-        fail(session, job, f"the embedding worker was lost {job.attempt} times; last: {why}")
-    else:
-        try_change_status(session, job, QUEUED, allowed_from=LAUNCHED, reason=f"lost: {why}"[:300],
-                          external_id=None, slot=None)

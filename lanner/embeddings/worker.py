@@ -15,16 +15,12 @@ An image that cannot be fetched or decoded is counted (``failedDownloads``), one
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
-import os
-import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,51 +29,12 @@ import cv2
 import numpy as np
 
 from lanner.scratch import scratch_folder
+from lanner.training.executors import worker_io
+from lanner.training.executors.worker_io import download, with_retries
 
 SPEC_ENV = "LANNER_EMBEDDING_SPEC"
 ERROR_MARK = "LANNER_EMBEDDING_ERROR "
-EXIT_FAILED = 3
-RETRY_SECONDS = 180.0  # rides over a server restart: the signed links stay valid
 FETCH_THREADS = 8
-
-
-class EmbeddingFailed(Exception):
-    """A reason for the user; the worker exits with it."""
-
-
-def with_retries(what: str, attempt: Callable[[], Any]) -> Any:
-    """``attempt()`` until it succeeds, for ``RETRY_SECONDS`` while the server is away; a 4xx answer is final."""
-    deadline = time.monotonic() + RETRY_SECONDS
-    delay = 1.0
-    while True:
-        try:
-            return attempt()
-        except urllib.error.HTTPError as exc:
-            if exc.code < 500:
-                detail = exc.read().decode("utf-8", "replace")[:300]
-                raise EmbeddingFailed(f"{what}: HTTP {exc.code} {detail}") from None
-            reason = f"HTTP {exc.code}"
-        except OSError as exc:
-            reason = str(exc)
-        if time.monotonic() > deadline:
-            raise EmbeddingFailed(f"{what}: {reason}")
-        print(f"lanner embeddings: {what} ({reason}); retrying", flush=True)
-        time.sleep(delay)
-        delay = min(delay * 2, 15.0)
-
-
-def fetch_weights(url: str, target: Path, sha256: str) -> None:
-    """The weights whole: a body cut short by a dying server reads as complete, so the digest decides."""
-    def attempt() -> None:
-        digest = hashlib.sha256()
-        with urllib.request.urlopen(url, timeout=120) as response, target.open("wb") as out:
-            while chunk := response.read(1 << 20):
-                out.write(chunk)
-                digest.update(chunk)
-        if digest.hexdigest() != sha256:
-            raise ConnectionError(f"the weights received hash to {digest.hexdigest()[:12]}…, not {sha256[:12]}…")
-
-    with_retries("the model's weights could not be fetched", attempt)
 
 
 def page_url(manifest_url: str, after: str, limit: int) -> str:
@@ -89,7 +46,7 @@ def fetch_page(manifest_url: str, after: str, limit: int) -> list[dict[str, str]
         with urllib.request.urlopen(page_url(manifest_url, after, limit), timeout=120) as response:
             return list(json.loads(response.read())["images"])
 
-    return with_retries("the job's image list could not be read", attempt)
+    return with_retries("the job's image list could not be read", attempt, refuse=True)
 
 
 def fetch_image(url: str) -> np.ndarray | None:
@@ -128,13 +85,7 @@ def pack(hashes: list[str], vectors: list[np.ndarray], failed_downloads: int, fa
 
 
 def deliver(url: str, body: bytes) -> None:
-    def attempt() -> None:
-        request = urllib.request.Request(url, data=body, method="PUT", headers={
-            "Content-Type": "application/octet-stream", "Content-Length": str(len(body))})
-        with urllib.request.urlopen(request, timeout=300):
-            return
-
-    with_retries("the server refused the vectors", attempt)
+    worker_io.put(body, url, what="the server refused the vectors", timeout=300, refuse=True)
 
 
 def run(spec: dict[str, Any], home: Path) -> int:
@@ -142,7 +93,7 @@ def run(spec: dict[str, Any], home: Path) -> int:
     started, delivered = time.monotonic(), 0
     with scratch_folder(home, "embed-") as folder:
         weights = folder / "model.pt"
-        fetch_weights(spec["weightsUrl"], weights, spec["weightsSha256"])
+        download(spec["weightsUrl"], weights, spec["weightsSha256"])
         from ultralytics import YOLO  # seconds to import: once the weights are here
 
         model = YOLO(str(weights))
@@ -164,29 +115,8 @@ def run(spec: dict[str, Any], home: Path) -> int:
 
 
 def main() -> None:
-    raw = os.environ.get(SPEC_ENV)
-    if not raw:
-        sys.exit(f"lanner embedding worker: {SPEC_ENV} is not set")
-    spec = json.loads(raw)
-    home = Path(os.path.expanduser(os.environ.get("LANNER_WORKER_DIR") or os.environ.get("LANNER_HOME") or "."))
-    home.mkdir(parents=True, exist_ok=True)
-    print(f"lanner embeddings: job {spec['jobId']} attempt {spec.get('attempt')} at {spec['imgsz']} px", flush=True)
-    try:
-        run(spec, home)
-    except EmbeddingFailed as exc:
-        print(ERROR_MARK + json.dumps({"message": str(exc)}), flush=True)
-        sys.exit(EXIT_FAILED)
-
-
-def error_from_log(tail: str) -> str | None:
-    """The message a failed worker printed last (see ``main``), or None."""
-    for line in reversed(tail.splitlines()):
-        if ERROR_MARK in line:
-            try:
-                return str(json.loads(line.split(ERROR_MARK, 1)[1])["message"])
-            except (ValueError, KeyError, TypeError):
-                return None
-    return None
+    worker_io.main(SPEC_ENV, ERROR_MARK, run, lambda spec: f"lanner embeddings: job {spec['jobId']} attempt "
+                   f"{spec.get('attempt')} at {spec['imgsz']} px")
 
 
 if __name__ == "__main__":

@@ -18,68 +18,29 @@ a cancelled or failed job whose worker still runs is found and stopped. A job th
 
 from __future__ import annotations
 
-import secrets
-
 from sqlalchemy.orm import Session
 
 from lanner.db import utcnow
 from lanner.errors import Conflict, NotFound
 from lanner.exports.models import ModelExport
-from lanner.status import record_created, try_change_status
+from lanner.status import try_change_status
+from lanner.training.executors import job_states
 
-QUEUED = "queued"
-STARTING = "starting"
-RUNNING = "running"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-STATUSES = (QUEUED, STARTING, RUNNING, COMPLETED, FAILED, CANCELLED)
-ACTIVE = (QUEUED, STARTING, RUNNING)
-LAUNCHED = (STARTING, RUNNING)
-MAX_ATTEMPTS = 3
+# the shared statuses (``job_states``): the SDK's, said jobs.QUEUED by the callers
+QUEUED, STARTING, RUNNING, COMPLETED, FAILED, CANCELLED = job_states.STATUSES
+ACTIVE, LAUNCHED, MAX_ATTEMPTS = job_states.ACTIVE, job_states.LAUNCHED, job_states.MAX_ATTEMPTS
+
 SLOT_PREFIX = "exports/"  # upload slot keys: exports/<export id>/<attempt token>/<file name>
 
-
-def create(session: Session, job: ModelExport, *, reason: str) -> ModelExport:
-    session.add(job)
-    record_created(session, job, reason=reason)
-    return job
-
-
-def launched(session: Session, job: ModelExport, *, external_id: str, executor: str) -> bool:
-    """queued -> starting, for the attempt the queue just launched (``job.attempt`` and ``job.slot`` are set)."""
-    return try_change_status(session, job, STARTING, allowed_from=(QUEUED,), reason=f"attempt {job.attempt}",
-                             external_id=external_id, executor=executor)
-
-
-def new_attempt(job: ModelExport) -> None:
-    """Before launching: the next attempt number and a fresh upload token (an older attempt's upload is refused)."""
-    job.attempt += 1
-    job.slot = secrets.token_hex(8)
-
-
-def running(session: Session, job: ModelExport) -> bool:
-    return try_change_status(session, job, RUNNING, allowed_from=(STARTING,), started_at=job.started_at or utcnow())
-
-
-def fail(session: Session, job: ModelExport, message: str) -> bool:
-    now = utcnow()
-    return try_change_status(session, job, FAILED, allowed_from=ACTIVE, reason=message[:300], error=message[:4000],
-                             failed_at=now, completed_at=now, source_sha256=None)
+# a job that ends lets go of the weights it exported
+STATES = job_states.JobStates("export", ended={"source_sha256": None}, stamp_failure=True)
+create, new_attempt, launched = STATES.create, STATES.new_attempt, STATES.launched
+running, fail, lost = STATES.running, STATES.fail, STATES.lost
 
 
 def cancel(session: Session, job: ModelExport) -> bool:
     return try_change_status(session, job, CANCELLED, allowed_from=ACTIVE, reason="cancelled by its owner",
                              completed_at=utcnow(), source_sha256=None)
-
-
-def lost(session: Session, job: ModelExport, why: str) -> None:
-    """The worker is gone without an outcome: run the export again, or fail it after MAX_ATTEMPTS."""
-    if job.attempt >= MAX_ATTEMPTS:
-        fail(session, job, f"the export worker was lost {job.attempt} times; last: {why}")
-    else:
-        try_change_status(session, job, QUEUED, allowed_from=LAUNCHED, reason=f"lost: {why}"[:300],
-                          external_id=None, slot=None)
 
 
 def slot_key(job: ModelExport) -> str:

@@ -23,52 +23,25 @@ the server, and is settled when the restarted server sees the worker gone).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import sys
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
-
 from lanner.billing.metering import elapsed_seconds
-from lanner.config import Settings
 from lanner.context import AppContext
 from lanner.db import utcnow
-from lanner.exports import jobs
+from lanner.exports import jobs, worker
 from lanner.exports.formats import FORMATS
 from lanner.exports.models import ModelExport
-from lanner.exports.worker import SPEC_ENV, error_from_log
-from lanner.periodic import BackgroundLoop
 from lanner.projects.models import ModelRecord
 from lanner.storage.blobs import BlobTooLarge, StoredBlob
 from lanner.storage.signing import URLSigner
-from lanner.training.executors.base import (
-    FINISHED,
-    Capability,
-    Executor,
-    JobState,
-    JobStatus,
-    LaunchDeferred,
-    LaunchSpec,
-)
-from lanner.training.executors.local import LocalExecutor
-from lanner.training.executors.ray import RayExecutor
-from lanner.training.executors.watch import LAUNCHING, JobWatch
+from lanner.training.executors.base import FINISHED, Executor, JobState, JobStatus
+from lanner.training.executors.job_queue import WorkerJobQueue, worker_executor
 
 log = logging.getLogger("lanner.exports")
 STOP_GRACE_SECONDS = 60.0  # a finished job's worker still running this long is killed
-
-
-def make_export_executor(settings: Settings) -> Executor:
-    """Exports run on the same kind of executor as training, with their own slots and folders."""
-    if settings.executor == "ray" and settings.ray_address:
-        return RayExecutor(settings.ray_address, num_gpus=settings.ray_num_gpus,
-                           worker_dir=f"{settings.ray_worker_dir.rstrip('/')}/exports")
-    return LocalExecutor(settings.resolved_home / "exports", max_cpu_runs=settings.export_workers)
 
 
 def export_device(job: ModelExport) -> str:
@@ -78,131 +51,45 @@ def export_device(job: ModelExport) -> str:
     return "0" if needs_gpu and job.gpu_type != "cpu" else "cpu"
 
 
-class ExportQueue(BackgroundLoop):
-    """``wake`` when a request queued or cancelled a job (once it committed); ``stop`` leaves workers running."""
+class ExportQueue(WorkerJobQueue):
+    """Exports on ``WorkerJobQueue``, plus what only an export has: a GPU type per job, a timeout, a stop grace
+    for a worker still wrapping up after its upload completed the job, and the presigned settle path."""
+
+    table = ModelExport
+    states = jobs
+    what, worker_name = "export", "export worker"
+    folder, worker_module, spec_env = "exports", "lanner.exports.worker", worker.SPEC_ENV
+    error_mark = worker.ERROR_MARK
+    extra_env = {"PIP_NO_INDEX": "1",  # MNN runs `pip install` via os.system on import: let it fail, change nothing
+                 "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
     def __init__(self, ctx: AppContext, executor: Executor | None = None) -> None:
-        super().__init__("lanner-exports", lambda: ctx.settings.export_poll_seconds, log,
-                         lease=ctx.lease("lanner-exports"))
-        self.ctx = ctx
-        self._executor = executor
-        self.jobs = JobWatch(ctx.db, ModelExport, what="export", log=log)
+        super().__init__(ctx, executor, name="lanner-exports", interval=lambda: ctx.settings.export_poll_seconds,
+                         log=log)
         self._ended: dict[str, float] = {}  # job -> when its worker was first seen alive after the job ended
         self._to_settle: list[tuple[str, str, JobStatus]] = []  # (job, external id, status) of this watch
 
-    @property
-    def executor(self) -> Executor:
-        if self._executor is None:
-            self._executor = make_export_executor(self.ctx.settings)
-        return self._executor
+    def make_executor(self) -> Executor:
+        return worker_executor(self.ctx.settings, "exports", cpu_runs=self.ctx.settings.export_workers)
 
-    def one_pass(self) -> None:
-        self.watch()
-        self.dispatch()
+    def gpu_type(self, job: ModelExport) -> str:
+        return job.gpu_type
 
-    # --- dispatch --------------------------------------------------------------------------------
+    def gpu_column(self) -> Any:
+        return ModelExport.gpu_type
 
-    def dispatch(self) -> None:
-        with self.ctx.db.session() as session:
-            queued = list(session.execute(select(ModelExport.id, ModelExport.gpu_type).where(
-                ModelExport.status == jobs.QUEUED, ModelExport.external_id.is_(None))
-                .order_by(ModelExport.created_at)))
-        if not queued:
-            return
-        capacity = None if self.executor.can(Capability.QUEUES_JOBS) else self._free_slots()
-        for job_id, gpu_type in queued:
-            if capacity is not None:
-                if capacity.get(gpu_type, 0) <= 0:
-                    continue
-                capacity[gpu_type] -= 1
-            self._launch(job_id)
-
-    def _free_slots(self) -> dict[str, int]:
-        """Free slots per GPU type: the executor's count, never more than the database allows (workers launched
-        before a restart, or by another server process, are known only there)."""
-        slots = {gpu: room.total for gpu, room in self.executor.capacity().items()}
-        with self.ctx.db.session() as session:
-            for gpu in session.scalars(select(ModelExport.gpu_type).where(ModelExport.external_id.is_not(None))):
-                slots[gpu] = slots.get(gpu, 0) - 1
-        return slots
-
-    def _launch(self, job_id: str) -> None:
-        with self.ctx.db.session() as session:
-            if not self.jobs.claim(session, job_id, ModelExport.status == jobs.QUEUED):
-                return
-            job = session.get(ModelExport, job_id)
-            assert job is not None
-            session.refresh(job)
-            jobs.new_attempt(job)
-            spec = self._spec(session, job)
-        try:
-            external_id = self.executor.launch(spec)
-        except LaunchDeferred as exc:
-            log.warning("export %s waits: the executor cannot take it yet (%s)", job_id, exc)
-            self._release(job_id)
-            return
-        except Exception as exc:
-            log.exception("could not launch export %s", job_id)
-            self._end(job_id, f"the {self.executor.name} executor could not start the export worker "
-                              f"({type(exc).__name__}); the server log has the details")
-            return
-        with self.ctx.db.session() as session:
-            job = session.get(ModelExport, job_id)
-            if job is None:
-                self.executor.stop(external_id)
-                return
-            if not jobs.launched(session, job, external_id=external_id, executor=self.executor.name):
-                job.external_id = external_id  # cancelled meanwhile: watch stops the worker
-            elif not self.executor.can(Capability.QUEUES_JOBS):
-                jobs.running(session, job)
-
-    def _spec(self, session: Any, job: ModelExport) -> LaunchSpec:
-        settings = self.ctx.settings
+    def payload(self, session: Any, job: ModelExport) -> dict[str, Any]:
         signer: URLSigner = self.ctx.signer
         model = session.get(ModelRecord, job.model_id)
-        ttl = int(max(settings.export_timeout_seconds, 3600) + 3600)  # Ray may hold the job before it runs
-        filename = job.filename
-        spec = {"exportId": job.id, "attempt": job.attempt, "format": job.format, "args": job.args or {},
+        ttl = int(max(self.ctx.settings.export_timeout_seconds, 3600) + 3600)  # Ray may hold the job before it runs
+        return {"exportId": job.id, "attempt": job.attempt, "format": job.format, "args": job.args or {},
                 "device": export_device(job), "stem": model.slug if model else "model",
-                "filename": filename, "weightsUrl": signer.download_url(job.source_sha256 or "", "weights.pt", ttl),
+                "filename": job.filename, "weightsUrl": signer.download_url(job.source_sha256 or "", "weights.pt", ttl),
                 "weightsSha256": job.source_sha256,
                 "uploadUrl": signer.worker_upload_url(jobs.slot_key(job), ttl)[0]}
-        home = settings.resolved_home
-        folder = home / "exports" / job.id
-        bin_dir = str(Path(sys.executable).parent)
-        env = {
-            "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(folder),
-            "LANNER_HOME": str(home),
-            "YOLO_CONFIG_DIR": str(folder / "config"),
-            "YOLO_OFFLINE": "1",  # never pip-install, download fonts or send analytics
-            "PIP_NO_INDEX": "1",  # MNN runs `pip install` via os.system on import: let it fail, change nothing
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-            "MPLBACKEND": "Agg",
-            "PYTHONUNBUFFERED": "1",
-            "OMP_NUM_THREADS": "2",
-            SPEC_ENV: json.dumps(spec),
-        }
-        if os.environ.get("PYTHONPATH"):  # the server's own import path (a source checkout) is the worker's too
-            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        env = self.executor.worker_env(env, run_id=job.id)
-        python = settings.worker_python or sys.executable
-        return LaunchSpec(run_id=job.id, attempt=job.attempt, gpu_type=job.gpu_type,
-                          command=[python, "-m", "lanner.exports.worker"], env=env, workdir=str(folder))
 
-    def _release(self, job_id: str) -> None:
-        with self.ctx.db.session() as session:
-            session.execute(update(ModelExport).where(ModelExport.id == job_id,
-                                                      ModelExport.external_id.startswith(LAUNCHING))
-                            .values(external_id=None, attempt=ModelExport.attempt - 1, slot=None)
-                            .execution_options(synchronize_session=False))
-
-    def _end(self, job_id: str, message: str) -> None:
-        with self.ctx.db.session() as session:
-            job = session.get(ModelExport, job_id)
-            if job is not None:
-                jobs.fail(session, job, message)
-                job.external_id = None
+    def succeeded(self, session: Any, job: ModelExport) -> str | None:
+        return "the export worker finished without delivering a file"  # its upload would have completed it
 
     # --- watch -----------------------------------------------------------------------------------
 
@@ -315,27 +202,3 @@ class ExportQueue(BackgroundLoop):
             self._ended.pop(job_id, None)
         if staged is not None:
             self.ctx.blobs.drop_staged(key)  # filed by digest and recorded: the staged copy has served
-
-    def _finished(self, session: Any, job: ModelExport, status: JobStatus,
-                  missing: str = "the export worker finished without delivering a file") -> None:
-        """The worker is gone and the job did not complete (its upload completes it). An error it printed is
-        the job's reason, whatever the executor says (a worker adopted after a restart has no exit code)."""
-        tail = self._log_tail(job)
-        message = error_from_log(tail)
-        if message is None and status.state in (JobState.LOST, JobState.EXPIRED, JobState.STOPPED):
-            log.warning("export %s: worker lost (%s)", job.id, status.message)
-            jobs.lost(session, job, status.message or "worker lost")
-            return
-        if message is None and status.state is JobState.SUCCEEDED:
-            message = missing
-        if message is None:
-            last = "\n".join(tail.splitlines()[-6:])[-1500:]
-            message = f"the export worker stopped ({status.message or status.state.value})" + (
-                f": {last}" if last else "")
-        jobs.fail(session, job, message)
-
-    def _log_tail(self, job: ModelExport) -> str:
-        try:
-            return self.executor.log_tail(job.external_id or "", lines=40)
-        except Exception:
-            return ""

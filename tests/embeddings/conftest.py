@@ -34,7 +34,7 @@ def launch(app: Any, job_id: str) -> dict[str, Any]:
         assert jobs.launched(session, job, external_id=f"inproc:{job.attempt}", executor="inproc")
         assert jobs.running(session, job)
         import json
-        return json.loads(queue._spec(job).env[worker.SPEC_ENV])
+        return json.loads(queue._spec(session, job).env[worker.SPEC_ENV])
 
 
 def relative(url: str) -> str:
