@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from lanner.accounts.dependencies import CurrentPrincipal
+from lanner.bounds import Count
 from lanner.db import after_commit
 from lanner.embeddings import maps, service, similar, vectors
 from lanner.embeddings.jobs import worker_path
@@ -64,7 +65,7 @@ def delete_embeddings(owner: str, dataset: str, principal: CurrentPrincipal, ses
             "`X-Lanner-Map-Stale: true` while the map no longer matches the dataset. 409 `no_embeddings` before "
             "`datasets.create_embeddings`; 409 `map_pending` while a large dataset's map is computed.")
 def clustering(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx, queue: Queue,
-               response: Response, offset: Annotated[int, Query(ge=0)] = 0,
+               response: Response, offset: Annotated[Count, Query()] = 0,
                limit: Annotated[int, Query(ge=1, le=MAX_MAP_PAGE)] = MAX_MAP_PAGE) -> dict[str, Any]:
     answer = maps.clustering(session, principal, ctx.settings, owner=owner, slug=dataset, offset=offset,
                              limit=limit)

@@ -117,8 +117,9 @@ def test_every_column_holding_a_blob_digest_is_known_to_the_collector():
     # A bucket image's digest names pixels kept in the user's bucket, never in the store: nothing to collect (its
     # dataset item, which the collector does know, refers to the same digest).
     not_in_the_store = {("bucket_objects", "sha256")}
-    # Embeddings name the weights and the image a vector was computed from: keys, not holds. A vector outlives
+    # Embeddings (and the map made of them) name the weights and the image a vector was computed from: keys, not
+    # holds. A vector outlives
     # neither usefully, and a job whose model is deleted mid-way fails to fetch the weights, as it should.
     names_only = {("embedding_jobs", "model_sha256"), ("image_embeddings", "model_sha256"),
-                  ("image_embeddings", "image_sha256")}
+                  ("image_embeddings", "image_sha256"), ("embedding_layouts", "model_sha256")}
     assert digests - not_in_the_store - names_only == listed
