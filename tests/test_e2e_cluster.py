@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import secrets
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,22 +20,18 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from sqlalchemy import select
 from ultralytics_platform import Platform
 
-from lanner.billing.metering import charge_for
 from lanner.datasets.images import make_thumbnail
 from lanner.db import Database
-from lanner.db.leases import LeaseRow
 from lanner.synthetic import make_detection_dataset
-from lanner.training.models import Run
 from tests.datasets.helpers import package, upload_dataset
 from tests.pg import PostgresCluster
 from tests.redis_server import running_redis
 from tests.sdk_types import assert_sdk_type
 from tests.servers import Server, lanner_cli, start_server, wait_for
 from tests.storage.moto import moto_server, new_bucket, s3_env
-from tests.training.orchestration import add_dataset, new_model, run_ledger
+from tests.training.orchestration import add_dataset, assert_metered_once, eight_runs_at_once, new_model
 
 pytestmark = pytest.mark.e2e
 _databases = itertools.count()
@@ -156,12 +151,6 @@ def test_an_upload_through_one_host_is_browsed_cloned_trained_exported_and_predi
     print(f"upload on A to prediction on B: {time.monotonic() - started:.0f} s; trainer and exporter on {ran}")
 
 
-def _workers_alive(stand_in: Path) -> list[psutil.Process]:
-    """The launched workers alive now, whichever host's process launched them."""
-    return [process for process in psutil.process_iter(["cmdline", "status"])
-            if str(stand_in) in (process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE]
-
-
 # The local executor's worker program is a stand-in that lives 3 s (tests/test_e2e_leases.py: the bound is on
 # processes alive, whatever they run; eight real trainers would only make it slower to test): it exits without a
 # result, so each run fails, as a crashed trainer's would, and is settled to its billed seconds. A meter interval
@@ -177,62 +166,13 @@ def test_max_runs_hold_across_both_hosts_four_processes_with_one_charge_writer_p
     add_dataset(tmp_path, a, train=4, val=2)
     models = [new_model(a, "limits", f"m{n}") for n in range(8)]
     db = Database(hosts.url)
-    peak = 0
-    launched_by: set[Path] = set()  # the homes whose runs folder held a worker's log: where workers ran
-    leaders: set[str] = set()  # the supervisor's leaders seen: a lease that moved explains a second meter row
-    sampling = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not sampling.is_set():
-            peak = max(peak, len(_workers_alive(hosts.stand_in)))
-            with db.session() as session:
-                row = session.get(LeaseRow, "lanner-supervisor")
-                leaders.add(row.holder if row else "")
-            time.sleep(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    started: list[int] = []
-
-    def start(n: int) -> None:
-        platform = (a, b)[n % 2]  # each host's two processes share its port: either may answer
-        response = platform.training.start(model_id=models[n]["id"], gpu_type="cpu",
-                                           train_args={"model": "yolo11n.yaml", "epochs": 1, "imgsz": 32,
-                                                       "data": "ul://alice/datasets/shapes"})
-        started.append(int(response["runId"]))
-
     try:
-        starters = [threading.Thread(target=start, args=(n,)) for n in range(8)]
-        for thread in starters:
-            thread.start()
-        for thread in starters:
-            thread.join()
-        assert len(started) == 8
-
-        def all_settled() -> bool:
-            with db.session() as session:
-                runs = list(session.scalars(select(Run).where(Run.id.in_(started))))
-            return all(run.settled_at is not None and run.worker_exited_at is not None for run in runs)
-
-        wait_for(all_settled, timeout=600, what="all 8 runs to run and settle", every=0.5)
-        sampling.set()
-        sampler.join()
+        # Each host's two processes share its port: either may answer a start.
+        peak, leaders, runs = eight_runs_at_once(db, [a, b], models, hosts.stand_in, imgsz=32)
         assert 1 <= peak <= 2, f"{peak} workers alive at once across both hosts with LANNER_LOCAL_MAX_RUNS=2"
-
-        with db.session() as session:
-            runs = list(session.scalars(select(Run).where(Run.id.in_(started))))
-        assert all(run.attempt == 1 and run.status == "failed" for run in runs)  # each launched once
-        for run in runs:
-            ledger = run_ledger(b, run.id)
-            # One metering process: at most one meter row in a 600 s meter interval, plus settlement's.
-            assert len(ledger["charge"]) <= 2, (run.id, ledger, leaders)
-            expected = charge_for(run.billed_seconds or 0.0, run.price_micros_per_hour or 0, run.gpu_count)
-            assert expected > 0 and -sum(ledger["charge"]) - sum(ledger.get("refund", [0])) == expected, \
-                (run.id, ledger)
+        assert_metered_once(b, runs, leaders)
         launched_by = {server.home.name for server in servers if (server.home / "runs").exists()}
     finally:
-        sampling.set()
         db.dispose()
     print(f"workers alive at once across 2 hosts x 2 processes, sampled every 50 ms: at most {peak}; "
           f"launched on {sorted(launched_by)}; supervisor leaders seen: {len(leaders - {''})}")

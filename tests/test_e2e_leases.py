@@ -41,7 +41,7 @@ from lanner.training.models import Run
 from tests.datasets.helpers import package, wait_for_import
 from tests.pg import PostgresCluster
 from tests.servers import Balancer, Server, free_port, lanner_cli, start_server, wait_for
-from tests.training.orchestration import add_dataset, new_model, run_ledger
+from tests.training.orchestration import add_dataset, assert_metered_once, eight_runs_at_once, new_model, run_ledger
 from tests.web.pages import PASSWORD, token_of
 
 pytestmark = pytest.mark.e2e
@@ -105,15 +105,6 @@ def cluster(postgres: PostgresCluster, tmp_path: Path, request: pytest.FixtureRe
         db.dispose()
 
 
-def trainers(stand_in: Path) -> int:
-    count = 0
-    for process in psutil.process_iter(["cmdline", "status"]):
-        cmdline = process.info["cmdline"] or []
-        if str(stand_in) in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
-            count += 1
-    return count
-
-
 def test_max_runs_hold_across_processes_with_one_charge_writer_per_run_and_sse_anywhere(cluster: Cluster,
                                                                                         tmp_path: Path) -> None:
     first = cluster.platform(cluster.servers[0])
@@ -125,57 +116,11 @@ def test_max_runs_hold_across_processes_with_one_charge_writer_per_run_and_sse_a
     seen: list[dict[str, Any]] = []
     follow = threading.Thread(target=_follow_live, args=(other, "leases", "m0", seen), daemon=True)
 
-    peak = 0
-    sampling = threading.Event()
-    leaders: set[str] = set()  # the supervisor's leaders seen: a lease that moved explains a second meter row
-
-    def sample() -> None:
-        nonlocal peak
-        while not sampling.is_set():
-            peak = max(peak, trainers(cluster.stand_in))
-            with cluster.db.session() as session:
-                row = session.get(LeaseRow, "lanner-supervisor")
-                leaders.add(row.holder if row else "")
-            time.sleep(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    started: list[int] = []
-
-    def start(n: int) -> None:
-        platform = cluster.platform(cluster.servers[n % 3])
-        response = platform.training.start(model_id=models[n]["id"], gpu_type="cpu",
-                                           train_args={"model": "yolo11n.yaml", "epochs": 1, "imgsz": 64,
-                                                       "data": "ul://alice/datasets/shapes"})
-        started.append(int(response["runId"]))
-
-    starters = [threading.Thread(target=start, args=(n,)) for n in range(8)]
-    for thread in starters:
-        thread.start()
-    for thread in starters:
-        thread.join()
-    assert len(started) == 8
-    follow.start()  # once m0's run is active (the stream of an untrained model ends at once)
-
-    def all_settled() -> bool:
-        with cluster.db.session() as session:
-            runs = list(session.scalars(select(Run).where(Run.id.in_(started))))
-        return all(run.settled_at is not None and run.worker_exited_at is not None for run in runs)
-
-    wait_for(all_settled, timeout=600, what="all 8 runs to run and settle", every=0.5)
-    sampling.set()
-    sampler.join()
+    # The stream is followed once m0's run is active (the stream of an untrained model ends at once).
+    peak, leaders, runs = eight_runs_at_once(cluster.db, [cluster.platform(server) for server in cluster.servers],
+                                             models, cluster.stand_in, imgsz=64, on_started=follow.start)
     assert 1 <= peak <= 2, f"{peak} trainer processes alive at once with LANNER_LOCAL_MAX_RUNS=2"
-
-    with cluster.db.session() as session:
-        runs = list(session.scalars(select(Run).where(Run.id.in_(started))))
-    assert all(run.attempt == 1 and run.status == "failed" for run in runs)  # each launched once
-    for run in runs:
-        ledger = run_ledger(first, run.id)
-        # One metering process: at most one meter row in a 600 s meter interval, plus settlement's.
-        assert len(ledger["charge"]) <= 2, (run.id, ledger, leaders)
-        expected = charge_for(run.billed_seconds or 0.0, run.price_micros_per_hour or 0, run.gpu_count)
-        assert expected > 0 and -sum(ledger["charge"]) - sum(ledger.get("refund", [0])) == expected, (run.id, ledger)
+    assert_metered_once(first, runs, leaders)
 
     follow.join(timeout=60)
     statuses = [event["status"] for event in seen]
