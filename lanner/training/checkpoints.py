@@ -2,11 +2,12 @@
 the checkpoint in ``checkpoint_saved`` or ``training_complete``; only then does it become the model's weights
 (promotion). Staged uploads of a run also feed a relaunch's resume (the supervisor).
 
-A caller that asks for a ``direct`` slot (Lanner's training worker, for its resume checkpoints) gets, with blobs
-in a bucket, a presigned PUT into the bucket's staging area: the bytes never pass through an API host. It then
-says it is done (``/api/webhooks/models/upload/complete``) and ``settle_checkpoint_upload`` reads the object back,
-hashes it and records it as an arrival on Lanner's signed route is recorded. Other callers (the trainer's own
-uploads, named later in ``checkpoint_saved``) keep Lanner's route."""
+With blobs in a bucket, every slot is a presigned PUT into the bucket's staging area: the bytes never pass through
+an API host. The server then reads the object back, hashes it and records it as an arrival on Lanner's signed
+route is recorded (``settle_checkpoint_upload``), when the uploader says it is done: Lanner's training worker,
+which asked for a ``direct`` slot, confirms it (``/api/webhooks/models/upload/complete``); the unchanged trainer
+names the file in ``checkpoint_saved`` or ``training_complete`` (``settle_named_checkpoint``, before the event is
+applied)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from lanner.projects.models import ModelRecord
 from lanner.storage.blobs import BlobStore, StoredBlob
 from lanner.training import service
 from lanner.training.models import Run, StagedUpload
-from lanner.training.schemas import UploadCheckpointDone, UploadCheckpointRequest
+from lanner.training.schemas import MetricsEvent, UploadCheckpointDone, UploadCheckpointRequest
 
 MAX_CHECKPOINT_BYTES = 20 * 1024**3
 NOT_UPLOADED = "nothing was uploaded on this checkpoint slot yet: PUT the file to its uploadUrl first"
@@ -109,6 +110,38 @@ def settle_checkpoint_upload(db: Database, blobs: BlobStore, principal: Principa
         record_checkpoint_upload(session, body.uploadPath, sha256=blob.sha256, size=blob.size)
     blobs.drop_staged(body.uploadPath)  # filed by digest and recorded: the staged copy has served
     return blob
+
+
+def named_checkpoint(event: MetricsEvent) -> str | None:
+    """The upload path a trainer's event names as its checkpoint: ``checkpoint_saved``'s ``modelPath``,
+    ``training_complete``'s ``results.modelPath``; None for any other event."""
+    if event.event == "checkpoint_saved":
+        path = event.data.get("modelPath")
+    elif event.event == "training_complete":
+        results = event.data.get("results")
+        path = results.get("modelPath") if isinstance(results, dict) else None
+    else:
+        return None
+    return path if isinstance(path, str) and path else None
+
+
+def settle_named_checkpoint(db: Database, blobs: BlobStore, principal: Principal, event: MetricsEvent) -> None:
+    """Settle the bucket upload an event names (``named_checkpoint``) if it is not recorded yet. Nothing is decided
+    here: a slot that is unknown, already recorded or empty is left for the event itself to judge (promotion
+    answers 409 "not uploaded yet", ``training_complete`` keeps the model's weights), and a slot of a model the
+    caller may not write answers as the event would (404/403)."""
+    path = named_checkpoint(event)
+    if path is None:
+        return
+    with db.read_session() as session:
+        staged = session.get(StagedUpload, path)
+        if staged is None or staged.sha256 is not None:
+            return
+        model_id = staged.model_id
+    try:
+        settle_checkpoint_upload(db, blobs, principal, UploadCheckpointDone(uploadPath=path, modelId=model_id))
+    except Conflict:
+        return
 
 
 def promote_checkpoint(session: Session, model: ModelRecord, path: str, run_id: int | None) -> bool:

@@ -34,31 +34,41 @@ async def _serve_metrics(request: Request) -> Response:
     the key as ``FastPrincipal`` checks it, the body parsed once as ``MetricsEvent``, the answer encoded once."""
     principal = await get_principal_nonblocking(request)
     body = parse_body(MetricsEvent, await request.body())
+    await _settle_named_checkpoint(request.app.state.lanner, principal, body)
     return json_response(await runtime_of(request).writer.submit(principal, body))
+
+
+async def _settle_named_checkpoint(ctx: AppContext, principal: Principal, body: MetricsEvent) -> None:
+    """An event naming a checkpoint the trainer PUT into the bucket: settled (read back, hashed, filed) before the
+    event is applied, in a worker thread and outside the group commit, so that promotion finds it recorded."""
+    if ctx.blobs.presigns and checkpoints.named_checkpoint(body) is not None:
+        await run_in_threadpool(checkpoints.settle_named_checkpoint, ctx.db, ctx.blobs, principal, body)
 
 
 @webhook_router.post("/api/webhooks/training/metrics")
 @served_by(_serve_metrics)
-async def training_metrics(body: MetricsEvent, principal: FastPrincipal, runtime: Runtime) -> dict[str, Any]:
+async def training_metrics(body: MetricsEvent, principal: FastPrincipal, runtime: Runtime,
+                           ctx: Ctx) -> dict[str, Any]:
     """Answered once the event is committed; events are group-committed by ``training/group_commit.py``."""
+    await _settle_named_checkpoint(ctx, principal, body)
     return await runtime.writer.submit(principal, body)
 
 
 def _upload_slot(session: Session, principal: Principal, body: UploadCheckpointRequest, ctx: AppContext,
                  ) -> dict[str, Any]:
-    """A checkpoint slot. ``direct`` (Lanner's worker) with a store that presigns: the bucket's presigned PUT, and
-    ``direct: true`` in the answer tells the caller to confirm it (``upload_checkpoint_complete``)."""
+    """A checkpoint slot: with a store that presigns, the bucket's presigned PUT for every caller (the bytes never
+    pass through an API host), else Lanner's signed route. ``direct: true`` in the answer, only for a caller that
+    asked (Lanner's worker), tells it to confirm the upload (``upload_checkpoint_complete``); the unchanged
+    trainer names the file in ``checkpoint_saved`` / ``training_complete`` instead, which settles it
+    (``checkpoints.settle_named_checkpoint``)."""
     staged = checkpoints.stage_checkpoint_upload(session, principal, body)
-    if body.direct:
-        url, direct = ctx.signer.worker_upload_url(staged.path)
-    else:
-        url, direct = ctx.signer.upload_url(staged.path), False
+    url, direct = ctx.signer.worker_upload_url(staged.path)
     return {
         "uploadUrl": url,
         "gcsPath": staged.path,
         "uploadPath": staged.path,
         "modelId": staged.model_id,
-        **({"direct": True} if direct else {}),
+        **({"direct": True} if direct and body.direct else {}),
     }
 
 

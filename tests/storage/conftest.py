@@ -11,8 +11,14 @@ from tests.storage.moto import moto_server, new_bucket
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as endpoint:
+def moto_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Moto's request log: which client PUT what where (one line per request)."""
+    return tmp_path_factory.mktemp("moto") / "moto.log"
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(moto_log: Path) -> Iterator[str]:
+    with moto_server(moto_log) as endpoint:
         yield endpoint
 
 

@@ -21,6 +21,7 @@ from lanner.exports import jobs
 from lanner.exports.models import ModelExport
 from lanner.exports.queue import ExportQueue
 from lanner.exports.worker import upload
+from lanner.projects.models import ModelRecord
 from lanner.synthetic import make_detection_dataset
 from lanner.training.executors import JobState
 from lanner.training.executors.base import JobStatus
@@ -140,8 +141,8 @@ def test_a_resume_checkpoint_goes_into_the_bucket_and_a_relaunch_fetches_it_from
     supervisor.run_once()
     key = fake_executor.launched[0].env["ULTRALYTICS_API_KEY"]
 
-    trainers = _checkpoint_slot(client, key, run_id)  # the trainer's own uploads keep Lanner's route
-    assert trainers["uploadUrl"].startswith(f"{TEST_URL}/api/storage/uploads/") and "direct" not in trainers
+    trainers = _checkpoint_slot(client, key, run_id)  # the trainer's: into the bucket, settled by its event
+    assert trainers["uploadUrl"].startswith(f"{moto_endpoint}/{bucket}/lanner/staging/") and "direct" not in trainers
     slot = _checkpoint_slot(client, key, run_id, direct=True)  # the worker's
     assert slot["direct"] is True
     assert slot["uploadUrl"].startswith(f"{moto_endpoint}/{bucket}/lanner/staging/{slot['uploadPath']}?")
@@ -167,3 +168,53 @@ def test_a_resume_checkpoint_goes_into_the_bucket_and_a_relaunch_fetches_it_from
     spec = json.loads(fake_executor.launched[-1].env["LANNER_WORKER_SPEC"])
     assert spec["resume"] is True and spec["checkpointUrl"].startswith(moto_endpoint)
     assert httpx.get(spec["checkpointUrl"]).content == content
+
+
+def _event(client: Any, key: str, model_id: str, event: str, data: dict[str, Any]) -> Any:
+    return client.post("/api/webhooks/training/metrics", headers={"Authorization": f"Bearer {key}"},
+                       json={"event": event, "modelId": model_id, "data": data})
+
+
+def test_the_trainers_own_checkpoints_go_into_the_bucket_and_its_events_settle_them(
+        app: Any, client: Any, alice: Any, bob: Any, sdk: Any, fake_executor: Any, tmp_path: Path,
+        moto_endpoint: str, bucket: str) -> None:
+    """The unchanged trainer asks for a slot, PUTs with its own uploader (``safe_upload``) wherever the answer
+    points, then names the file in ``checkpoint_saved`` (mid-run) or ``training_complete`` (``best.pt``). With
+    blobs in a bucket the slot is a presigned bucket PUT, and the event settles it before it is applied."""
+    from ultralytics.utils.uploads import safe_upload
+
+    platform = sdk(alice)
+    upload_dataset(platform, httpx, "alice", "shapes", package(
+        make_detection_dataset(tmp_path / "shapes", train=4, val=2, size=64).parent, tmp_path / "zip"))
+    run_id = started_run(platform, app, alice)
+    app.state.training.supervisor.run_once()
+    key = fake_executor.launched[0].env["ULTRALYTICS_API_KEY"]
+
+    mid = tmp_path / "last.pt"
+    mid.write_bytes(b"PK\x03\x04 last.pt of epoch 2" * 100)
+    slot = _checkpoint_slot(client, key, run_id)
+    assert urlsplit(slot["uploadUrl"]).netloc == urlsplit(moto_endpoint).netloc  # never through the API host
+    named = {"modelPath": slot["gcsPath"], "runId": run_id, "uploadPath": slot["uploadPath"]}
+    early = _event(client, key, slot["modelId"], "checkpoint_saved", named)
+    assert early.status_code == 409 and "not uploaded yet" in early.json()["error"]  # nothing PUT: as before
+    assert safe_upload(file=mid, url=slot["uploadUrl"], retry=0)
+    assert _event(client, bob.key, slot["modelId"], "checkpoint_saved", named).status_code == 404
+    assert _event(client, key, slot["modelId"], "checkpoint_saved", named).status_code == 200
+    digest = hashlib.sha256(mid.read_bytes()).hexdigest()
+    with app.state.lanner.db.session() as session:
+        staged = session.get(StagedUpload, slot["uploadPath"])
+        assert (staged.sha256, staged.size, staged.promoted_at is not None) == (digest, mid.stat().st_size, True)
+    assert _staged_keys(app) == [] and app.state.lanner.blobs.exists(digest)
+
+    best = tmp_path / "best.pt"
+    best.write_bytes(b"PK\x03\x04 best.pt" * 300)
+    final = _checkpoint_slot(client, key, run_id, filename="best.pt")
+    assert safe_upload(file=best, url=final["uploadUrl"], retry=0)
+    done = _event(client, key, final["modelId"], "training_complete", {"results": {
+        "metrics": {"metrics/mAP50(B)": 0.5}, "modelPath": final["gcsPath"], "modelSize": best.stat().st_size}})
+    assert done.status_code == 200, done.text
+    assert _staged_keys(app) == []
+    with app.state.lanner.db.session() as session:
+        record = session.get(ModelRecord, final["modelId"])
+        assert (record.weights_sha256, record.weights_name) == (hashlib.sha256(best.read_bytes()).hexdigest(),
+                                                                 "best.pt")

@@ -1,8 +1,9 @@
 """End to end with the blobs in a bucket (moto's S3 server): the real ``lanner serve`` with LANNER_BLOB_STORE=s3,
 the official SDK's upload flow PUTting the archive into the bucket, the import worker reading it from there, the
 links the SDK gets pointing at the bucket, and the unchanged ``yolo`` trainer downloading the dataset from the
-bucket and uploading its weights. Nothing is written under LANNER_HOME/blobs. The export worker PUTs its artefact
-straight into the bucket's staging area, which the server settles once the worker is gone."""
+bucket and PUTting its weights straight into it (its own uploader, on a presigned slot the server settles).
+Nothing is written under LANNER_HOME/blobs. The export worker PUTs its artefact straight into the bucket's staging
+area, which the server settles once the worker is gone."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from tests.storage.moto import CREDENTIALS, moto_server, new_bucket, s3_env
 pytestmark = pytest.mark.e2e
 
 
-def test_sdk_upload_import_links_and_training_go_through_the_bucket(tmp_path, moto_endpoint, bucket):
+def test_sdk_upload_import_links_and_training_go_through_the_bucket(tmp_path, moto_endpoint, moto_log, bucket):
     home = tmp_path / "home"
     home.mkdir()
     lanner_cli(home, "users", "create", "alice")
@@ -60,6 +61,9 @@ def test_sdk_upload_import_links_and_training_go_through_the_bucket(tmp_path, mo
         assert files and files[0]["downloadUrl"].startswith(moto_endpoint)
         weights = httpx.get(files[0]["downloadUrl"]).content
         assert len(weights) == files[0]["size"] and weights[:2] == b"PK"  # a torch checkpoint is a zip
+        puts = [line for line in moto_log.read_text().splitlines() if f"PUT /{bucket}/lanner/staging/checkpoints/"
+                in line and "best.pt" in line]
+        assert puts and " 200 " in puts[-1]  # the trainer's own PUT of best.pt, straight into the bucket
         blobs = home / "blobs"
         assert not blobs.exists() or not any(p.is_file() for p in blobs.rglob("*") if p.parent.name != "tmp")
     finally:
