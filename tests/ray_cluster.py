@@ -6,6 +6,7 @@ the Serve API); import it into a test module to use it."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -41,21 +42,28 @@ def ray_head_for_module() -> Iterator[str]:
     yield from _locked_head()
 
 
-def _locked_head() -> Iterator[str]:
+@pytest.fixture
+def ray_head_with_cpu() -> Iterator[str]:
+    """``ray_head`` whose node also takes CPU jobs, as docs/deploy-gpus.md's head does: it offers
+    ``lanner-gpu:cpu`` (3) beside the fake H100, with 4 logical CPUs."""
+    yield from _locked_head({"lanner-gpu:h100-sxm": 1, "lanner-gpu:cpu": 3}, cpus=4)
+
+
+def _locked_head(resources: dict[str, int] | None = None, cpus: int = 2) -> Iterator[str]:
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        yield from _ray_head()
+        yield from _ray_head(resources or {"lanner-gpu:h100-sxm": 1}, cpus)
 
 
-def _ray_head() -> Iterator[str]:
+def _ray_head(resources: dict[str, int], cpus: int) -> Iterator[str]:
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     dashboard = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LANNER_", "RAY_"))}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env["RAY_JOB_START_TIMEOUT_SECONDS"] = "15"  # queued jobs expire quickly, so the resubmission is exercised
-    command = [str(VENV_BIN / "ray"), "start", "--head", f"--port={free_port()}", "--num-cpus=2",
+    command = [str(VENV_BIN / "ray"), "start", "--head", f"--port={free_port()}", f"--num-cpus={cpus}",
                f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
-               f"--temp-dir={temp}", "--resources", '{"lanner-gpu:h100-sxm": 1}', "--disable-usage-stats"]
+               f"--temp-dir={temp}", "--resources", json.dumps(resources), "--disable-usage-stats"]
     subprocess.run(command, env=env, check=True, capture_output=True, timeout=120)
     address = f"http://127.0.0.1:{dashboard}"
     deadline = time.time() + 60
