@@ -14,6 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import cv2
+import numpy as np
+
 BUNDLED = "haarcascade_frontalface_default.xml"
 # The format each stored image is written back in (cv2's extension); any other becomes a PNG (lossless).
 EXTENSIONS = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "bmp": ".bmp", "tiff": ".tiff"}
@@ -23,8 +26,6 @@ JPEG_QUALITY = 95
 def cascade_path(configured: Path | str | None) -> str | None:
     """The cascade to use: ``configured`` when set (None when that file is missing: never another one in its
     place), else OpenCV's bundled frontal-face cascade, else None (this OpenCV has no cascades)."""
-    import cv2
-
     if not hasattr(cv2, "CascadeClassifier"):
         return None
     if configured:
@@ -40,8 +41,6 @@ def min_neighbors(confidence: float) -> int:
 
 
 def load(path: str) -> Any:
-    import cv2
-
     cascade = cv2.CascadeClassifier(path)
     if cascade.empty():
         raise ValueError(f"{path} is not a cascade OpenCV can read")
@@ -50,8 +49,6 @@ def load(path: str) -> Any:
 
 def detect(cascade: Any, image: Any, confidence: float) -> list[list[float]]:
     """The faces in ``image`` (BGR) as normalised ``[x, y, w, h]`` (top-left corner, 0-1)."""
-    import cv2
-
     height, width = image.shape[:2]
     gray = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
     side = max(20, min(width, height) // 40)  # smaller faces are not recognisable anyway
@@ -63,8 +60,6 @@ def detect(cascade: Any, image: Any, confidence: float) -> list[list[float]]:
 def blur(image: Any, faces: list[list[float]], box_scale: float) -> Any:
     """A copy of ``image`` with each face box (scaled ``box_scale`` times around its centre, clipped to the
     image) blurred past recognition: a Gaussian as wide as the box, twice."""
-    import cv2
-
     out = image.copy()
     height, width = image.shape[:2]
     for x, y, w, h in faces:
@@ -83,9 +78,6 @@ def blur(image: Any, faces: list[list[float]], box_scale: float) -> Any:
 
 
 def decode(data: bytes) -> Any:
-    import cv2
-    import numpy as np
-
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if image is None:
         raise ValueError("the image could not be decoded")
@@ -94,8 +86,6 @@ def decode(data: bytes) -> Any:
 
 def encode(image: Any, fmt: str) -> bytes:
     """``image`` in the stored image's format (JPEG at quality 95), so its name's extension stays true."""
-    import cv2
-
     extension = EXTENSIONS.get(fmt.lower(), ".png")
     params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY] if extension == ".jpg" else []
     ok, buffer = cv2.imencode(extension, image, params)

@@ -87,7 +87,7 @@ def label_chunk(model: Any, spec: dict[str, Any], images: list[dict[str, str]]) 
 
 def face_chunk(cascade: Any, spec: dict[str, Any], images: list[dict[str, str]]) -> list[dict[str, Any]]:
     """The faces the cascade finds in ``images`` (normalised boxes): the server blurs them in the originals."""
-    from lanner.autolabel import faces
+    from lanner.autolabel import faces  # start-up cost: OpenCV, which the server importing this module needs not
 
     out = []
     for image in images:
@@ -102,7 +102,7 @@ def face_chunk(cascade: Any, spec: dict[str, Any], images: list[dict[str, str]])
 def _processor(spec: dict[str, Any], folder: Path) -> Any:
     """What turns a chunk of images into its results: the face cascade of a blur run, else the model."""
     if spec.get("operation") == "blur":
-        from lanner.autolabel import faces
+        from lanner.autolabel import faces  # start-up cost: OpenCV, which the server importing this module needs not
 
         path = faces.cascade_path(spec.get("cascade"))
         if path is None:
