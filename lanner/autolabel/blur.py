@@ -123,9 +123,14 @@ def reusable(session: Session, ctx: AppContext, dataset: Dataset, job: Autolabel
     if (previewed.confidence, previewed.box_scale) != (job.confidence, job.box_scale):
         raise Unprocessable("previewJobId: apply a preview with the settings it was made with (confidence "
                             f"{previewed.confidence}, boxScale {previewed.box_scale})")
+    if previewed.dismissed:  # its images were let go of (``forget_preview``): the run blurs them afresh
+        return []
     current = _digests(session, dataset, [p["key"] for p in previewed.previews or []])
+    kept = set(session.scalars(select(ImageBlob.sha256).where(
+        ImageBlob.sha256.in_([p["sha256"] for p in previewed.previews or [] if p["sha256"]]))))
     return [p for p in previewed.previews or [] if p["key"] in job.keys and p["key"] in current
-            and current[p["key"]][0] == p["source"] and (p["sha256"] is None or ctx.blobs.exists(p["sha256"]))]
+            and current[p["key"]][0] == p["source"]
+            and (p["sha256"] is None or (p["sha256"] in kept and ctx.blobs.exists(p["sha256"])))]
 
 
 def _replace(session: Session, dataset: Dataset, item: DatasetItem, digest: str) -> None:
@@ -180,14 +185,33 @@ def record(session: Session, ctx: AppContext, dataset: Dataset, job: AutolabelJo
 
 
 def preview_images(session: Session, dataset: Dataset, job: AutolabelJob, link: Any) -> list[dict[str, str]]:
-    """The SDK's ``previews``: each previewed image as it would be after the run, and its thumbnail."""
-    digests = [p["sha256"] or p["source"] for p in job.previews or []]
+    """The SDK's ``previews``: a preview's images as they would be after the run, or the first six a run has
+    blurred so far, each with its thumbnail (signed links, made afresh on each call)."""
+    if job.preview:
+        shown = [(p["key"], p["sha256"] or p["source"]) for p in job.previews or []]
+    else:
+        done = list(session.scalars(select(AutolabelImage.key).where(
+            AutolabelImage.job_id == job.id, AutolabelImage.added > 0).order_by(AutolabelImage.key)
+            .limit(PREVIEW_IMAGES)))
+        current = dict(_digests(session, dataset, done))
+        shown = [(key, current[key][0]) for key in done if key in current]
     thumbs = {digest: thumb for digest, thumb in session.execute(
-        select(ImageBlob.sha256, ImageBlob.thumb_sha256).where(ImageBlob.sha256.in_(digests)))}
+        select(ImageBlob.sha256, ImageBlob.thumb_sha256).where(ImageBlob.sha256.in_([d for _, d in shown])))}
     out = []
-    for entry, digest in zip(job.previews or [], digests, strict=True):
-        view = {"imageId": f"{dataset.id}-{entry['key']}", "imageUrl": link(digest, "image")}
-        if thumbs.get(digest):
+    for key, digest in shown:
+        if digest not in thumbs:  # a dismissed preview's images are gone
+            continue
+        view = {"imageId": f"{dataset.id}-{key}", "imageUrl": link(digest, "image")}
+        if thumbs[digest]:
             view["thumbnailUrl"] = link(thumbs[digest], "thumbnail.jpg")
         out.append(view)
     return out
+
+
+def forget_preview(session: Session, job_id: str | None) -> set[str]:
+    """A dismissed blur preview lets go of the images it prepared (those no dataset took): their rows go now,
+    and the blobs they held are returned for the caller to collect. It can no longer be applied as it was."""
+    job = session.get(AutolabelJob, job_id) if job_id else None
+    if job is None or not job.preview or job.operation != "blur":
+        return set()
+    return datasets_service.forget_unused_images(session, {p["sha256"] for p in job.previews or [] if p["sha256"]})

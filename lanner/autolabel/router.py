@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 
 from lanner.accounts.dependencies import CurrentPrincipal
-from lanner.autolabel import service, views
+from lanner.autolabel import blur, service, views
 from lanner.autolabel.queue import AutolabelQueue, read_token
 from lanner.autolabel.schemas import BatchCreate, Chunk
 from lanner.datasets import service as datasets_service
@@ -17,6 +17,7 @@ from lanner.db import after_commit
 from lanner.errors import NotFound
 from lanner.http.deps import Ctx, DbSession
 from lanner.inference.predictor import Predictor
+from lanner.storage.references import collect_after_commit
 
 router = APIRouter(tags=["datasets"])
 BATCH = "/api/datasets/{owner}/{dataset}/predict/batch"
@@ -53,12 +54,15 @@ def create_batch(owner: str, dataset: str, body: BatchCreate, principal: Current
 
 
 @router.delete(BATCH, summary="Cancel or dismiss an image-processing run")
-def delete_batch(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, queue: Queue,
+def delete_batch(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, queue: Queue, ctx: Ctx,
                  previewJobId: Annotated[str | None, Query(max_length=64)] = None) -> dict[str, Any]:
+    """A dismissed blur preview's prepared images are collected (``blur.forget_preview``)."""
     record = datasets_service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
     answer = views.stop_or_dismiss(session, record, previewJobId)
     if answer["action"] == "cancelled":
         after_commit(session, queue.wake)
+    elif answer["action"] == "dismissed":
+        collect_after_commit(session, ctx, blur.forget_preview(session, answer["jobId"]))
     return answer
 
 

@@ -36,6 +36,8 @@ def batch_view(session: Session, dataset: Dataset, link: Any) -> dict[str, Any]:
         **_common(active), "stopping": bool(active.stopping),
         "progress": {"processed": float(active.processed), "total": float(active.total)},
         "startedAt": iso(active.started_at or active.created_at) or ""}
+    if active is not None and active.operation == "blur":
+        active_view["previews"] = blur.preview_images(session, dataset, active, link)
     last_view = None
     if last is not None:
         results: dict[str, Any] = {"processed": int(last.processed), "annotations": int(last.annotations),
@@ -44,8 +46,7 @@ def batch_view(session: Session, dataset: Dataset, link: Any) -> dict[str, Any]:
             results["partialImages"] = int(last.partial_images)
         if last.operation == "blur":
             results["faces"] = int(last.faces)
-            if last.preview:
-                results["previews"] = blur.preview_images(session, dataset, last, link)
+            results["previews"] = blur.preview_images(session, dataset, last, link)
         last_view = {**_common(last), "failed": last.status == jobs.FAILED,
                      "stopped": last.status == jobs.CANCELLED, "error": last.error, "results": results}
     return {"activeJob": active_view, "lastRun": last_view}

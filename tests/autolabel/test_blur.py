@@ -24,12 +24,12 @@ from ultralytics_platform import APIError
 from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
 from lanner.autolabel import faces
-from lanner.autolabel.models import AutolabelImage
+from lanner.autolabel.models import AutolabelImage, AutolabelJob
 from lanner.autolabel.worker import Stopped
 from lanner.billing import service as billing
 from lanner.datasets import service as datasets_service
 from lanner.datasets.imports.ingest import commit_import, prepare_import
-from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion
+from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob
 from lanner.synthetic import make_detection_dataset
 from lanner.training.executors import JobState
 from tests.autolabel.conftest import PRICE, InProcessHTTP, launched_spec, run_worker, use_fake_executor
@@ -141,6 +141,8 @@ def test_blur_replaces_the_face_pixels_as_a_new_revision_and_the_version_keeps_t
     last = assert_sdk_type(platform.datasets.batch("alice", "faces"), "DatasetsBatchResponse")["lastRun"]
     assert last["id"] == job_id and last["operation"] == "blur" and not last["failed"]
     assert last["results"]["processed"] == 3 and last["results"]["faces"] == 1
+    [shown] = last["results"]["previews"]  # the images it blurred, as they are now
+    assert shown["imageId"].endswith(f"-{photo}") and client.get(shown["imageUrl"]).content == _read(app, digest)
     assert app.state.lanner.blobs.exists(before[photo][1])
 
 
@@ -227,6 +229,9 @@ def test_a_killed_blur_worker_is_resumed_for_the_rest_and_a_cancelled_one_refuse
         run_worker(monkeypatch, InProcessHTTP(client, die), first, tmp_path / "w1")
     blurred_once = _items(app)[photo][1]
     assert CREDIT - _available(app, alice) == 2 * ONE
+    active = assert_sdk_type(platform.datasets.batch("alice", "faces"), "DatasetsBatchResponse")["activeJob"]
+    assert active["progress"]["processed"] == 2 and [p["imageId"].rpartition("-")[2] for p in active["previews"]] \
+        == [photo]
     executor.set(job_id, 1, JobState.LOST, -9, "worker killed by signal 9")
     app.state.autolabel.one_pass()  # lost: queued again, and relaunched for what is left
     second = launched_spec(executor)
@@ -246,6 +251,46 @@ def test_a_killed_blur_worker_is_resumed_for_the_rest_and_a_cancelled_one_refuse
     with pytest.raises(Stopped):
         run_worker(monkeypatch, InProcessHTTP(client), third, tmp_path / "w4")
     assert CREDIT - _available(app, alice) == 3 * ONE
+
+
+def test_a_dismissed_preview_lets_its_images_go_and_its_apply_blurs_afresh(app, client, world, monkeypatch,
+                                                                         tmp_path):
+    alice, platform = world
+    photo = _photo_key(_items(app))
+    preview_id = platform.datasets.create_batch("alice", "faces", body={"operation": "blur", "preview": True})[
+        "jobId"]
+    with app.state.lanner.db.session() as session:
+        [prepared] = [p["sha256"] for p in session.get(AutolabelJob, preview_id).previews if p["sha256"]]
+        assert session.get(ImageBlob, prepared) is not None
+    assert platform.datasets.delete_batch("alice", "faces", preview_job_id=preview_id) == {
+        "action": "dismissed", "jobId": preview_id}
+    with app.state.lanner.db.session() as session:
+        assert session.get(ImageBlob, prepared) is None  # its blob goes with the collector's grace
+    executor = use_fake_executor(app)
+    platform.datasets.create_batch("alice", "faces", body={"operation": "blur", "previewJobId": preview_id})
+    app.state.autolabel.one_pass()
+    spec = launched_spec(executor)
+    assert len(spec["images"]) == 3 and CREDIT == _available(app, alice)
+    run_worker(monkeypatch, InProcessHTTP(client), spec, tmp_path / "worker")
+    assert _items(app)[photo][1] == prepared  # the same pixels, blurred again: the same bytes
+
+
+def test_image_id_blurs_that_image_alone(app, client, world, monkeypatch, tmp_path):
+    alice, platform = world
+    before = _items(app)
+    photo = _photo_key(before)
+    with app.state.lanner.db.session() as session:
+        dataset_id = session.scalar(select(Dataset.id).where(Dataset.slug == "faces"))
+    executor = use_fake_executor(app)
+    platform.datasets.create_batch("alice", "faces", body={"operation": "blur", "imageId": f"{dataset_id}-{photo}"})
+    app.state.autolabel.one_pass()
+    spec = launched_spec(executor)
+    assert [i["key"] for i in spec["images"]] == [photo]
+    run_worker(monkeypatch, InProcessHTTP(client), spec, tmp_path / "worker")
+    assert CREDIT - _available(app, alice) == ONE and _items(app)[photo][1] != before[photo][1]
+    with pytest.raises(APIError) as elsewhere:
+        platform.datasets.create_batch("alice", "faces", body={"operation": "blur", "imageId": f"other-{photo}"})
+    assert elsewhere.value.status_code == 422
 
 
 def test_an_operator_cascade_that_is_not_there_is_422_before_anything_runs(app, world, tmp_path):
