@@ -14,7 +14,10 @@ class (IoU < ``KEEP_IOU``). Labels are recorded ``labelledBy model:<owner/projec
 
 A preview (``preview: true``) runs the model on up to ``PREVIEW_IMAGES`` of those images in the request, through
 the server's shared inference (the labelling assistant's path), and keeps what it proposed on the run; it
-changes nothing, charges nothing, and the dataset page draws its boxes before the owner applies."""
+changes nothing, charges nothing, and the dataset page draws its boxes before the owner applies.
+
+``operation: blur`` is the same run with faces found instead of labels and pixels replaced instead of labels
+added: ``autolabel.blur`` (and ``autolabel.faces`` for the pixels); ``record_chunk`` hands it the chunk."""
 
 from __future__ import annotations
 
