@@ -201,6 +201,9 @@ class Settings(BaseSettings):
                                              "auto-annotation or face-blur run processes (0: free).")
     autolabel_chunk_images: int = Field(default=16, ge=1, le=500, description="Images an auto-annotation worker "
                                         "labels before it hands their labels to the server (what a crash redoes).")
+    face_cascade: Path | None = Field(default=None, description="A Haar cascade XML that finds the faces "
+                                      "face-blur runs blur, readable where the workers run (default: the "
+                                      "frontal-face cascade bundled with OpenCV 4; Lanner downloads none).")
     embedding_poll_seconds: float = Field(default=1.0, ge=0, description="How often the embedding queue "
                                           "launches queued embedding jobs and polls running ones (a new job wakes "
                                           "it at once; 0: off).")

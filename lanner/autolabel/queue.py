@@ -67,14 +67,16 @@ class AutolabelQueue(WorkerJobQueue):
         dataset = session.get(Dataset, job.dataset_id)
         rows = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
             DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys)))} if dataset else {}
-        spec = {"jobId": job.id, "attempt": job.attempt, "confidence": job.confidence, "iou": job.iou,
-                "imgsz": job.imgsz, "classMap": job.class_map, "chunk": settings.autolabel_chunk_images,
-                "weightsUrl": signer.download_url(job.weights_sha256 or "", "weights.pt", ttl),
-                "weightsSha256": job.weights_sha256,
+        spec = {"jobId": job.id, "attempt": job.attempt, "operation": job.operation, "confidence": job.confidence,
+                "iou": job.iou, "imgsz": job.imgsz, "classMap": job.class_map, "chunk": settings.autolabel_chunk_images,
+                **({"cascade": str(settings.face_cascade) if settings.face_cascade else None}
+                   if job.operation == "blur" else
+                   {"weightsUrl": signer.download_url(job.weights_sha256 or "", "weights.pt", ttl),
+                    "weightsSha256": job.weights_sha256}),
                 "images": [{"key": k, "url": signer.download_url(rows[k], "image", ttl)} for k in keys if k in rows],
                 "chunkUrl": f"{signer.public_url.rstrip('/')}/api/autolabel/chunks", "token": chunk_token(signer, job)}
         if len(spec["images"]) < len(keys):  # images deleted since: recorded as done with nothing added
-            service.record_chunk(session, job, [{"key": k, "labels": []} for k in keys if k not in rows])
+            service.record_chunk(session, self.ctx, job, [{"key": k} for k in keys if k not in rows])
         return spec
 
     def _finished(self, session: Any, job: AutolabelJob, status: JobStatus, missing: str | None = None) -> None:
@@ -82,7 +84,7 @@ class AutolabelQueue(WorkerJobQueue):
         before the last chunk) the rest runs again."""
         message = self.error_from_log(self._log_tail(job))
         if job.processed >= job.total:  # every image left was recorded (or deleted meanwhile)
-            jobs.complete(session, job, f"{job.processed} images, {job.annotations} labels added")
+            jobs.complete(session, job, service.summary(job))
             return
         if message is not None:
             jobs.fail(session, job, message)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 
 from lanner.accounts.dependencies import CurrentPrincipal
-from lanner.autolabel import service
+from lanner.autolabel import blur, service, views
 from lanner.autolabel.queue import AutolabelQueue, read_token
 from lanner.autolabel.schemas import BatchCreate, Chunk
 from lanner.datasets import service as datasets_service
@@ -17,6 +17,7 @@ from lanner.db import after_commit
 from lanner.errors import NotFound
 from lanner.http.deps import Ctx, DbSession
 from lanner.inference.predictor import Predictor
+from lanner.storage.references import collect_after_commit
 
 router = APIRouter(tags=["datasets"])
 BATCH = "/api/datasets/{owner}/{dataset}/predict/batch"
@@ -36,12 +37,12 @@ Engine = Annotated[Predictor, Depends(get_predictor)]
 
 
 @router.get(BATCH, summary="Get image-processing run status")
-def batch(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
+def batch(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx) -> dict[str, Any]:
     record = datasets_service.get_dataset(session, principal, owner=owner, slug=dataset)
-    return service.batch_view(session, record)
+    return views.batch_view(session, record, ctx.signer.blob_links())
 
 
-@router.post(BATCH, summary="Auto-annotate images")
+@router.post(BATCH, summary="Auto-annotate images or blur faces")
 def create_batch(owner: str, dataset: str, body: BatchCreate, principal: CurrentPrincipal, session: DbSession,
                  ctx: Ctx, queue: Queue, engine: Engine) -> dict[str, Any]:
     """Sync on purpose: a preview runs the model on FastAPI's threadpool, never on the event loop."""
@@ -53,12 +54,15 @@ def create_batch(owner: str, dataset: str, body: BatchCreate, principal: Current
 
 
 @router.delete(BATCH, summary="Cancel or dismiss an image-processing run")
-def delete_batch(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, queue: Queue,
+def delete_batch(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, queue: Queue, ctx: Ctx,
                  previewJobId: Annotated[str | None, Query(max_length=64)] = None) -> dict[str, Any]:
+    """A dismissed blur preview's prepared images are collected (``blur.forget_preview``)."""
     record = datasets_service.get_dataset(session, principal, owner=owner, slug=dataset, write=True)
-    answer = service.stop_or_dismiss(session, record, previewJobId)
+    answer = views.stop_or_dismiss(session, record, previewJobId)
     if answer["action"] == "cancelled":
         after_commit(session, queue.wake)
+    elif answer["action"] == "dismissed":
+        collect_after_commit(session, ctx, blur.forget_preview(session, answer["jobId"]))
     return answer
 
 
@@ -67,7 +71,7 @@ def preview(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSe
             jobId: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
     """A reader's: the model's proposals on images the caller may already see (an editor made the preview)."""
     record = datasets_service.get_dataset(session, principal, owner=owner, slug=dataset)
-    return service.preview_view(session, record, jobId, ctx.signer.blob_links())
+    return views.preview_view(session, record, jobId, ctx.signer.blob_links())
 
 
 @router.post("/api/autolabel/chunks", summary="A worker hands back the labels of a chunk of images")
@@ -79,4 +83,4 @@ def record_chunk(body: Chunk, session: DbSession, ctx: Ctx,
     if claim is None:
         raise NotFound("auto-annotation attempt not found")
     job = service.worker_job(session, *claim)
-    return service.record_chunk(session, job, [r.model_dump() for r in body.results])
+    return service.record_chunk(session, ctx, job, [r.model_dump() for r in body.results])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -10,8 +10,9 @@ from lanner.bounds import Count
 
 
 class BatchCreate(BaseModel):
-    """``{modelId, confidence?, iou?, classMapping?, operation?: "annotate", includeAnnotated?}`` (or
-    ``{operation: "blur", ...}``); ``preview`` runs the model on up to six images and applies nothing."""
+    """``{modelId, confidence?, iou?, classMapping?, operation?: "annotate", includeAnnotated?}`` or
+    ``{operation: "blur", confidence?, boxScale?, preview?, imageId?, previewJobId?}``; ``preview`` runs on up to
+    six images and applies nothing; ``previewJobId`` applies such a blur preview's images as they are."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -31,6 +32,8 @@ class ChunkResult(BaseModel):
     key: str = Field(max_length=16)
     labels: list[dict[str, Any]] = Field(default_factory=list, max_length=3000)
     partial: bool = False
+    faces: list[Annotated[list[Annotated[float, Field(ge=0.0, le=1.0)]], Field(min_length=4, max_length=4)]] = Field(
+        default_factory=list, max_length=1000)  # a blur run's: normalised [x, y, w, h] of each face
 
 
 class Chunk(BaseModel):

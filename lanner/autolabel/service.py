@@ -14,7 +14,10 @@ class (IoU < ``KEEP_IOU``). Labels are recorded ``labelledBy model:<owner/projec
 
 A preview (``preview: true``) runs the model on up to ``PREVIEW_IMAGES`` of those images in the request, through
 the server's shared inference (the labelling assistant's path), and keeps what it proposed on the run; it
-changes nothing, charges nothing, and the dataset page draws its boxes before the owner applies."""
+changes nothing, charges nothing, and the dataset page draws its boxes before the owner applies.
+
+``operation: blur`` is the same run with faces found instead of labels and pixels replaced instead of labels
+added: ``autolabel.blur`` (and ``autolabel.faces`` for the pixels); ``record_chunk`` hands it the chunk."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
 from lanner.annotation import proposals
-from lanner.autolabel import jobs
+from lanner.autolabel import blur, jobs
 from lanner.autolabel.models import AutolabelImage, AutolabelJob
 from lanner.autolabel.schemas import BatchCreate
 from lanner.billing import service as billing
@@ -34,8 +37,8 @@ from lanner.context import AppContext
 from lanner.datasets import items as dataset_items
 from lanner.datasets import service as datasets_service
 from lanner.datasets import state
-from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
-from lanner.db import iso
+from lanner.datasets.models import Dataset, DatasetItem
+from lanner.db import utcnow
 from lanner.errors import Conflict, NotFound, PaymentRequired, Unprocessable
 from lanner.inference import service as inference_service
 from lanner.inference.images import decode_image
@@ -44,6 +47,7 @@ from lanner.integrations import pixels as bucket_pixels
 from lanner.projects.models import ModelRecord
 
 PREVIEW_IMAGES = 6
+WHAT = {"annotate": "Auto-annotation", "blur": "Face blurring"}
 KEEP_IOU = 0.5
 DEFAULT_IMGSZ = 640
 UNLABELLED = (DatasetItem.labels.is_(None), DatasetItem.class_id.is_(None))
@@ -87,19 +91,13 @@ def request_run(session: Session, principal: Principal, ctx: AppContext, dataset
                 *, predictor: Predictor) -> AutolabelJob:
     """A queued run (or, with ``preview``, a finished preview). The caller checked write access."""
     if body.operation == "blur":
-        raise Unprocessable("face blurring needs a face detector; this server has none (OpenCV 5 no longer ships "
-                            "its Haar cascades, and Lanner downloads no model)", code="no_face_detector")
+        return _request_blur(session, principal, ctx, dataset, body)
     if not body.modelId:
         raise Unprocessable("modelId: the model to annotate with (ul://owner/project/model or a model id)")
     if dataset.task == "classify":
         raise Unprocessable("auto-annotation adds boxes, masks or keypoints: a classify dataset takes the labelling "
                             "assistant's proposals instead")
-    if dataset.status == state.PROCESSING:
-        raise Conflict("the dataset is processing an import; auto-annotate it when the import has finished")
-    bucket_pixels.require_processing(session, dataset, "auto-annotation")  # the bucket integration's AI switch
-    if active_run(session, dataset) is not None:
-        raise Conflict("this dataset already has an auto-annotation run in progress: wait for it or cancel it",
-                       code="batch_running")
+    _may_start(session, dataset, "auto-annotation")
     record, ref = _model(session, principal, dataset, body.modelId)
     if not record.class_names:
         raise Unprocessable(f"model '{ref}' names no classes (an uploaded checkpoint that no run here finished)",
@@ -118,18 +116,66 @@ def request_run(session: Session, principal: Principal, ctx: AppContext, dataset
                        class_map=targets, imgsz=imgsz)
     if body.preview:
         return _preview(session, ctx, dataset, job, keys[:PREVIEW_IMAGES], predictor=predictor)
-    price = billing.dollars_to_micros(ctx.settings.autolabel_price_per_image)
-    cost = price * len(keys)
-    available = billing.balances(session, user_id=dataset.owner_id).available
-    if cost > available:
-        raise PaymentRequired(f"auto-annotating {len(keys)} images costs {billing.format_cents(cost)}; the "
-                              f"workspace has {billing.format_cents(max(0, available))} available")
+    price = _affordable(session, ctx, dataset, len(keys), "auto-annotating")
     if not dataset.class_names and record.class_names:  # a dataset without classes takes the model's
         dataset.class_names = [str(n) for n in record.class_names]
         datasets_service.touch(dataset)
     version, _ = datasets_service.create_version(session, dataset, f"Before auto-annotation with {ref}")
     job.keys, job.total, job.price_micros, job.version = keys, len(keys), price, version.version
     return jobs.create(session, job, reason=f"{len(keys)} images, version {version.version} saved")
+
+
+def _may_start(session: Session, dataset: Dataset, feature: str) -> None:
+    if dataset.status == state.PROCESSING:
+        raise Conflict(f"the dataset is processing an import; start {feature} when the import has finished")
+    bucket_pixels.require_processing(session, dataset, feature)  # the bucket integration's AI switch
+    if active_run(session, dataset) is not None:
+        raise Conflict("this dataset already has an image-processing run in progress: wait for it or cancel it",
+                       code="batch_running")
+
+
+def _affordable(session: Session, ctx: AppContext, dataset: Dataset, images: int, doing: str) -> int:
+    """The price per image, when the owner's available credit covers ``images`` of them (402 otherwise)."""
+    price = billing.dollars_to_micros(ctx.settings.autolabel_price_per_image)
+    cost = price * images
+    available = billing.balances(session, user_id=dataset.owner_id).available
+    if cost > available:
+        raise PaymentRequired(f"{doing} {images} images costs {billing.format_cents(cost)}; the "
+                              f"workspace has {billing.format_cents(max(0, available))} available")
+    return price
+
+
+def _request_blur(session: Session, principal: Principal, ctx: AppContext, dataset: Dataset,
+                  body: BatchCreate) -> AutolabelJob:
+    """A queued face-blur run (``autolabel.blur``); with ``previewJobId``, the preview's images applied now."""
+    _may_start(session, dataset, "face blurring")
+    job = blur.new_job(dataset, principal, body)
+    keys = blur.keys(session, dataset, body.imageId)
+    if not keys:
+        raise Conflict("this dataset has no images to blur", code="nothing_to_blur")
+    if body.preview:
+        return blur.preview(session, ctx, dataset, job, keys)
+    blur.detector(ctx)  # 422 now rather than a failed run
+    job.keys, job.total = keys, len(keys)
+    reused = blur.reusable(session, ctx, dataset, job, body.previewJobId)
+    job.price_micros = _affordable(session, ctx, dataset, len(keys), "blurring the faces of")
+    version, _ = datasets_service.create_version(session, dataset, "Before blurring faces")
+    job.version = version.version
+    if len(reused) == len(keys):  # the preview did all of it: nothing for a worker
+        job.status, job.completed_at = jobs.COMPLETED, utcnow()
+    jobs.create(session, job, reason=f"{len(keys)} images ({len(reused)} from preview {body.previewJobId}), "
+                f"version {version.version} saved")
+    session.flush()
+    if reused:
+        blur.apply(session, dataset, job, reused)
+        _charge(session, job)
+    return job
+
+
+def summary(job: AutolabelJob) -> str:
+    if job.operation == "blur":
+        return f"{job.processed} images, {job.faces} faces blurred"
+    return f"{job.processed} images, {job.annotations} labels added"
 
 
 def _preview(session: Session, ctx: AppContext, dataset: Dataset, job: AutolabelJob, keys: list[str], *,
@@ -183,9 +229,10 @@ def _new_labels(existing: list[dict] | None, predicted: list[dict]) -> list[dict
         for e in existing)]
 
 
-def record_chunk(session: Session, job: AutolabelJob, results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Add the labels of one chunk, each image once; charge the images recorded; complete the run with the
-    last one. Returns what this call recorded."""
+def record_chunk(session: Session, ctx: AppContext, job: AutolabelJob, results: list[dict[str, Any]]
+                 ) -> dict[str, Any]:
+    """Add the labels (or blur the faces) of one chunk, each image once; charge the images recorded; complete
+    the run with the last one. Returns what this call recorded."""
     billing.lock_user(session, job.owner_id)  # one chunk of a workspace at a time: the charge below is exact
     dataset = session.get(Dataset, job.dataset_id)
     if dataset is None:
@@ -196,40 +243,50 @@ def record_chunk(session: Session, job: AutolabelJob, results: list[dict[str, An
                                                                 AutolabelImage.key.in_(keys))))
     fresh = [r for r in results if str(r.get("key")) in wanted and str(r["key"]) not in done]
     fresh = list({str(r["key"]): r for r in fresh}.values())
-    recorded = added_total = 0
-    classes = set(job.classes or [])
+    before = (job.annotations, job.faces)
+    recorded = 0
     if fresh:
-        manifest = datasets_service.writable_manifest(session, dataset)
-        items = {item.key: item for item in session.scalars(select(DatasetItem).where(
-            DatasetItem.manifest_id == manifest, DatasetItem.key.in_([str(r["key"]) for r in fresh])))}
-        for result in fresh:
-            key = str(result["key"])
-            item = items.get(key)
-            if item is None:  # deleted since the run was asked for: nothing to process, nothing to charge
-                session.add(AutolabelImage(job_id=job.id, key=key, added=0))
-                job.total -= 1
-                continue
-            added: list[dict] = []
-            if job.include_annotated or (item.labels is None and item.class_id is None):
-                predicted = dataset_items.validate_labels(dataset, result.get("labels") or [])
-                added = _new_labels(item.labels, predicted)
-                if added or item.labels is None:
-                    dataset_items.set_labels(dataset, item, [*(item.labels or []), *added],
-                                             by=f"model:{job.model_ref}", class_id=item.class_id)
-            session.add(AutolabelImage(job_id=job.id, key=key, added=len(added)))
-            recorded += 1
-            added_total += len(added)
-            classes.update(label["classId"] for label in added)
-            job.partial_images += 1 if result.get("partial") else 0
-        job.processed += recorded
-        job.annotations += added_total
-        job.classes = sorted(classes)
-        session.flush()
+        if job.operation == "blur":
+            recorded = blur.record(session, ctx, dataset, job, fresh)
+        else:
+            recorded = _record_labels(session, dataset, job, fresh)
         _charge(session, job)
     if job.status in jobs.LAUNCHED and job.processed >= job.total:
-        jobs.complete(session, job, f"{job.processed} images, {job.annotations} labels added")
-    return {"recorded": recorded, "annotations": added_total, "processed": job.processed, "total": job.total,
-            "status": job.status}
+        jobs.complete(session, job, summary(job))
+    return {"recorded": recorded, "annotations": job.annotations - before[0], "faces": job.faces - before[1],
+            "processed": job.processed, "total": job.total, "status": job.status}
+
+
+def _record_labels(session: Session, dataset: Dataset, job: AutolabelJob, fresh: list[dict[str, Any]]) -> int:
+    recorded = added_total = 0
+    classes = set(job.classes or [])
+    manifest = datasets_service.writable_manifest(session, dataset)
+    items = {item.key: item for item in session.scalars(select(DatasetItem).where(
+        DatasetItem.manifest_id == manifest, DatasetItem.key.in_([str(r["key"]) for r in fresh])))}
+    for result in fresh:
+        key = str(result["key"])
+        item = items.get(key)
+        if item is None:  # deleted since the run was asked for: nothing to process, nothing to charge
+            session.add(AutolabelImage(job_id=job.id, key=key, added=0))
+            job.total -= 1
+            continue
+        added: list[dict] = []
+        if job.include_annotated or (item.labels is None and item.class_id is None):
+            predicted = dataset_items.validate_labels(dataset, result.get("labels") or [])
+            added = _new_labels(item.labels, predicted)
+            if added or item.labels is None:
+                dataset_items.set_labels(dataset, item, [*(item.labels or []), *added],
+                                         by=f"model:{job.model_ref}", class_id=item.class_id)
+        session.add(AutolabelImage(job_id=job.id, key=key, added=len(added)))
+        recorded += 1
+        added_total += len(added)
+        classes.update(label["classId"] for label in added)
+        job.partial_images += 1 if result.get("partial") else 0
+    job.processed += recorded
+    job.annotations += added_total
+    job.classes = sorted(classes)
+    session.flush()
+    return recorded
 
 
 def _charge(session: Session, job: AutolabelJob) -> None:
@@ -238,7 +295,7 @@ def _charge(session: Session, job: AutolabelJob) -> None:
     target = job.processed * job.price_micros
     charged, shortfall = billing.charge_usage_to(
         session, user_id=job.owner_id, reference=f"autolabel:{job.id}", charged_micros=job.charged_micros,
-        target_micros=target, kind="autolabel", description=f"Auto-annotation of {job.processed} images")
+        target_micros=target, kind="autolabel", description=f"{WHAT[job.operation]} of {job.processed} images")
     job.charged_micros += charged
     if shortfall > 0:
         jobs.fail(session, job, "the workspace ran out of credit; the images labelled so far keep their labels")
@@ -248,71 +305,3 @@ def remaining_keys(session: Session, job: AutolabelJob) -> list[str]:
     """The images of the run not recorded yet: what the next attempt labels."""
     done = set(session.scalars(select(AutolabelImage.key).where(AutolabelImage.job_id == job.id)))
     return [k for k in job.keys if k not in done]
-
-
-# --- the SDK's views -----------------------------------------------------------------------------
-
-def _common(job: AutolabelJob) -> dict[str, Any]:
-    view: dict[str, Any] = {"id": job.id, "confidence": float(job.confidence), "boxScale": float(job.box_scale)}
-    if job.preview:
-        view["preview"] = True
-    return view
-
-
-def batch_view(session: Session, dataset: Dataset) -> dict[str, Any]:
-    """``datasets.batch``: the run in flight, and the last finished one not dismissed."""
-    active = active_run(session, dataset)
-    last = session.scalar(select(AutolabelJob).where(
-        AutolabelJob.dataset_id == dataset.id, AutolabelJob.status.not_in(jobs.ACTIVE),
-        AutolabelJob.dismissed.is_(False)).order_by(AutolabelJob.created_at.desc()).limit(1))
-    active_view = None if active is None else {
-        **_common(active), "stopping": bool(active.stopping),
-        "progress": {"processed": float(active.processed), "total": float(active.total)},
-        "startedAt": iso(active.started_at or active.created_at) or ""}
-    last_view = None
-    if last is not None:
-        results: dict[str, Any] = {"processed": int(last.processed), "annotations": int(last.annotations),
-                                   "classes": len(last.classes or [])}
-        if last.partial_images:
-            results["partialImages"] = int(last.partial_images)
-        last_view = {**_common(last), "failed": last.status == jobs.FAILED,
-                     "stopped": last.status == jobs.CANCELLED, "error": last.error, "results": results}
-    return {"activeJob": active_view, "lastRun": last_view}
-
-
-def stop_or_dismiss(session: Session, dataset: Dataset, preview_job_id: str | None) -> dict[str, Any]:
-    """``datasets.delete_batch``: cancel the run in flight, else dismiss the last one's summary."""
-    if preview_job_id:
-        job = session.get(AutolabelJob, preview_job_id)
-        if job is None or job.dataset_id != dataset.id:
-            raise NotFound(f"run '{preview_job_id[:40]}' not found")
-        job.dismissed = True
-        return {"action": "dismissed", "jobId": job.id}
-    active = active_run(session, dataset)
-    if active is not None and jobs.cancel(session, active):
-        return {"action": "cancelled", "jobId": active.id}
-    last = session.scalar(select(AutolabelJob).where(
-        AutolabelJob.dataset_id == dataset.id, AutolabelJob.status.not_in(jobs.ACTIVE),
-        AutolabelJob.dismissed.is_(False)).order_by(AutolabelJob.created_at.desc()).limit(1))
-    if last is None:
-        return {"action": "none", "jobId": None}
-    last.dismissed = True
-    return {"action": "dismissed", "jobId": last.id}
-
-
-def preview_view(session: Session, dataset: Dataset, job_id: str, link: Any) -> dict[str, Any]:
-    """A preview's images (with their size) and the labels the model proposed: the dataset page draws them."""
-    job = session.get(AutolabelJob, job_id)
-    if job is None or job.dataset_id != dataset.id or not job.preview:
-        raise NotFound(f"preview '{job_id[:40]}' not found")
-    rows = {row.key: row for row in session.execute(
-        select(DatasetItem.key, DatasetItem.name, DatasetItem.sha256, ImageBlob.width, ImageBlob.height)
-        .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
-        .where(DatasetItem.manifest_id == dataset.manifest_id,
-               DatasetItem.key.in_([p["key"] for p in job.previews or []])))}
-    return {"jobId": job.id, "model": job.model_ref, "confidence": job.confidence,
-            "classNames": [str(n) for n in dataset.class_names or []],
-            "images": [{"imageId": f"{dataset.id}-{p['key']}", "name": rows[p["key"]].name,
-                        "imageUrl": link(rows[p["key"]].sha256, rows[p["key"]].name),
-                        "width": rows[p["key"]].width, "height": rows[p["key"]].height, "labels": p["labels"]}
-                       for p in job.previews or [] if p["key"] in rows]}

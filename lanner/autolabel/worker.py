@@ -1,7 +1,9 @@
 """What an executor runs for one auto-annotation attempt: ``python -m lanner.autolabel.worker``.
 
 Everything comes from ``LANNER_AUTOLABEL_SPEC`` (JSON, built by ``autolabel.queue``): ``jobId, attempt,
-weightsUrl, weightsSha256, images [{key, url}], confidence, iou, imgsz, classMap, chunk, chunkUrl, token``. The
+operation, weightsUrl, weightsSha256, images [{key, url}], confidence, iou, imgsz, classMap, chunk, chunkUrl,
+token`` (a blur run has ``cascade``, the operator's cascade or None, instead of weights, and hands back each
+image's face boxes: ``face_chunk``). The
 worker fetches the weights (checked against their hash), then for each chunk of images fetches them, predicts,
 converts the boxes to dataset labels (``inference.convert.annotations``, the shared inference's conversion) and
 POSTs them to ``chunkUrl``; the server records each image once. So a worker killed mid-batch loses at most its
@@ -83,20 +85,50 @@ def label_chunk(model: Any, spec: dict[str, Any], images: list[dict[str, str]]) 
     return out
 
 
-def run(spec: dict[str, Any], home: Path) -> int:
+def face_chunk(cascade: Any, spec: dict[str, Any], images: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The faces the cascade finds in ``images`` (normalised boxes): the server blurs them in the originals."""
+    from lanner.autolabel import faces  # start-up cost: OpenCV, which the server importing this module needs not
+
+    out = []
+    for image in images:
+        try:
+            pixels = faces.decode(fetch(image["url"]))
+        except ValueError:
+            raise WorkerFailed(f"image {image['key']} could not be decoded") from None
+        out.append({"key": image["key"], "faces": faces.detect(cascade, pixels, spec["confidence"])})
+    return out
+
+
+def _processor(spec: dict[str, Any], folder: Path) -> Any:
+    """What turns a chunk of images into its results: the face cascade of a blur run, else the model."""
+    if spec.get("operation") == "blur":
+        from lanner.autolabel import faces  # start-up cost: OpenCV, which the server importing this module needs not
+
+        path = faces.cascade_path(spec.get("cascade"))
+        if path is None:
+            where = spec.get("cascade") or "this OpenCV bundles no cascades"
+            raise WorkerFailed(f"no face detector on this node ({where}): set LANNER_FACE_CASCADE or install an "
+                               "OpenCV 4 wheel")
+        cascade = faces.load(path)
+        return lambda chunk: face_chunk(cascade, spec, chunk)
     from ultralytics import YOLO  # seconds to import: only in the worker
 
+    weights = folder / "weights.pt"
+    download(spec["weightsUrl"], weights, spec.get("weightsSha256"))
+    model = YOLO(str(weights))
+    return lambda chunk: label_chunk(model, spec, chunk)
+
+
+def run(spec: dict[str, Any], home: Path) -> int:
     started = time.monotonic()
     done = 0
     with scratch_folder(home, "autolabel-") as folder:
-        weights = folder / "weights.pt"
-        download(spec["weightsUrl"], weights, spec.get("weightsSha256"))
-        model = YOLO(str(weights))
+        process = _processor(spec, folder)
         images = spec["images"]
         size = max(1, int(spec.get("chunk") or 16))
         for start in range(0, len(images), size):
             chunk = images[start:start + size]
-            answer = post_chunk(spec, label_chunk(model, spec, chunk))
+            answer = post_chunk(spec, process(chunk))
             done += len(chunk)
             print(f"lanner autolabel: {spec['jobId']} {done}/{len(images)} images "
                   f"({answer.get('processed')}/{answer.get('total')} recorded)", flush=True)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import case, delete, func, insert, literal, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from lanner.accounts import service as accounts_service
@@ -23,7 +24,7 @@ from lanner.accounts.models import User
 from lanner.accounts.principal import Principal
 from lanner.datasets import state
 from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob, Manifest
-from lanner.datasets.records import TASKS, Label
+from lanner.datasets.records import TASKS, ImageInfo, Label
 from lanner.datasets.schemas import dataset_item
 from lanner.db import after_commit, iso, utcnow
 from lanner.errors import BadRequest, Conflict, NotFound
@@ -240,6 +241,15 @@ def drop_manifest_if_orphan(session: Session, manifest_id: int) -> set[str]:
     session.execute(delete(DatasetItem).where(DatasetItem.manifest_id == manifest_id))
     session.execute(delete(Manifest).where(Manifest.id == manifest_id))
     return digests
+
+
+def insert_image_blob(session: Session, info: ImageInfo, thumb: str) -> None:
+    """The ``ImageBlob`` row of stored image bytes (and their thumbnail), unless the bytes have one already."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    phash = info.phash - (1 << 64) if info.phash >= 1 << 63 else info.phash  # the column's signed view
+    session.execute(dialect.insert(ImageBlob).on_conflict_do_nothing(index_elements=["sha256"]).values(
+        sha256=info.sha256, size=info.size, width=info.width, height=info.height, format=info.format,
+        phash=phash, thumb_sha256=thumb, created_at=utcnow()))
 
 
 def forget_unused_images(session: Session, digests: set[str]) -> set[str]:

@@ -31,7 +31,6 @@ from typing import Any
 
 import orjson
 from sqlalchemy import case, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
@@ -42,7 +41,7 @@ from lanner.context import AppContext
 from lanner.datasets import service as datasets_service
 from lanner.datasets import state as datasets_state
 from lanner.datasets.images import probe_image
-from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
+from lanner.datasets.models import Dataset, DatasetItem
 from lanner.datasets.records import CorruptImage, ImageInfo
 from lanner.db import utcnow
 from lanner.deployments.models import Deployment
@@ -184,7 +183,7 @@ class Collector:
         now = self.clock()
         if not claim(session, workflow, now):
             return "capped"
-        _insert_blob(session, info, thumb)
+        datasets_service.insert_image_blob(session, info, thumb)
         manifest = datasets_service.writable_manifest(session, dataset)
         owner = session.scalar(select(User.username).where(User.id == deployment.owner_id)) or ""
         name = f"{deployment.slug}-{now:%Y%m%d-%H%M%S}-{info.sha256[:8]}.{EXTENSIONS.get(info.format, info.format)}"
@@ -218,14 +217,6 @@ def claim(session: Session, workflow: Workflow, now: datetime) -> bool:
                 updated_at=Workflow.updated_at)
         .execution_options(synchronize_session=False))
     return bool(getattr(result, "rowcount", 0) == 1)
-
-
-def _insert_blob(session: Session, info: ImageInfo, thumb: str) -> None:
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    phash = info.phash - (1 << 64) if info.phash >= 1 << 63 else info.phash  # the column's signed view
-    session.execute(dialect.insert(ImageBlob).on_conflict_do_nothing(index_elements=["sha256"]).values(
-        sha256=info.sha256, size=info.size, width=info.width, height=info.height, format=info.format,
-        phash=phash, thumb_sha256=thumb, created_at=utcnow()))
 
 
 def proposals(rows: list[dict[str, Any]], shape: list[Any], normalized: bool,
