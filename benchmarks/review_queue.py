@@ -64,16 +64,17 @@ def record(root: Path, weights: Path, errors: dict[str, str], imgsz: int) -> lis
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=200)
-    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--epochs", type=int, default=60)
     parser.add_argument("--imgsz", type=int, default=96)
     parser.add_argument("--errors", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--record", type=Path)
     parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "shapes"
-        data = make_detection_dataset(root, train=args.images, val=40, size=args.imgsz, seed=5)
-        errors = inject(root / "labels" / "train", args.errors)
+        data = make_detection_dataset(root, train=args.images, val=40, size=args.imgsz, seed=args.seed)
+        errors = inject(root / "labels" / "train", args.errors, seed=args.seed + 6)
         started = time.monotonic()
         weights = _train(Path(tmp), data, epochs=args.epochs, imgsz=args.imgsz, batch=16)
         trained = time.monotonic() - started

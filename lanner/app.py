@@ -66,7 +66,6 @@ from lanner.uploads.settle import UploadSettler
 from lanner.web import site as web_site
 from lanner.web.account_pages import router as account_pages
 from lanner.web.annotate_pages import router as annotate_pages
-from lanner.web.review_pages import router as review_pages
 from lanner.web.dataset_pages import router as dataset_pages
 from lanner.web.dataset_trash_pages import router as dataset_trash_pages
 from lanner.web.deploy_pages import router as deploy_pages
@@ -76,6 +75,7 @@ from lanner.web.invitation_pages import router as invitation_pages
 from lanner.web.key_pages import router as key_pages
 from lanner.web.operator_pages import router as operator_pages
 from lanner.web.project_pages import router as project_pages
+from lanner.web.review_pages import router as review_pages
 from lanner.web.router import router as web_router
 from lanner.web.similar_strip import router as similar_strip
 from lanner.web.team_pages import router as team_pages
@@ -91,9 +91,10 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
            embeddings_router, datasets_router, integrations_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
-           exports_router, autolabel_router, review_router, storage_router, assistant_router, teams_router, workflows_router,
-           web_router, account_pages, key_pages,
-           dataset_trash_pages, similar_strip, dataset_pages, annotate_pages, review_pages, train_pages, deploy_pages, export_pages,
+           exports_router, autolabel_router, review_router, storage_router, assistant_router, teams_router,
+           workflows_router, web_router, account_pages, key_pages,
+           dataset_trash_pages, similar_strip, dataset_pages, annotate_pages, review_pages, train_pages, deploy_pages,
+           export_pages,
            team_pages, invitation_pages,
            docs_pages, explore_router, operator_router, operator_pages, workflow_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide

@@ -19,8 +19,9 @@ first; a sum would rank crowded images above wrong ones). Boxes are normalised `
 without a ``bbox`` (classify) are ignored.
 
 *Uniqueness* is the mean cosine distance of an image's vector to its ``k`` nearest neighbours (in the dataset's
-faiss index, ``embeddings.index``: centred, normalised vectors), divided by the largest in the dataset, so 1 is the dataset's most isolated image and near-duplicates are near 0 (FiftyOne's
-``compute_uniqueness`` ranks the same way)."""
+faiss index, ``embeddings.index``: centred, normalised vectors), divided by the largest in the dataset, so 1
+is the dataset's most isolated image and near-duplicates are near 0 (FiftyOne's ``compute_uniqueness`` ranks the
+same way)."""
 
 from __future__ import annotations
 

@@ -44,14 +44,31 @@ def editable(session: Session, principal: Principal, owner: str, slug: str) -> D
         raise NotFound(f"dataset '{owner}/{slug}' not found") from None
 
 
+def models(session: Session, principal: Principal, dataset: Dataset) -> list[dict[str, Any]]:
+    """Models the caller may read that fit the dataset's task and know at least one of its classes (the
+    labelling assistant's proposal models): what the Review page offers."""
+    return [m for m in proposals.proposal_models(session, principal, dataset) if m["matched"]]
+
+
 def _choice(session: Session, principal: Principal, dataset: Dataset, model_id: str | None) -> tuple[Any, str]:
+    """The named model; else the one the embeddings would pick when it knows the dataset's classes (a model
+    trained on it); else the caller's newest model that does; else 409 ``no_review_model``."""
     if model_id:
         record, ref = proposals.resolve_model(session, principal, model_id)
         if record.task and record.task != dataset.task:
             raise Unprocessable(f"a {record.task} model cannot score a {dataset.task} dataset")
         return record, f"ul://{ref}"
-    choice = embeddings_service.choose_model(session, principal, dataset)
-    return choice.model, choice.label
+    try:
+        choice = embeddings_service.choose_model(session, principal, dataset)
+        names = {str(n).lower() for n in dataset.class_names or []}
+        if any(str(n).lower() in names for n in choice.model.class_names or []):
+            return choice.model, choice.label
+    except Conflict:
+        pass
+    for view in models(session, principal, dataset):
+        return proposals.resolve_model(session, principal, view["id"])[0], f"ul://{view['ref']}"
+    raise Conflict("no model knows this dataset's classes: train a model on it, then compute review scores",
+                   code="no_review_model")
 
 
 def _class_map(record: Any, dataset: Dataset) -> list[int | None]:

@@ -29,16 +29,18 @@ def review_page(owner: str, slug: str, request: Request, user: PageUser, session
     top = service.scores(session, dataset, sort="mistakenness", limit=TOP, offset=0)["images"]
     base = f"/datasets/{owner.lower()}/{dataset.slug}"
     names = [str(n) for n in dataset.class_names or []]
+    choices = service.models(session, user, dataset)
     return render(request, "review.html", {"dataset": dataset, "base": base, "state": state, "top": top,
-                                           "class_names": names}, user=user, active="datasets")
+                                           "class_names": names, "models": choices}, user=user, active="datasets")
 
 
 @router.post("/datasets/{owner}/{slug}/review/compute")
-def compute(owner: str, slug: str, request: Request, user: PageUser, session: DbSession) -> Response:
+def compute(owner: str, slug: str, request: Request, user: PageUser, session: DbSession,
+            model: Annotated[str, Form(max_length=300)] = "") -> Response:
     dataset = service.editable(session, user, owner, slug)
     base = f"/datasets/{owner.lower()}/{dataset.slug}"
     try:
-        _, created = service.request(session, user, dataset)
+        _, created = service.request(session, user, dataset, model or None)
     except (Conflict, Unprocessable) as exc:
         return redirect(request, f"{base}/review", exc.message, "error")
     if created:

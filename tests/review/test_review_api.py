@@ -95,3 +95,18 @@ def test_scores_are_computed_stored_and_served_in_mistakenness_order(app, client
                         json={"labels": [], "revision": revision, "editId": "review-test-1"})
     assert answer.status_code == 200, answer.text
     assert client.get(API, headers=_auth(alice)).json()["scores"] == "stale"
+
+
+def test_a_second_user_and_a_forged_worker_get_404(app, client, world, make_account, monkeypatch, tmp_path):
+    alice = world
+    bob = make_account("bob")
+    _score(app, client, alice, monkeypatch, tmp_path)
+    for method, path in (("GET", API), ("POST", API), ("DELETE", API), ("GET", API + "/images"),
+                         ("POST", API + "/next")):
+        answer = client.request(method, path, headers=_auth(bob))
+        assert answer.status_code == 404, (method, path, answer.text)
+    forged = client.post("/api/review/chunks", json={"results": []}, headers={TOKEN_HEADER: "forged"})
+    assert forged.status_code == 404
+    with app.state.lanner.db.session() as session:  # bob's calls changed nothing of alice's
+        assert all(row.reviewed_at is None for row in session.scalars(select(ImageScore)))
+        assert session.scalar(select(ReviewJob).where(ReviewJob.status != "completed")) is None
