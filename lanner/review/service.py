@@ -104,10 +104,11 @@ def request(session: Session, principal: Principal, dataset: Dataset, model_id: 
     record, label = _choice(session, principal, dataset, model_id)
     if not record.weights_sha256:
         raise Conflict(f"model '{label}' has no weights on this server", code="no_weights")
-    keys = list(session.scalars(select(DatasetItem.key).where(DatasetItem.manifest_id == dataset.manifest_id)
-                                .order_by(DatasetItem.name, DatasetItem.key)))
+    keys = list(session.scalars(select(DatasetItem.key).where(  # labelled images: the rest are "Label next"'s
+        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.labels.is_not(None))
+        .order_by(DatasetItem.name, DatasetItem.key)))
     if not keys:
-        raise Conflict("this dataset has no images to score", code="no_images")
+        raise Conflict("this dataset has no labelled images to review", code="no_labelled_images")
     imgsz = int((record.train_args or {}).get("imgsz") or 640)
     job = ReviewJob(dataset_id=dataset.id, owner_id=dataset.owner_id, model_id=record.id,
                     model_sha256=record.weights_sha256, model_label=label, revision=dataset.revision, imgsz=imgsz,
