@@ -47,7 +47,9 @@ class ReviewJob(TimestampMixin, Base):
 
 
 class ImageScore(Base):
-    """One image's scores from the dataset's latest job. ``uniqueness`` is NULL without an embedding analysis."""
+    """One image's scores from the dataset's latest job. ``mistakenness`` is the raw worst finding while the job
+    runs and the calibrated one (``scoring.calibrated``) once it completed; ``uniqueness`` is NULL without an
+    embedding analysis."""
 
     __tablename__ = "image_scores"
     __table_args__ = (Index("ix_image_scores_dataset_mistakenness", "dataset_id", "mistakenness"),)
@@ -58,4 +60,5 @@ class ImageScore(Base):
     mistakenness: Mapped[float] = mapped_column(Float, default=0.0)
     uniqueness: Mapped[float | None] = mapped_column(Float)
     findings: Mapped[list[Any]] = mapped_column(default=list)
+    kinds: Mapped[dict[str, Any]] = mapped_column(default=dict)  # raw worst score per kind (``scoring.calibrated``)
     reviewed_at: Mapped[datetime | None]

@@ -37,10 +37,16 @@ KEEP_FINDINGS = 5  # the worst findings kept per image, for the editor to say wh
 UNIQUENESS_K = 5
 
 
+KINDS = ("missing", "class", "loose", "spurious")
+CALIBRATION_QUANTILE = 95
+CALIBRATION_FLOOR = 0.05  # a kind this model almost never reports still needs this much to count
+
+
 @dataclass
 class Score:
     mistakenness: float
     findings: list[dict[str, Any]] = field(default_factory=list)
+    kinds: dict[str, float] = field(default_factory=dict)  # the worst finding of each kind
 
 
 def iou(a: list[float], b: list[float]) -> float:
@@ -88,8 +94,27 @@ def mistakenness(labels: list[dict[str, Any]], predictions: list[dict[str, Any]]
             o, p = max(mates, key=lambda m: float(m[1]["confidence"]) * m[0])
             found.append(_finding("loose", float(p["confidence"]) * (1.0 - o), label["bbox"], label=i, classId=cls,
                                   iou=round(o, 4), predicted=[round(float(v), 5) for v in p["bbox"]]))
+    kinds = {kind: max((f["score"] for f in found if f["kind"] == kind), default=0.0) for kind in KINDS}
     found = sorted((f for f in found if f["score"] >= 0.01), key=lambda f: -f["score"])
-    return Score(found[0]["score"] if found else 0.0, found[:KEEP_FINDINGS])
+    return Score(found[0]["score"] if found else 0.0, found[:KEEP_FINDINGS], kinds)
+
+
+def calibrated(kinds: list[dict[str, float]]) -> list[float]:
+    """The dataset's mistakenness, once every image is scored: each kind's score over what is usual for this
+    model on this dataset (its ``CALIBRATION_QUANTILE``-th percentile, at least ``CALIBRATION_FLOOR``), the
+    image's worst kind, over the dataset's worst (so 1 is the queue's head).
+
+    Why: a model's confidences are its own. One that is sure of nothing (a few epochs on a few hundred images
+    answers 0.3 to 0.6) finds a loose box or a doubtful label on every image and a missing box on almost none;
+    raw, the everyday doubts outrank the rare sure disagreements. Measured against each kind's own spread, a
+    missing box the model alone sees stands out as it should (docs/benchmarks.md "Review queue")."""
+    if not kinds:
+        return []
+    matrix = np.array([[row.get(kind, 0.0) for kind in KINDS] for row in kinds], np.float64)
+    usual = np.maximum(np.percentile(matrix, CALIBRATION_QUANTILE, axis=0), CALIBRATION_FLOOR)
+    worst = (matrix / usual).max(axis=1)
+    top = float(worst.max())
+    return (worst / top if top > 0 else worst).round(4).tolist()
 
 
 def uniqueness(sims: np.ndarray, rows: np.ndarray) -> np.ndarray:

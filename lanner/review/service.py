@@ -144,8 +144,8 @@ def remaining_keys(session: Session, job: ReviewJob) -> list[str]:
 
 def record_chunk(session: Session, ctx: AppContext, job: ReviewJob, results: list[dict[str, Any]]
                  ) -> dict[str, Any]:
-    """Score each image of a chunk once against its labels as they are now; with the last image, add uniqueness
-    and complete the job."""
+    """Score each image of a chunk once against its labels as they are now (raw, until ``finish`` calibrates
+    them); with the last image, finish the job."""
     wanted, done = set(job.keys), recorded_keys(session, job)
     fresh = {str(r["key"]): r for r in results if str(r.get("key")) in wanted and str(r["key"]) not in done}
     dataset = session.get(Dataset, job.dataset_id)
@@ -159,7 +159,7 @@ def record_chunk(session: Session, ctx: AppContext, job: ReviewJob, results: lis
             result.get("labels") or [], result.get("confidences") or [], strict=False)]
         score = scoring.mistakenness(item.labels or [] if item else [], predictions)
         session.merge(ImageScore(dataset_id=dataset.id, key=key, job_id=job.id, mistakenness=score.mistakenness,
-                                 uniqueness=None, findings=score.findings, reviewed_at=None))
+                                 uniqueness=None, findings=score.findings, kinds=score.kinds, reviewed_at=None))
     job.processed += len(fresh)
     session.flush()
     if job.status in jobs.LAUNCHED and job.processed >= job.total:
@@ -168,9 +168,14 @@ def record_chunk(session: Session, ctx: AppContext, job: ReviewJob, results: lis
 
 
 def finish(session: Session, ctx: AppContext, job: ReviewJob, dataset: Dataset) -> None:
-    """The last image is in: scores of images no longer in the dataset go, uniqueness is added when the dataset
-    has an embedding analysis, and the job completes."""
+    """The last image is in: scores of images no longer in the dataset go, mistakenness is calibrated over the
+    whole dataset (``scoring.calibrated``), uniqueness is added when the dataset has an embedding analysis, and
+    the job completes."""
     session.execute(delete(ImageScore).where(ImageScore.dataset_id == dataset.id, ImageScore.job_id != job.id))
+    rows = list(session.scalars(select(ImageScore).where(ImageScore.dataset_id == dataset.id)))
+    for row, value in zip(rows, scoring.calibrated([row.kinds or {} for row in rows]), strict=True):
+        row.mistakenness = value
+    session.flush()
     add_uniqueness(session, ctx, dataset)
     jobs.complete(session, job)
 

@@ -50,7 +50,7 @@ def _score(app: Any, client: Any, alice: Any, monkeypatch: Any, tmp_path: Any) -
     original = http.client.request
 
     def spy(method: str, url: str, **kwargs: Any) -> Any:
-        if url.endswith("/api/review/chunks"):
+        if url.endswith("/api/review/chunks") and kwargs.get("content"):  # the worker's posts
             posted.extend(json.loads(kwargs["content"])["results"])
         return original(method, url, **kwargs)
 
@@ -76,10 +76,13 @@ def test_scores_are_computed_stored_and_served_in_mistakenness_order(app, client
         labels = {i.key: i.labels for i in session.scalars(select(DatasetItem).where(
             DatasetItem.manifest_id == dataset.manifest_id))}
         stored = {row.key: row.mistakenness for row in session.scalars(select(ImageScore))}
-    for result in posted:  # each image scored against its own labels and the predictions the worker posted
+    kinds = {}  # each image scored against its own labels and the predictions the worker posted, then calibrated
+    for result in posted:
         predictions = [{**p, "confidence": c} for p, c in zip(result["labels"], result["confidences"], strict=True)]
-        assert stored[result["key"]] == pytest.approx(scoring.mistakenness(labels[result["key"]],
-                                                                           predictions).mistakenness)
+        kinds[result["key"]] = scoring.mistakenness(labels[result["key"]], predictions).kinds
+    order = sorted(kinds)
+    assert [stored[k] for k in order] == pytest.approx(scoring.calibrated([kinds[k] for k in order]))
+    assert max(stored.values()) == 1.0
 
     images = client.get(API + "/images", headers=_auth(alice)).json()["images"]
     assert [i["key"] for i in images] == sorted(stored, key=lambda k: (-stored[k], k))

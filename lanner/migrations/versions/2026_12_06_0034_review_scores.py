@@ -68,6 +68,7 @@ def upgrade() -> None:
         sa.Column("mistakenness", sa.Float(), nullable=False),
         sa.Column("uniqueness", sa.Float(), nullable=True),
         sa.Column("findings", sa.JSON(), nullable=False),
+        sa.Column("kinds", sa.JSON(), nullable=False),
         sa.Column("reviewed_at", lanner.db.UTCDateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(["dataset_id"], ["datasets.id"], name=op.f("fk_image_scores_dataset_id_datasets"),
                                 ondelete="CASCADE"),
