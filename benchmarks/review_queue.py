@@ -31,10 +31,16 @@ from tests.trained import _train
 TITLE = "## Review queue (issue 31)"
 
 
+def queue(images: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recorded images ``[{name, labels, predictions, error}]`` in the Review queue's order: scored, calibrated
+    over the set (what the scores job does), highest first."""
+    values = scoring.calibrated([scoring.mistakenness(im["labels"], im["predictions"]).kinds for im in images])
+    return [im for _, im in sorted(zip(values, images, strict=True), key=lambda pair: -pair[0])]
+
+
 def rank(images: list[dict[str, Any]]) -> tuple[int, int, dict[str, int]]:
-    """(errors in the top 10 %, errors, per kind found) of recorded images ``[{name, labels, predictions, error}]``."""
-    scored = sorted(images, key=lambda im: -scoring.mistakenness(im["labels"], im["predictions"]).mistakenness)
-    top = scored[:max(1, len(scored) // 10)]
+    """(errors in the top 10 %, errors, per kind found) of recorded images."""
+    top = queue(images)[:max(1, len(images) // 10)]
     kinds: dict[str, int] = {}
     for image in top:
         if image["error"]:
@@ -69,21 +75,28 @@ def main() -> None:
     parser.add_argument("--errors", type=int, default=20)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--record", type=Path)
+    parser.add_argument("--from-recording", type=Path, help="score a recording again instead of training")
     parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "shapes"
-        data = make_detection_dataset(root, train=args.images, val=40, size=args.imgsz, seed=args.seed)
-        errors = inject(root / "labels" / "train", args.errors, seed=args.seed + 6)
-        started = time.monotonic()
-        weights = _train(Path(tmp), data, epochs=args.epochs, imgsz=args.imgsz, batch=16)
-        trained = time.monotonic() - started
-        images = record(root, weights, errors, args.imgsz)
+    if args.from_recording:
+        saved = json.loads(args.from_recording.read_text())
+        images, trained = saved["images"], float(saved["trainedSeconds"])
+        args.images, args.epochs, args.imgsz = len(images), saved["epochs"], saved["imgsz"]
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "shapes"
+            data = make_detection_dataset(root, train=args.images, val=40, size=args.imgsz, seed=args.seed)
+            errors = inject(root / "labels" / "train", args.errors, seed=args.seed + 6)
+            started = time.monotonic()
+            weights = _train(Path(tmp), data, epochs=args.epochs, imgsz=args.imgsz, batch=16)
+            trained = time.monotonic() - started
+            images = record(root, weights, errors, args.imgsz)
     found, total, kinds = rank(images)
     share = found / total
     print(f"{found}/{total} injected errors in the top 10 % ({share:.0%}); by kind {kinds}; training {trained:.0f} s")
     if args.record:
-        args.record.write_text(json.dumps({"imgsz": args.imgsz, "epochs": args.epochs, "images": images},
+        args.record.write_text(json.dumps({"imgsz": args.imgsz, "epochs": args.epochs, "seed": args.seed,
+                                           "trainedSeconds": round(trained), "images": images},
                                           separators=(",", ":")) + "\n")
     if args.write_doc:
         load = os.getloadavg()[0]
