@@ -245,6 +245,11 @@ def view(dataset: Dataset, row: ImageScore, name: str | None = None) -> dict[str
             "findings": row.findings, "reviewed": row.reviewed_at is not None}
 
 
+def image_score(session: Session, dataset: Dataset, key: str) -> dict[str, Any] | None:
+    row = session.get(ImageScore, (dataset.id, key))
+    return None if row is None else view(dataset, row)
+
+
 def next_for_review(session: Session, dataset: Dataset, *, restart: bool = False) -> dict[str, Any] | None:
     """The unreviewed image with the highest mistakenness, marked reviewed (this pass); None when the pass has
     seen every scored image (``restart`` begins a new pass) or there are no scores."""

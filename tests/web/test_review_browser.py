@@ -43,6 +43,7 @@ def test_review_opens_the_most_mistaken_image_first(page, web_server: WebServer,
     page.locator("#an-review").click()
     page.wait_for_url(f"**/datasets/alice/shapes/annotate/{ranked[0]['key']}?review=1")
     expect(page.locator("#an-status")).not_to_have_attribute("data-state", "loading")
+    expect(page.locator("#an-review-why")).to_contain_text(f"mistakenness {ranked[0]['mistakenness']:.2f}")
     screenshot(page, "review-first")
     page.locator("#an-review").click()  # the first is reviewed in this pass: the second comes next
     page.wait_for_url(f"**/datasets/alice/shapes/annotate/{ranked[1]['key']}?review=1")
