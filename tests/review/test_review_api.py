@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import select
 
 from lanner.autolabel.worker import SPEC_ENV, TOKEN_HEADER
 from lanner.datasets.models import Dataset, DatasetItem
+from lanner.db import utcnow
+from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
 from lanner.review import scoring
 from lanner.review.models import ImageScore, ReviewJob
 from tests.autolabel.conftest import InProcessHTTP, detector, run_worker, shapes_dataset
@@ -113,3 +116,36 @@ def test_a_second_user_and_a_forged_worker_get_404(app, client, world, make_acco
     with app.state.lanner.db.session() as session:  # bob's calls changed nothing of alice's
         assert all(row.reviewed_at is None for row in session.scalars(select(ImageScore)))
         assert session.scalar(select(ReviewJob).where(ReviewJob.status != "completed")) is None
+
+
+def test_uniqueness_comes_from_the_datasets_embedding_analysis(app, client, world, monkeypatch, tmp_path):
+    """With a completed analysis (its vectors stored as the embedding worker stores them), the job's finish gives
+    every image a uniqueness: the image whose vector is far from all others 1.0, the rest below."""
+    alice = world
+    rng = np.random.default_rng(4)
+    with app.state.lanner.db.session() as session:
+        dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
+        rows = sorted(session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
+            DatasetItem.manifest_id == dataset.manifest_id)))
+        digest = "e" * 64
+        session.add(EmbeddingJob(dataset_id=dataset.id, owner_id=dataset.owner_id, model_sha256=digest,
+                                 model_label="ul://alice/shapes/tiny", revision=dataset.revision, imgsz=64,
+                                 status="completed", completed_at=utcnow()))
+        base = rng.normal(size=16)
+        for n, (_, sha) in enumerate(rows):
+            vector = base + rng.normal(size=16) * (3.0 if n == 0 else 0.1)
+            vector = (vector / np.linalg.norm(vector)).astype(np.float32)
+            session.add(ImageEmbedding(model_sha256=digest, image_sha256=sha, dim=16, vector=vector.tobytes()))
+    _score(app, client, alice, monkeypatch, tmp_path)
+    images = client.get(API + "/images?sort=uniqueness", headers=_auth(alice)).json()["images"]
+    assert len(images) == len(rows) and all(0.0 <= image["uniqueness"] <= 1.0 for image in images)
+    assert images[0]["key"] == rows[0][0] and images[0]["uniqueness"] == 1.0 and images[1]["uniqueness"] < 0.9
+
+
+def test_without_a_model_that_knows_the_classes_the_answer_says_what_to_do(app, client, make_account, tmp_path):
+    bob = make_account("bob")
+    shapes_dataset(app, tmp_path, "bob", unlabelled=0)
+    answer = client.post("/api/datasets/bob/shapes/review", headers=_auth(bob))
+    assert answer.status_code == 409 and answer.json()["code"] == "no_review_model"
+    assert "train a model" in answer.json()["error"]
+    assert client.get("/api/datasets/bob/shapes/review", headers=_auth(bob)).json()["scores"] == "none"
