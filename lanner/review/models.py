@@ -2,8 +2,8 @@
 
 A ``ReviewJob`` runs one model (its weights' digest kept) over a dataset as it was at ``revision``; each image's
 predictions come back in chunks and are scored against the image's labels then (``review.service``), one
-``ImageScore`` row per image, replaced by the next job. The scores are *fresh* while the dataset's revision and
-the model that would be picked are the job's (``service.freshness``): a label edit makes them stale, as it should
+``ImageScore`` row per image, replaced by the next job. The scores are *fresh* while the dataset's revision is the
+job's and its model still has the same weights (``service.freshness``): a label edit makes them stale, as it should
 (the edit may be the fix). ``reviewed_at`` marks what the editor's Review queue opened in this pass."""
 
 from __future__ import annotations

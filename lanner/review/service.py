@@ -8,8 +8,8 @@ inference, conversion and chunked hand-back, here with each box's confidence) at
 label with nothing under it shows; the server scores each image against its labels as the chunk arrives
 (``scoring.mistakenness``) and, with the last one, adds uniqueness from the dataset's embedding index.
 
-Scores are *fresh* while the dataset's revision and the model that would be picked now are the job's; *stale*
-scores still order the queue (and say so); *none* asks for a job."""
+Scores are *fresh* while the dataset's revision is the job's and its model still has the weights it scored with;
+*stale* scores still order the queue (and say so); *none* asks for a job."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from lanner.embeddings import index
 from lanner.embeddings import service as embeddings_service
 from lanner.errors import Conflict, Forbidden, NotFound, Unprocessable
 from lanner.inference import service as inference_service
+from lanner.projects.models import ModelRecord
 from lanner.review import jobs, scoring
 from lanner.review.models import ImageScore, ReviewJob
 
@@ -207,21 +208,22 @@ def add_uniqueness(session: Session, ctx: AppContext, dataset: Dataset) -> int:
 
 # --- reading -------------------------------------------------------------------------------------
 
-def freshness(session: Session, principal: Principal, dataset: Dataset, job: ReviewJob | None) -> str:
+def freshness(session: Session, dataset: Dataset, job: ReviewJob | None) -> str:
+    """``none`` (never scored), ``fresh`` (the labels are as scored and the job's model still has the weights it
+    scored with) or ``stale`` (a label edit since, or the model retrained or deleted: its scores still order the
+    queue)."""
     if job is None:
         return "none"
-    try:
-        digest = _choice(session, principal, dataset, None)[0].weights_sha256
-    except Conflict:  # the model was deleted since: its scores still order the queue
-        digest = job.model_sha256
-    return "fresh" if job.revision == dataset.revision and digest == job.model_sha256 else "stale"
+    model = session.get(ModelRecord, job.model_id) if job.model_id else None
+    same_model = model is not None and model.weights_sha256 == job.model_sha256
+    return "fresh" if job.revision == dataset.revision and same_model else "stale"
 
 
 def status(session: Session, principal: Principal, dataset: Dataset) -> dict[str, Any]:
     done, active = latest_job(session, dataset), active_job(session, dataset)
     reviewed = session.scalar(select(ImageScore.key).where(ImageScore.dataset_id == dataset.id,
                                                             ImageScore.reviewed_at.is_not(None)).limit(1))
-    return {"scores": freshness(session, principal, dataset, done),
+    return {"scores": freshness(session, dataset, done),
             "model": done.model_label if done else None, "scoredAt": iso(done.completed_at) if done else None,
             "revision": done.revision if done else None, "inPass": reviewed is not None,
             "activeJob": None if active is None else {

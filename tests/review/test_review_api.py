@@ -16,6 +16,7 @@ from lanner.autolabel.worker import SPEC_ENV, TOKEN_HEADER
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.db import utcnow
 from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
+from lanner.projects.models import ModelRecord
 from lanner.review import scoring
 from lanner.review.models import ImageScore, ReviewJob
 from tests.autolabel.conftest import InProcessHTTP, detector, run_worker, shapes_dataset
@@ -95,6 +96,13 @@ def test_scores_are_computed_stored_and_served_in_mistakenness_order(app, client
     again = client.post(API + "/next", json={"restart": True}, headers=_auth(alice)).json()["image"]
     assert again["key"] == images[0]["key"]
 
+    with app.state.lanner.db.session() as session:  # the model retrained: stale; its weights back: fresh again
+        model = session.get(ReviewJob, job_id).model_id
+        session.get(ModelRecord, model).weights_sha256 = "f" * 64
+    assert client.get(API, headers=_auth(alice)).json()["scores"] == "stale"
+    with app.state.lanner.db.session() as session:
+        session.get(ModelRecord, model).weights_sha256 = session.get(ReviewJob, job_id).model_sha256
+    assert client.get(API, headers=_auth(alice)).json()["scores"] == "fresh"
     key = images[0]["key"]  # a label edit: the scores are stale until computed again
     revision = client.get(f"/api/datasets/alice/shapes/annotate/{key}", headers=_auth(alice)).json()["revision"]
     answer = client.put(f"/api/datasets/alice/shapes/annotate/{key}", headers=_auth(alice),
