@@ -52,6 +52,8 @@ from lanner.operator.router import router as operator_router
 from lanner.overview.router import router as overview_router
 from lanner.periodic import BackgroundLoop
 from lanner.projects.router import router as projects_router
+from lanner.review.queue import ReviewQueue
+from lanner.review.router import router as review_router
 from lanner.storage.router import router as storage_router
 from lanner.teams.router import router as teams_router
 from lanner.training import views as training_views
@@ -73,6 +75,7 @@ from lanner.web.invitation_pages import router as invitation_pages
 from lanner.web.key_pages import router as key_pages
 from lanner.web.operator_pages import router as operator_pages
 from lanner.web.project_pages import router as project_pages
+from lanner.web.review_pages import router as review_pages
 from lanner.web.router import router as web_router
 from lanner.web.similar_strip import router as similar_strip
 from lanner.web.team_pages import router as team_pages
@@ -88,9 +91,10 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            accounts_router, overview_router, billing_router, projects_router, training_router, estimate_router,
            embeddings_router, datasets_router, integrations_router,
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
-           exports_router, autolabel_router, storage_router, assistant_router, teams_router, workflows_router,
-           web_router, account_pages, key_pages,
-           dataset_trash_pages, similar_strip, dataset_pages, annotate_pages, train_pages, deploy_pages, export_pages,
+           exports_router, autolabel_router, review_router, storage_router, assistant_router, teams_router,
+           workflows_router, web_router, account_pages, key_pages,
+           dataset_trash_pages, similar_strip, dataset_pages, annotate_pages, review_pages, train_pages, deploy_pages,
+           export_pages,
            team_pages, invitation_pages,
            docs_pages, explore_router, operator_router, operator_pages, workflow_pages,
            project_pages)  # project pages last: /{owner}/{project} is wide
@@ -113,6 +117,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     exports = ExportQueue(ctx)
     autolabel = AutolabelQueue(ctx)
     embeddings = EmbeddingQueue(ctx)
+    review = ReviewQueue(ctx)
     maintenance = Maintenance(ctx)
     upload_settler = UploadSettler(ctx)
     inference = Predictor.from_settings(settings)  # loads nothing until the first predict
@@ -127,6 +132,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         exports.start()
         autolabel.start()
         embeddings.start()
+        review.start()
         maintenance.start()
         upload_settler.start()
         deployments.start()
@@ -145,6 +151,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
         maintenance.stop()
         autolabel.stop()
         embeddings.stop()
+        review.stop()
         exports.stop()
         bucket_imports.stop()
         imports.stop()
@@ -167,6 +174,7 @@ def create_app(settings: Settings | None = None, *, migrate: bool = True, freeze
     app.state.exports = exports
     app.state.autolabel = autolabel
     app.state.embeddings = embeddings
+    app.state.review = review
     app.state.maintenance = maintenance
     app.state.upload_settler = upload_settler
     app.state.inference = inference
@@ -200,7 +208,7 @@ def background_loops(app: FastAPI) -> dict[str, BackgroundLoop]:
     supervisor): where a status view, or a lease among several server processes, reads their heartbeats."""
     state = app.state
     loops = (state.training.supervisor, state.imports, state.bucket_imports, state.exports, state.autolabel,
-             state.embeddings, state.maintenance, state.upload_settler, state.deployments.supervisor,
+             state.embeddings, state.review, state.maintenance, state.upload_settler, state.deployments.supervisor,
              state.deployments.requests, state.assistant)
     return {loop.name: loop for loop in loops}
 

@@ -207,6 +207,9 @@ class Settings(BaseSettings):
     embedding_poll_seconds: float = Field(default=1.0, ge=0, description="How often the embedding queue "
                                           "launches queued embedding jobs and polls running ones (a new job wakes "
                                           "it at once; 0: off).")
+    review_poll_seconds: float = Field(default=1.0, ge=0, description="How often the review scores queue "
+                                       "launches queued scores jobs and polls running ones (a new job wakes it at "
+                                       "once; 0: off).")
     embedding_workers: int = Field(default=1, ge=1, description="Embedding jobs the local executor runs at once; "
                                    "the rest wait as queued.")
     embedding_imgsz: int = Field(default=224, ge=0, description="The side, in pixels, images are resized to for "

@@ -14,6 +14,7 @@ from lanner.exports import models as _exports  # noqa: F401
 from lanner.gpus import models as _gpus  # noqa: F401
 from lanner.integrations import models as _integrations  # noqa: F401
 from lanner.projects import models as _projects  # noqa: F401
+from lanner.review import models as _review  # noqa: F401
 from lanner.status import StatusEvent as _status_events  # noqa: F401
 from lanner.storage import models as _storage  # noqa: F401
 from lanner.teams import models as _teams  # noqa: F401

@@ -115,7 +115,7 @@ def test_every_background_loop_of_the_app_is_one_and_beats(app: Any) -> None:
     loops = background_loops(app)
     assert sorted(loops) == ["lanner-assistant", "lanner-autolabel", "lanner-bucket-imports", "lanner-deployments",
                              "lanner-embeddings", "lanner-endpoint-log", "lanner-exports", "lanner-imports",
-                             "lanner-maintenance", "lanner-supervisor", "lanner-upload-settle"]
+                             "lanner-maintenance", "lanner-review", "lanner-supervisor", "lanner-upload-settle"]
     assert all(isinstance(loop, BackgroundLoop) for loop in loops.values())
     # Only the endpoint request log runs in every process (each logs its own requests); every other loop's work
     # is the cluster's, done by the one process holding its lease.

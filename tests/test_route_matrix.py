@@ -88,6 +88,8 @@ NOT_TENANT_SCOPED: dict[tuple[str, str], str] = {
     ("GET", "/api/storage/blobs/{sha256}/{filename}"): "signed URL: the signature is the credential",
     ("POST", "/api/autolabel/chunks"): "an auto-annotation worker's signed token is the credential (a forged one is "
                                        "404: tests/autolabel)",
+    ("POST", "/api/review/chunks"): "a review scores worker's signed token is the credential (a forged one is 404: "
+                                    "tests/review)",
     ("POST", "/api/auth/login"): "checks a username and password: without A's password there is nothing to reach",
     ("POST", "/api/integrations/roboflow/import"): "501 for every caller",
     ("POST", "/api/integrations/roboflow/preview"): "501 for every caller",

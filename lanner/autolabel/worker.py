@@ -63,7 +63,8 @@ def post_chunk(spec: dict[str, Any], results: list[dict[str, Any]]) -> dict[str,
 
 
 def label_chunk(model: Any, spec: dict[str, Any], images: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """The dataset labels the model predicts for ``images`` (only the boxes; confidences are not stored)."""
+    """The dataset labels the model predicts for ``images``, with their confidences (auto-annotation stores only
+    the boxes; the review scores job, which runs this worker too, weighs disagreements by them)."""
     # start-up cost: the server imports this module (SPEC_ENV) and needs neither OpenCV nor the conversion
     import cv2
     import numpy as np
@@ -81,7 +82,8 @@ def label_chunk(model: Any, spec: dict[str, Any], images: list[dict[str, str]]) 
     out = []
     for image, result in zip(images, results, strict=True):
         labels = convert.annotations(result, class_map=spec.get("classMap"))
-        out.append({"key": image["key"], "labels": labels["predictions"], "partial": labels["partial"]})
+        out.append({"key": image["key"], "labels": labels["predictions"], "partial": labels["partial"],
+                    "confidences": labels["confidences"]})
     return out
 
 

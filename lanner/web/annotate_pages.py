@@ -27,6 +27,7 @@ from lanner.errors import Forbidden, NotFound
 from lanner.http.deps import Ctx, DbSession
 from lanner.http.security_headers import allow_media
 from lanner.integrations import pixels
+from lanner.review import service as review_service
 from lanner.storage.signing import URLSigner
 from lanner.web.templating import PageUser, redirect, render
 
@@ -89,6 +90,8 @@ def annotate_page(owner: str, slug: str, image_key: str, request: Request, user:
         "selection": selection[:SELECTION - 1],
     }
     allow_media(request, pixels.link_origins(session, ctx.settings, dataset))  # bucket images, in the user's bucket
+    review = review_service.image_score(session, dataset, key) if request.query_params.get("review") else None
     return render(request, "annotate.html", {
         "dataset": dataset, "base": f"/datasets/{owner}/{dataset.slug}", "key": key, "editor": editor,
+        "review": review, "class_names": [str(n) for n in dataset.class_names or []],
     }, user=user, active="datasets")
