@@ -1,0 +1,374 @@
+// The dataset map (templates/dataset_map.html, lanner/web/map_pages.py): every image a point of its embedding's
+// 2-D layout, drawn by deck.gl (WebGL, one ScatterplotLayer over binary attributes: 200,000 points draw in a
+// frame, and picking for hover runs on the GPU). Colour by any field the server sends (a category: a palette and
+// a legend of names; a number: a colour ramp and its range with the unit). Hover shows the image's thumbnail
+// (the images API, one image, cached). The lasso (its button, or Shift while dragging) selects the points inside,
+// tested in the map's own coordinates; "Show in the grid" stores the selection on the server and opens the
+// dataset's grid filtered to it, with its paging, filters and bulk actions. While the map cannot be drawn yet
+// (embeddings or the layout being computed) the page shows where it stands and asks again every 2 s.
+// window.lannerMap exposes the drawn points' keys and screen positions for scripts (the browser test, the
+// benchmark), read-only.
+(function () {
+  'use strict';
+
+  const PALETTE = [[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],
+    [227, 119, 194], [127, 127, 127], [188, 189, 34], [23, 190, 207], [174, 199, 232], [255, 187, 120],
+    [152, 223, 138], [255, 152, 150], [197, 176, 213], [196, 156, 148], [247, 182, 210], [199, 199, 199],
+    [219, 219, 141], [158, 218, 229]];
+  const RAMP = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];  // viridis
+  const POLL_MS = 2000;
+  const LEGEND_ITEMS = 20;
+  const STATES = {none: 'map-none', embedding: 'map-progress', computing: 'map-computing', failed: 'map-failed',
+                  loading: 'map-ready', ready: 'map-ready'};
+
+  function $(id) { return document.getElementById(id); }
+
+  const root = $('map-view');
+  const map = {n: 0, keys: [], positions: null, fields: [], field: null, selected: null, count: 0, deck: null,
+               datasetId: '', thumbs: {}, hovered: -1};
+
+  function show(state) {
+    root.dataset.state = state;
+    Object.keys(STATES).forEach(function (name) { $(STATES[name]).hidden = STATES[name] !== STATES[state]; });
+  }
+
+  function fail(message) { lanner.showMessage(message, 'error'); }
+
+  function load() {
+    fetch(root.dataset.points, {credentials: 'same-origin'})
+      .then(function (response) {
+        return response.json().then(function (body) {
+          if (!response.ok) { throw new Error(body.error || 'The map could not be loaded.'); }
+          return body;
+        });
+      })
+      .then(function (body) {
+        if (body.state === 'ready') { draw(body); return; }
+        show(body.state);
+        if (body.state === 'embedding' && body.job && body.job.progress) {
+          const p = body.job.progress;
+          $('map-progress-bar').value = p.percent;
+          $('map-progress-text').textContent = 'Computing embeddings: ' + p.processed + ' of ' + p.total + ' images…';
+        }
+        if (body.state === 'failed') { $('map-failed-text').textContent = body.message; }
+        if (body.state !== 'none') { window.setTimeout(load, POLL_MS); }
+      })
+      .catch(function (error) { fail(error.message); });
+  }
+
+  // --- colours and legend --------------------------------------------------------------------------------------
+
+  function ramp(t) {
+    const at = Math.max(0, Math.min(1, t)) * (RAMP.length - 1);
+    const i = Math.min(RAMP.length - 2, Math.floor(at));
+    const f = at - i;
+    return RAMP[i].map(function (c, k) { return Math.round(c + (RAMP[i + 1][k] - c) * f); });
+  }
+
+  function range(values) {
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (let i = 0; i < values.length; i++) { lo = Math.min(lo, values[i]); hi = Math.max(hi, values[i]); }
+    return values.length ? [lo, hi] : [0, 0];
+  }
+
+  function colours() {
+    const field = map.field;
+    const out = new Uint8Array(map.n * 4);
+    const [lo, hi] = field.kind === 'number' ? range(field.values) : [0, 0];
+    for (let i = 0; i < map.n; i++) {
+      const rgb = field.kind === 'number' ? ramp(hi > lo ? (field.values[i] - lo) / (hi - lo) : 0.5)
+        : PALETTE[field.codes[i] % PALETTE.length];
+      out[4 * i] = rgb[0]; out[4 * i + 1] = rgb[1]; out[4 * i + 2] = rgb[2];
+      out[4 * i + 3] = map.selected ? (map.selected[i] ? 255 : 30) : 215;
+    }
+    return out;
+  }
+
+  function swatch(rgb) {
+    const dot = document.createElement('span');
+    dot.className = 'map-swatch';
+    dot.style.backgroundColor = 'rgb(' + rgb.join(',') + ')';  // the CSSOM, which the CSP allows
+    return dot;
+  }
+
+  function legend() {
+    const box = $('map-legend');
+    const field = map.field;
+    box.replaceChildren();
+    if (field.kind === 'number') {
+      const [lo, hi] = range(field.values);
+      const bar = document.createElement('canvas');
+      bar.width = 160; bar.height = 10; bar.className = 'map-ramp';
+      const ctx = bar.getContext('2d');
+      for (let x = 0; x < bar.width; x++) {
+        ctx.fillStyle = 'rgb(' + ramp(x / (bar.width - 1)).join(',') + ')';
+        ctx.fillRect(x, 0, 1, bar.height);
+      }
+      const low = document.createElement('span');
+      low.textContent = lo + ' ';
+      const high = document.createElement('span');
+      high.textContent = ' ' + hi + ' ' + field.unit;
+      box.append(field.label + ': ', low, bar, high);
+      return;
+    }
+    const counts = new Array(field.names.length).fill(0);
+    for (let i = 0; i < map.n; i++) { counts[field.codes[i]] += 1; }
+    const order = counts.map(function (c, i) { return i; }).filter(function (i) { return counts[i] > 0; })
+      .sort(function (a, b) { return counts[b] - counts[a]; });
+    const list = document.createElement('ul');
+    list.className = 'map-legend-list';
+    order.slice(0, LEGEND_ITEMS).forEach(function (code) {
+      const item = document.createElement('li');
+      item.append(swatch(PALETTE[code % PALETTE.length]), field.names[code] + ' ');
+      const count = document.createElement('span');
+      count.className = 'muted';
+      count.textContent = counts[code] + ' image' + (counts[code] === 1 ? '' : 's');
+      item.append(count);
+      list.append(item);
+    });
+    if (order.length > LEGEND_ITEMS) {
+      const more = document.createElement('li');
+      more.className = 'muted';
+      more.textContent = (order.length - LEGEND_ITEMS) + ' more (colours repeat)';
+      list.append(more);
+    }
+    box.append(list);
+  }
+
+  function layer() {
+    const radius = map.n > 50000 ? 1.5 : map.n > 5000 ? 2.5 : 5;
+    return new deck.ScatterplotLayer({
+      id: 'points', data: {length: map.n, attributes: {
+        getPosition: {value: map.positions, size: 3},
+        getFillColor: {value: colours(), size: 4, normalized: true}}},
+      radiusUnits: 'pixels', getRadius: radius, radiusMinPixels: radius, stroked: false, pickable: true,
+    });
+  }
+
+  function recolour() {
+    map.deck.setProps({layers: [layer()]});
+    legend();
+  }
+
+  // --- drawing -------------------------------------------------------------------------------------------------
+
+  function fit() {
+    const area = $('map-canvas');
+    let x0 = Infinity; let x1 = -Infinity; let y0 = Infinity; let y1 = -Infinity;
+    for (let i = 0; i < map.n; i++) {
+      const x = map.positions[3 * i]; const y = map.positions[3 * i + 1];
+      x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+    }
+    if (!map.n) { x0 = y0 = -1; x1 = y1 = 1; }
+    const scale = Math.min(area.clientWidth / Math.max(x1 - x0, 1e-6), area.clientHeight / Math.max(y1 - y0, 1e-6));
+    return {target: [(x0 + x1) / 2, (y0 + y1) / 2, 0], zoom: Math.log2(scale * 0.85), minZoom: -10, maxZoom: 24};
+  }
+
+  function summary(body) {
+    const when = body.updatedAt ? new Date(body.updatedAt).toLocaleString() : '';
+    $('map-summary').textContent = body.count + ' image' + (body.count === 1 ? '' : 's') +
+      (when ? ' · laid out ' + when : '');
+    if (body.stale || body.missing) {
+      $('map-missing').textContent = body.missing ? body.missing + ' image' + (body.missing === 1 ? ' is' : 's are') +
+        ' not on it yet' : 'images were removed or replaced';
+      $('map-stale').hidden = false;
+      if ($('map-reanalyse')) { $('map-reanalyse').hidden = false; }
+    }
+  }
+
+  function draw(body) {
+    show('ready');
+    summary(body);
+    map.n = body.count;
+    map.keys = body.keys;
+    map.datasetId = body.datasetId;
+    map.fields = body.fields;
+    map.positions = new Float32Array(map.n * 3);
+    for (let i = 0; i < map.n; i++) { map.positions[3 * i] = body.x[i]; map.positions[3 * i + 1] = body.y[i]; }
+    const select = $('map-colour');
+    select.replaceChildren();
+    map.fields.forEach(function (field) {
+      const option = document.createElement('option');
+      option.value = field.name;
+      option.textContent = field.label + (field.kind === 'number' ? ' (' + field.unit + ')' : '');
+      select.append(option);
+    });
+    const cluster = map.fields.find(function (f) { return f.name === 'cluster'; });
+    map.field = cluster && cluster.names.length > 1 ? cluster
+      : map.fields.find(function (f) { return f.name === 'class'; }) || map.fields[0];
+    select.value = map.field.name;
+    let painted = false;
+    map.deck = new deck.Deck({
+      parent: $('map-canvas'), views: new deck.OrthographicView({id: 'map'}), initialViewState: fit(),
+      controller: {doubleClickZoom: false}, layers: [layer()], onHover: hover,
+      getCursor: function (state) { return state.isDragging ? 'grabbing' : state.isHovering ? 'pointer' : 'grab'; },
+      onAfterRender: function () {
+        if (painted) { return; }
+        painted = true;
+        root.dataset.paintedMs = String(Math.round(performance.now()));  // since navigation: the benchmark's
+        root.dataset.state = 'ready';
+        $('map-loading').hidden = true;
+      },
+    });
+    legend();
+  }
+
+  // --- hover ---------------------------------------------------------------------------------------------------
+
+  function thumbnail(index, done) {
+    const key = map.keys[index];
+    if (map.thumbs[key]) { done(map.thumbs[key]); return; }
+    lanner.fetch(root.dataset.images, {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                       body: JSON.stringify({imageIds: [map.datasetId + '-' + key]})})
+      .then(function (response) { return response.ok ? response.json() : {images: []}; })
+      .then(function (answer) {
+        const image = answer.images[0];
+        if (image) { map.thumbs[key] = image; done(image); }
+      });
+  }
+
+  function hover(info) {
+    const tip = $('map-tooltip');
+    if (!info.picked || info.index < 0) { tip.hidden = true; map.hovered = -1; return; }
+    map.hovered = info.index;
+    tip.style.left = Math.round(info.x + 14) + 'px';  // the CSSOM, which the CSP allows
+    tip.style.top = Math.round(info.y + 14) + 'px';
+    $('map-tooltip-name').textContent = '…';
+    $('map-tooltip-img').removeAttribute('src');
+    tip.hidden = false;
+    const index = info.index;
+    thumbnail(index, function (image) {
+      if (map.hovered !== index) { return; }
+      $('map-tooltip-img').src = image.thumbnailUrl || '';
+      $('map-tooltip-img').alt = image.name;
+      $('map-tooltip-name').textContent = image.name + ' · ' + image.split + ' · ' + image.labelCount + ' label' +
+        (image.labelCount === 1 ? '' : 's');
+    });
+  }
+
+  // --- lasso ---------------------------------------------------------------------------------------------------
+
+  const lasso = {on: false, path: null};
+
+  function lassoMode(on) {
+    lasso.on = on;
+    $('map-lasso').setAttribute('aria-pressed', on ? 'true' : 'false');
+    $('map-area').classList.toggle('map-lasso-on', on);
+  }
+
+  function paintPath() {
+    const canvas = $('map-lasso-layer');
+    const ctx = canvas.getContext('2d');
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    if (!lasso.path || lasso.path.length < 2) { return; }
+    ctx.beginPath();
+    lasso.path.forEach(function (p, i) { if (i) { ctx.lineTo(p[0], p[1]); } else { ctx.moveTo(p[0], p[1]); } });
+    ctx.closePath();
+    ctx.fillStyle = 'rgba(36, 86, 214, 0.12)';
+    ctx.strokeStyle = lanner.cssColor('--accent', '#2456d6');
+    ctx.lineWidth = 2;
+    ctx.fill();
+    ctx.stroke();
+  }
+
+  function inside(polygon, x, y) {
+    let hit = false;
+    for (let i = 0, j = polygon.length - 1; i < polygon.length; j = i++) {
+      const [xi, yi] = polygon[i]; const [xj, yj] = polygon[j];
+      if ((yi > y) !== (yj > y) && x < (xj - xi) * (y - yi) / (yj - yi) + xi) { hit = !hit; }
+    }
+    return hit;
+  }
+
+  function selectInside(path) {
+    const viewport = map.deck.getViewports()[0];
+    const polygon = path.map(function (p) { return viewport.unproject(p); });
+    const xs = polygon.map(function (p) { return p[0]; });
+    const ys = polygon.map(function (p) { return p[1]; });
+    const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+    const selected = new Uint8Array(map.n);
+    let count = 0;
+    for (let i = 0; i < map.n; i++) {
+      const x = map.positions[3 * i]; const y = map.positions[3 * i + 1];
+      if (x >= x0 && x <= x1 && y >= y0 && y <= y1 && inside(polygon, x, y)) { selected[i] = 1; count += 1; }
+    }
+    map.selected = count ? selected : null;
+    map.count = count;
+    $('map-selected').hidden = !count;
+    $('map-selected-count').textContent = count + ' image' + (count === 1 ? '' : 's') + ' selected';
+    recolour();
+  }
+
+  function point(event) {
+    const box = $('map-lasso-layer').getBoundingClientRect();
+    return [event.clientX - box.left, event.clientY - box.top];
+  }
+
+  function bindLasso() {
+    const layerCanvas = $('map-lasso-layer');
+    new ResizeObserver(function () {
+      layerCanvas.width = layerCanvas.clientWidth;
+      layerCanvas.height = layerCanvas.clientHeight;
+    }).observe(layerCanvas);
+    $('map-lasso').addEventListener('click', function () { lassoMode(!lasso.on); });
+    document.addEventListener('keydown', function (event) { if (event.key === 'Shift' && map.deck) { lassoMode(true); } });
+    document.addEventListener('keyup', function (event) { if (event.key === 'Shift' && map.deck) { lassoMode(false); } });
+    layerCanvas.addEventListener('pointerdown', function (event) {
+      lasso.path = [point(event)];
+      layerCanvas.setPointerCapture(event.pointerId);
+      $('map-tooltip').hidden = true;
+    });
+    layerCanvas.addEventListener('pointermove', function (event) {
+      if (lasso.path) { lasso.path.push(point(event)); paintPath(); }
+    });
+    layerCanvas.addEventListener('pointerup', function () {
+      const path = lasso.path;
+      lasso.path = null;
+      paintPath();
+      if (path && path.length > 2 && map.deck) { selectInside(path); }
+    });
+    $('map-clear').addEventListener('click', function () {
+      map.selected = null; map.count = 0; $('map-selected').hidden = true; recolour();
+    });
+    $('map-open').addEventListener('click', openInGrid);
+    $('map-reset').addEventListener('click', function () {
+      if (map.deck) { map.deck.setProps({initialViewState: Object.assign(fit(), {transitionDuration: 0})}); }
+    });
+    $('map-colour').addEventListener('change', function (event) {
+      map.field = map.fields.find(function (f) { return f.name === event.target.value; });
+      recolour();
+    });
+  }
+
+  function openInGrid() {
+    if (!map.selected) { return; }
+    const keys = [];
+    for (let i = 0; i < map.n; i++) { if (map.selected[i]) { keys.push(map.keys[i]); } }
+    $('map-open').disabled = true;
+    lanner.fetch(root.dataset.selection, {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                          body: JSON.stringify({keys: keys})})
+      .then(function (response) {
+        return response.json().then(function (answer) {
+          if (!response.ok) { throw new Error(answer.error || 'The selection could not be kept.'); }
+          window.location.assign(answer.url);
+        });
+      })
+      .catch(function (error) { $('map-open').disabled = false; fail(error.message); });
+  }
+
+  window.lannerMap = {
+    get keys() { return map.keys.slice(); },
+    screenPosition: function (index) {  // page coordinates of point ``index``
+      const [x, y] = map.deck.getViewports()[0].project([map.positions[3 * index], map.positions[3 * index + 1]]);
+      const box = $('map-canvas').getBoundingClientRect();
+      return [box.left + x, box.top + y];
+    },
+  };
+
+  document.addEventListener('DOMContentLoaded', function () {
+    if (!root || !window.deck) { return; }
+    bindLasso();
+    if (root.dataset.state !== 'none') { load(); }
+  });
+})();
