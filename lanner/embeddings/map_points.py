@@ -11,6 +11,8 @@ point + its unit), so a per-image score (uniqueness, a model's confidence) is on
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -20,43 +22,56 @@ from sqlalchemy.orm import Session
 from lanner.accounts.principal import Principal
 from lanner.config import Settings
 from lanner.datasets import service as datasets_service
-from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
+from lanner.datasets.models import Dataset, DatasetItem
 from lanner.datasets.records import SPLITS
-from lanner.db import iso
+from lanner.db import after_commit, iso
 from lanner.embeddings import maps, schemas
+from lanner.embeddings.models import EmbeddingLayout
 from lanner.embeddings.service import active_job
 from lanner.errors import Conflict
 
 MAX_POINTS = 200_000
+KEEP_IN_MEMORY = 2  # (dataset, revision, layout) -> the columns: a reload or a second tab costs no SQL
+_lock = threading.Lock()
+_columns: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
 
 
-def _category(name: str, label: str, names: list[str], codes: list[int]) -> dict[str, Any]:
+def _category(name: str, label: str, names: list[str], codes: np.ndarray) -> dict[str, Any]:
     return {"name": name, "label": label, "kind": "category", "names": names, "codes": codes}
 
 
-def _number(name: str, label: str, unit: str, values: list[float]) -> dict[str, Any]:
+def _number(name: str, label: str, unit: str, values: np.ndarray) -> dict[str, Any]:
     return {"name": name, "label": label, "kind": "number", "unit": unit, "values": values}
 
 
-def _fields(dataset: Dataset, rows: list[Any], cluster: np.ndarray) -> list[dict[str, Any]]:
-    """Each point's colour-by values, in ``rows``' order."""
-    names = list(dataset.class_names or [])
+def _class_codes(class_lists: tuple[str, ...], names: list[str]) -> np.ndarray:
+    """The one class of each image; ``len(names)`` for several, ``len(names) + 1`` for none. Few distinct
+    ``class_list`` values in a dataset: each is parsed once."""
     several, unlabelled = len(names), len(names) + 1
+    parsed: dict[str, int] = {}
+    for value in set(class_lists):
+        present = [int(c) for c in value.strip(",").split(",") if c]
+        parsed[value] = (present[0] if len(present) == 1 and present[0] < len(names)
+                         else several if present else unlabelled)
+    return np.fromiter((parsed[v] for v in class_lists), np.int32, len(class_lists))
+
+
+def _fields(dataset: Dataset, columns: dict[str, tuple[Any, ...]], cluster: np.ndarray) -> list[dict[str, Any]]:
+    """Each point's colour-by values, in the points' order."""
+    names = list(dataset.class_names or [])
     splits = {s: n for n, s in enumerate(SPLITS)}
-    classes, labelled = [], []
-    for row in rows:
-        present = [c for c in row.class_list.strip(",").split(",") if c]
-        classes.append(int(present[0]) if len(present) == 1 and int(present[0]) < len(names)
-                       else several if present else unlabelled)
-        labelled.append(0 if row.label_count > 0 or row.class_id is not None else 1)
+    label_count = np.asarray(columns["label_count"], np.int32)
+    has_class = np.fromiter((c is not None for c in columns["class_id"]), bool, len(label_count))
     clusters = int(cluster.max()) + 1 if cluster.size else 0
     return [
-        _category("cluster", "Cluster", [f"Cluster {n + 1}" for n in range(clusters)], cluster.tolist()),
-        _category("split", "Split", [*SPLITS, "none"], [splits.get(r.split, len(SPLITS)) for r in rows]),
-        _category("class", "Class", [*names, "Several classes", "No class"], classes),
-        _category("labelled", "Label status", ["Labelled", "Unlabelled"], labelled),
-        _number("labels", "Labels", "labels per image", [int(r.label_count) for r in rows]),
-        _number("size", "File size", "KiB", [round(int(r.size) / 1024, 1) for r in rows]),
+        _category("cluster", "Cluster", [f"Cluster {n + 1}" for n in range(clusters)], cluster.astype(np.int32)),
+        _category("split", "Split", [*SPLITS, "none"],
+                  np.fromiter((splits.get(s, len(SPLITS)) for s in columns["split"]), np.int32, len(label_count))),
+        _category("class", "Class", [*names, "Several classes", "No class"],
+                  _class_codes(columns["class_list"], names)),
+        _category("labelled", "Label status", ["Labelled", "Unlabelled"],
+                  np.where((label_count > 0) | has_class, 0, 1).astype(np.int32)),
+        _number("labels", "Labels", "labels per image", label_count),
     ]
 
 
@@ -65,12 +80,54 @@ def _progress(session: Session, dataset: Dataset) -> dict[str, Any] | None:
     return schemas.active_job(job) if job is not None else None
 
 
+def _read_columns(session: Session, dataset: Dataset, row: EmbeddingLayout) -> dict[str, Any]:
+    """The points of the dataset's images that are on the map, in item order, and how many are not."""
+    drawn = maps._points(row)
+    found = session.execute(
+        select(DatasetItem.key, DatasetItem.sha256, DatasetItem.split, DatasetItem.class_list,
+               DatasetItem.class_id, DatasetItem.label_count)
+        .where(DatasetItem.manifest_id == dataset.manifest_id).order_by(DatasetItem.id)).tuples().all()
+    total = len(found)
+    at = [drawn.rows.get(item[1]) for item in found]
+    kept = [n for n, a in enumerate(at) if a is not None][:MAX_POINTS]
+    index = np.fromiter((at[n] for n in kept), np.int64, len(kept))
+    placed = [found[n] for n in kept]
+    names = ("key", "sha256", "split", "class_list", "class_id", "label_count")
+    columns = dict(zip(names, zip(*placed, strict=True), strict=True)) if placed else {n: () for n in names}
+    xy = np.round(drawn.xy[index], 4) if index.size else np.zeros((0, 2), np.float32)
+    return {"count": len(placed), "missing": total - len(placed), "keys": list(columns["key"]),
+            "x": np.ascontiguousarray(xy[:, 0]), "y": np.ascontiguousarray(xy[:, 1]),
+            "fields": _fields(dataset, columns, drawn.cluster[index] if index.size else np.zeros(0, np.int32))}
+
+
+def _columns_of(session: Session, dataset: Dataset, row: EmbeddingLayout) -> dict[str, Any]:
+    """``_read_columns``, kept per (dataset, revision, layout): every content change bumps the revision
+    (``datasets.service.touch``). Kept once the reading transaction committed, as ``datasets.service`` keeps
+    its counts."""
+    key = (dataset.id, dataset.manifest_id, dataset.revision, iso(row.computed_at), tuple(dataset.class_names or ()))
+    with _lock:
+        if key in _columns:
+            _columns.move_to_end(key)
+            return _columns[key]
+    value = _read_columns(session, dataset, row)
+
+    def keep() -> None:
+        with _lock:
+            _columns[key] = value
+            while len(_columns) > KEEP_IN_MEMORY:
+                _columns.popitem(last=False)
+
+    after_commit(session, keep)
+    return value
+
+
 def points(session: Session, principal: Principal, settings: Settings, *, owner: str, slug: str
            ) -> tuple[dict[str, Any], bool]:
-    """The map of ``owner/slug`` for the page, and whether the caller must commit and wake the embedding queue
-    (a large dataset's layout was asked for). ``state``: ``none`` (no embeddings: the page offers to compute
+    """The map of ``owner/slug`` for the page (numbers as numpy arrays: ``orjson`` with
+    ``OPT_SERIALIZE_NUMPY`` writes them), and whether the caller must commit and wake the embedding queue (a
+    large dataset's layout was asked for). ``state``: ``none`` (no embeddings: the page offers to compute
     them), ``embedding`` (the job's ``progress``), ``computing`` (the layout), ``failed`` (it is computed
-    again) or ``ready`` (``keys``, ``x``, ``y``, ``fields``; ``analysing`` when a newer analysis runs)."""
+    again) or ``ready`` (``keys``, ``x``, ``y``, ``fields``; ``job`` when a newer analysis runs)."""
     dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slug)
     body: dict[str, Any] = {"classes": list(dataset.class_names or []), "job": _progress(session, dataset)}
     try:
@@ -81,19 +138,6 @@ def points(session: Session, principal: Principal, settings: Settings, *, owner:
         return {**body, "state": state, "message": refused.message}, False
     if row is None:
         return {**body, "state": "computing", "message": "the map of this dataset is being computed"}, True
-    drawn = maps._points(row)
-    items = session.execute(
-        select(DatasetItem.key, DatasetItem.sha256, DatasetItem.split, DatasetItem.class_list,
-               DatasetItem.class_id, DatasetItem.label_count, ImageBlob.size)
-        .join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
-        .where(DatasetItem.manifest_id == dataset.manifest_id).order_by(DatasetItem.id)).all()
-    at = [drawn.rows.get(item.sha256) for item in items]
-    placed = [item for item, n in zip(items, at, strict=True) if n is not None][:MAX_POINTS]
-    index = np.array([n for n in at if n is not None][:MAX_POINTS], dtype=np.int64)
-    xy = drawn.xy[index] if index.size else np.zeros((0, 2), np.float32)
-    stale = newer or maps._is_stale(session, dataset, row, drawn)
-    return {**body, "state": "ready", "count": len(placed), "missing": len(items) - len(placed),
-            "stale": stale, "updatedAt": iso(row.computed_at), "datasetId": dataset.id,
-            "keys": [item.key for item in placed],
-            "x": np.round(xy[:, 0].astype(np.float64), 4).tolist(), "y": np.round(xy[:, 1].astype(np.float64), 4).tolist(),
-            "fields": _fields(dataset, placed, drawn.cluster[index] if index.size else np.zeros(0, np.int32))}, False
+    stale = newer or maps._is_stale(session, dataset, row, maps._points(row))
+    return {**body, "state": "ready", "stale": stale, "updatedAt": iso(row.computed_at), "datasetId": dataset.id,
+            **_columns_of(session, dataset, row)}, False

@@ -9,9 +9,9 @@ its map; a selection is its maker's alone."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
+import orjson
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
@@ -56,7 +56,7 @@ def map_points_json(owner: str, slug: str, request: Request, user: PageUser, ses
     body, wake = map_points.points(session, user, ctx.settings, owner=owner, slug=slug)
     if wake:
         after_commit(session, request.app.state.embeddings.wake)
-    return Response(json.dumps(body, separators=(",", ":")), media_type="application/json",
+    return Response(orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 
 

@@ -7,17 +7,28 @@ placement, so no UMAP runs here (tests/embeddings/test_clustering.py covers comp
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from sqlalchemy import select
 
 from lanner.datasets.models import DatasetItem, ImageSelection
 from lanner.db import utcnow
 from lanner.embeddings import jobs, maps
 from lanner.embeddings.models import EmbeddingJob, EmbeddingLayout
-from tests.web.pages import sign_in, soup, text, token_of
+from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
 from tests.web.test_dataset_pages import TRAIN, VAL, add_dataset, thumbs
-from tests.web.test_similar_pages import DIGEST, _dataset, alice, bob, embed  # noqa: F401 (fixtures)
+from tests.web.test_similar_pages import DIGEST, _dataset, embed
 
 IMAGES = TRAIN + VAL + 2
+
+
+@pytest.fixture
+def alice(make_account):
+    return make_account("alice", password=PASSWORD)
+
+
+@pytest.fixture
+def bob(make_account):
+    return make_account("bob", password=PASSWORD)
 
 
 def queue_job(app, owner: str = "alice", slug: str = "shapes") -> str:
@@ -79,7 +90,7 @@ def test_the_map_is_a_click_from_the_dataset_and_leads_from_no_embeddings_to_poi
     assert len(body["keys"]) == len(body["x"]) == len(body["y"]) == IMAGES
     assert [(x, y) for x, y in zip(body["x"], body["y"], strict=True)] == [placed[k] for k in body["keys"]]
     fields = {f["name"]: f for f in body["fields"]}
-    assert set(fields) == {"cluster", "split", "class", "labelled", "labels", "size"}
+    assert set(fields) == {"cluster", "split", "class", "labelled", "labels"}
     assert all(len(f.get("codes") or f.get("values")) == IMAGES for f in fields.values())
     assert fields["labels"]["kind"] == "number" and fields["labels"]["unit"] == "labels per image"
     unlabelled = fields["labelled"]["codes"].count(1)

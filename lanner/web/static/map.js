@@ -3,8 +3,8 @@
 // frame, and picking for hover runs on the GPU). Colour by any field the server sends (a category: a palette and
 // a legend of names; a number: a colour ramp and its range with the unit). Hover shows the image's thumbnail
 // (the images API, one image, cached). The lasso (its button, or Shift while dragging) selects the points inside,
-// tested in the map's own coordinates; "Show in the grid" stores the selection on the server and opens the
-// dataset's grid filtered to it, with its paging, filters and bulk actions. While the map cannot be drawn yet
+// tested in the map's own coordinates; the selection is then stored on the server and the dataset's grid filtered
+// to it shows under the map, with its paging and bulk actions (or on the dataset page, with its filters too). While the map cannot be drawn yet
 // (embeddings or the layout being computed) the page shows where it stands and asks again every 2 s.
 // window.lannerMap exposes the drawn points' keys and screen positions for scripts (the browser test, the
 // benchmark), read-only.
@@ -177,8 +177,7 @@
     }
   }
 
-  function draw(body) {
-    show('ready');
+  function points(body) {
     summary(body);
     map.n = body.count;
     map.keys = body.keys;
@@ -186,6 +185,11 @@
     map.fields = body.fields;
     map.positions = new Float32Array(map.n * 3);
     for (let i = 0; i < map.n; i++) { map.positions[3 * i] = body.x[i]; map.positions[3 * i + 1] = body.y[i]; }
+  }
+
+  function draw(body) {
+    show('ready');
+    points(body);
     const select = $('map-colour');
     select.replaceChildren();
     map.fields.forEach(function (field) {
@@ -298,6 +302,7 @@
     $('map-selected').hidden = !count;
     $('map-selected-count').textContent = count + ' image' + (count === 1 ? '' : 's') + ' selected';
     recolour();
+    showSelection();
   }
 
   function point(event) {
@@ -323,15 +328,17 @@
       if (lasso.path) { lasso.path.push(point(event)); paintPath(); }
     });
     layerCanvas.addEventListener('pointerup', function () {
+      root.dataset.lassoMs = String(Math.round(performance.now()));  // the benchmark's
+      delete root.dataset.gridMs;
       const path = lasso.path;
       lasso.path = null;
       paintPath();
       if (path && path.length > 2 && map.deck) { selectInside(path); }
     });
     $('map-clear').addEventListener('click', function () {
-      map.selected = null; map.count = 0; $('map-selected').hidden = true; recolour();
+      map.selected = null; map.count = 0; $('map-selected').hidden = true; recolour(); showSelection();
     });
-    $('map-open').addEventListener('click', openInGrid);
+    document.addEventListener('lanner:images-changed', reload);
     $('map-reset').addEventListener('click', function () {
       if (map.deck) { map.deck.setProps({initialViewState: Object.assign(fit(), {transitionDuration: 0})}); }
     });
@@ -341,20 +348,49 @@
     });
   }
 
-  function openInGrid() {
-    if (!map.selected) { return; }
+  // The lasso's images in the dataset's grid, under the map: the selection stored (its keys), then the grid's
+  // fragment for it (dataset_pages: ``?sel=``), swapped in by htmx so its paging and bulk actions work here.
+  function showSelection() {
+    const slot = $('map-grid-slot');
+    if (!map.selected) { slot.replaceChildren(); return; }
     const keys = [];
     for (let i = 0; i < map.n; i++) { if (map.selected[i]) { keys.push(map.keys[i]); } }
-    $('map-open').disabled = true;
     lanner.fetch(root.dataset.selection, {method: 'POST', headers: {'Content-Type': 'application/json'},
                                           body: JSON.stringify({keys: keys})})
       .then(function (response) {
         return response.json().then(function (answer) {
           if (!response.ok) { throw new Error(answer.error || 'The selection could not be kept.'); }
-          window.location.assign(answer.url);
+          return answer;
         });
       })
-      .catch(function (error) { $('map-open').disabled = false; fail(error.message); });
+      .then(function (answer) {
+        $('map-open').href = answer.url;
+        slot.replaceChildren();
+        const grid = document.createElement('section');
+        grid.id = 'ds-grid';
+        slot.append(grid);
+        return htmx.ajax('GET', answer.url, {target: '#ds-grid', swap: 'outerHTML'}).then(function () {
+          $('ds-grid').dataset.refresh = answer.url;
+          root.dataset.gridMs = String(Math.round(performance.now()));  // the benchmark's
+        });
+      })
+      .catch(function (error) { fail(error.message); });
+  }
+
+  // After a bulk action on the grid below (dataset.js): the points again, the lasso kept by key.
+  function reload() {
+    const kept = new Set();
+    if (map.selected) { map.keys.forEach(function (k, i) { if (map.selected[i]) { kept.add(k); } }); }
+    fetch(root.dataset.points, {credentials: 'same-origin'})
+      .then(function (response) { return response.json(); })
+      .then(function (body) {
+        if (body.state !== 'ready') { return; }
+        const field = map.field.name;
+        points(body);
+        map.field = map.fields.find(function (f) { return f.name === field; }) || map.fields[0];
+        map.selected = kept.size ? Uint8Array.from(map.keys, function (k) { return kept.has(k) ? 1 : 0; }) : null;
+        recolour();
+      });
   }
 
   window.lannerMap = {
