@@ -1,29 +1,24 @@
 // The dataset map (templates/dataset_map.html, lanner/web/map_pages.py): every image a point of its embedding's
 // 2-D layout, drawn by deck.gl (WebGL, one ScatterplotLayer over binary attributes: 200,000 points draw in a
-// frame, and picking for hover runs on the GPU). Colour by any field the server sends (a category: a palette and
-// a legend of names; a number: a colour ramp and its range with the unit). Hover shows the image's thumbnail
+// frame, and picking for hover runs on the GPU). Colour by any field the server sends (map-colours.js). Hover shows the image's thumbnail
 // (the images API, one image, cached). The lasso (its button, or Shift while dragging) selects the points inside,
 // tested in the map's own coordinates; the selection is then stored on the server and the dataset's grid filtered
-// to it shows under the map, with its paging and bulk actions (or on the dataset page, with its filters too). While the map cannot be drawn yet
-// (embeddings or the layout being computed) the page shows where it stands and asks again every 2 s.
+// to it shows under the map, with its paging and bulk actions (or on the dataset page, with its filters too).
+// While the map cannot be drawn yet (embeddings or the layout being computed) the page shows where it stands and
+// asks again every 2 s. Colours and the legend: map-colours.js.
 // window.lannerMap exposes the drawn points' keys and screen positions for scripts (the browser test, the
 // benchmark), read-only.
 (function () {
   'use strict';
 
-  const PALETTE = [[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],
-    [227, 119, 194], [127, 127, 127], [188, 189, 34], [23, 190, 207], [174, 199, 232], [255, 187, 120],
-    [152, 223, 138], [255, 152, 150], [197, 176, 213], [196, 156, 148], [247, 182, 210], [199, 199, 199],
-    [219, 219, 141], [158, 218, 229]];
-  const RAMP = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];  // viridis
   const POLL_MS = 2000;
-  const LEGEND_ITEMS = 20;
   const STATES = {none: 'map-none', embedding: 'map-progress', computing: 'map-computing', failed: 'map-failed',
                   loading: 'map-ready', ready: 'map-ready'};
 
   function $(id) { return document.getElementById(id); }
 
   const root = $('map-view');
+  const lasso = {on: false, path: null};
   const map = {n: 0, keys: [], positions: null, fields: [], field: null, selected: null, count: 0, deck: null,
                datasetId: '', thumbs: {}, hovered: -1};
 
@@ -56,85 +51,18 @@
       .catch(function (error) { fail(error.message); });
   }
 
-  // --- colours and legend --------------------------------------------------------------------------------------
-
-  function ramp(t) {
-    const at = Math.max(0, Math.min(1, t)) * (RAMP.length - 1);
-    const i = Math.min(RAMP.length - 2, Math.floor(at));
-    const f = at - i;
-    return RAMP[i].map(function (c, k) { return Math.round(c + (RAMP[i + 1][k] - c) * f); });
-  }
-
-  function range(values) {
-    let lo = Infinity;
-    let hi = -Infinity;
-    for (let i = 0; i < values.length; i++) { lo = Math.min(lo, values[i]); hi = Math.max(hi, values[i]); }
-    return values.length ? [lo, hi] : [0, 0];
-  }
-
   function colours() {
-    const field = map.field;
     const out = new Uint8Array(map.n * 4);
-    const [lo, hi] = field.kind === 'number' ? range(field.values) : [0, 0];
+    const colour = lannerMapColours.colourOf(map.field);
     for (let i = 0; i < map.n; i++) {
-      const rgb = field.kind === 'number' ? ramp(hi > lo ? (field.values[i] - lo) / (hi - lo) : 0.5)
-        : PALETTE[field.codes[i] % PALETTE.length];
+      const rgb = colour(i);
       out[4 * i] = rgb[0]; out[4 * i + 1] = rgb[1]; out[4 * i + 2] = rgb[2];
       out[4 * i + 3] = map.selected ? (map.selected[i] ? 255 : 30) : 215;
     }
     return out;
   }
 
-  function swatch(rgb) {
-    const dot = document.createElement('span');
-    dot.className = 'map-swatch';
-    dot.style.backgroundColor = 'rgb(' + rgb.join(',') + ')';  // the CSSOM, which the CSP allows
-    return dot;
-  }
-
-  function legend() {
-    const box = $('map-legend');
-    const field = map.field;
-    box.replaceChildren();
-    if (field.kind === 'number') {
-      const [lo, hi] = range(field.values);
-      const bar = document.createElement('canvas');
-      bar.width = 160; bar.height = 10; bar.className = 'map-ramp';
-      const ctx = bar.getContext('2d');
-      for (let x = 0; x < bar.width; x++) {
-        ctx.fillStyle = 'rgb(' + ramp(x / (bar.width - 1)).join(',') + ')';
-        ctx.fillRect(x, 0, 1, bar.height);
-      }
-      const low = document.createElement('span');
-      low.textContent = lo + ' ';
-      const high = document.createElement('span');
-      high.textContent = ' ' + hi + ' ' + field.unit;
-      box.append(field.label + ': ', low, bar, high);
-      return;
-    }
-    const counts = new Array(field.names.length).fill(0);
-    for (let i = 0; i < map.n; i++) { counts[field.codes[i]] += 1; }
-    const order = counts.map(function (c, i) { return i; }).filter(function (i) { return counts[i] > 0; })
-      .sort(function (a, b) { return counts[b] - counts[a]; });
-    const list = document.createElement('ul');
-    list.className = 'map-legend-list';
-    order.slice(0, LEGEND_ITEMS).forEach(function (code) {
-      const item = document.createElement('li');
-      item.append(swatch(PALETTE[code % PALETTE.length]), field.names[code] + ' ');
-      const count = document.createElement('span');
-      count.className = 'muted';
-      count.textContent = counts[code] + ' image' + (counts[code] === 1 ? '' : 's');
-      item.append(count);
-      list.append(item);
-    });
-    if (order.length > LEGEND_ITEMS) {
-      const more = document.createElement('li');
-      more.className = 'muted';
-      more.textContent = (order.length - LEGEND_ITEMS) + ' more (colours repeat)';
-      list.append(more);
-    }
-    box.append(list);
-  }
+  function legend() { lannerMapColours.legend($('map-legend'), map.field, map.n); }
 
   function layer() {
     const radius = map.n > 50000 ? 1.5 : map.n > 5000 ? 2.5 : 5;
@@ -143,6 +71,7 @@
         getPosition: {value: map.positions, size: 3},
         getFillColor: {value: colours(), size: 4, normalized: true}}},
       radiusUnits: 'pixels', getRadius: radius, radiusMinPixels: radius, stroked: false, pickable: true,
+      antialiasing: false,
     });
   }
 
@@ -210,7 +139,12 @@
       onAfterRender: function () {
         if (painted) { return; }
         painted = true;
-        root.dataset.paintedMs = String(Math.round(performance.now()));  // since navigation: the benchmark's
+        // The first frame's pixels read back: that waits until it is drawn, not only sent (software WebGL takes
+        // seconds for 100,000 points); the time since navigation is the benchmark's first paint
+        root.dataset.submittedMs = String(Math.round(performance.now()));
+        const gl = map.deck.device && map.deck.device.gl;
+        if (gl) { gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, new Uint8Array(4)); }
+        root.dataset.paintedMs = String(Math.round(performance.now()));
         root.dataset.state = 'ready';
         $('map-loading').hidden = true;
       },
@@ -253,10 +187,9 @@
 
   // --- lasso ---------------------------------------------------------------------------------------------------
 
-  const lasso = {on: false, path: null};
-
   function lassoMode(on) {
     lasso.on = on;
+    if (on) { $('map-tooltip').hidden = true; }
     $('map-lasso').setAttribute('aria-pressed', on ? 'true' : 'false');
     $('map-area').classList.toggle('map-lasso-on', on);
   }
@@ -301,8 +234,9 @@
     map.count = count;
     $('map-selected').hidden = !count;
     $('map-selected-count').textContent = count + ' image' + (count === 1 ? '' : 's') + ' selected';
-    recolour();
-    showSelection();
+    // The grid first, the points' new colours after: uploading them queues a frame behind the one being drawn,
+    // and with software WebGL (no GPU) the page waits for both before it can show the grid
+    showSelection().then(recolour);
   }
 
   function point(event) {
@@ -352,11 +286,11 @@
   // fragment for it (dataset_pages: ``?sel=``), swapped in by htmx so its paging and bulk actions work here.
   function showSelection() {
     const slot = $('map-grid-slot');
-    if (!map.selected) { slot.replaceChildren(); return; }
+    if (!map.selected) { slot.replaceChildren(); return Promise.resolve(); }
     const keys = [];
     for (let i = 0; i < map.n; i++) { if (map.selected[i]) { keys.push(map.keys[i]); } }
-    lanner.fetch(root.dataset.selection, {method: 'POST', headers: {'Content-Type': 'application/json'},
-                                          body: JSON.stringify({keys: keys})})
+    return lanner.fetch(root.dataset.selection, {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                                 body: JSON.stringify({keys: keys})})
       .then(function (response) {
         return response.json().then(function (answer) {
           if (!response.ok) { throw new Error(answer.error || 'The selection could not be kept.'); }
