@@ -12,15 +12,17 @@ from __future__ import annotations
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from lanner.datasets import selections
 from lanner.datasets import service as datasets_service
 from lanner.db import after_commit
 from lanner.embeddings import map_points, schemas
 from lanner.embeddings.service import active_job, latest_analysis
+from lanner.errors import BadRequest
 from lanner.http.deps import Ctx, DbSession
 from lanner.teams import permissions
 from lanner.web.templating import PageUser, render
@@ -61,9 +63,22 @@ def map_points_json(owner: str, slug: str, request: Request, user: PageUser, ses
 
 
 @router.post("/datasets/{owner}/{slug}/map/selection")
-def create_selection(owner: str, slug: str, user: PageUser, session: DbSession,
-                     selection: Annotated[Selection, Body()]) -> dict[str, object]:
-    """The lasso's images (their keys) kept as the visitor's selection; the grid filtered to them is at ``url``."""
-    dataset = datasets_service.get_dataset(session, user, owner=owner, slug=slug)
-    made = selections.create(session, user, dataset, selection.keys)
-    return {"id": made.id, "count": made.count, "url": f"{_base(owner, dataset.slug)}?sel={made.id}"}
+async def create_selection(owner: str, slug: str, request: Request, user: PageUser,
+                           session: DbSession) -> dict[str, object]:
+    """The lasso's images (``{"keys": [...]}``, their keys) kept as the visitor's selection; the grid filtered to
+    them is at ``url``. The dataset is looked up before the body is read: anyone who may not read it gets its
+    404 whatever they send. The request's session, in a worker thread while this coroutine waits: inserting
+    100,000 keys takes a moment the event loop should not."""
+    raw = await request.body()
+
+    def store() -> dict[str, object]:
+        dataset = datasets_service.get_dataset(session, user, owner=owner, slug=slug)
+        try:
+            keys = Selection.model_validate_json(raw).keys
+        except ValidationError as exc:
+            raise BadRequest('send {"keys": [...]}: the selected images\' keys, at most '
+                             f"{selections.MAX_IMAGES}") from exc
+        made = selections.create(session, user, dataset, keys)
+        return {"id": made.id, "count": made.count, "url": f"{_base(owner, dataset.slug)}?sel={made.id}"}
+
+    return await run_in_threadpool(store)

@@ -115,6 +115,7 @@ def test_a_lasso_selection_filters_the_grid_and_is_its_makers_alone(client, app,
     assert len(thumbs(train_only)) < 3 or all(li["data-split"] == "val" for li in thumbs(train_only))
     assert client.post(f"{base}/map/selection", json={"keys": []},
                        headers={"X-CSRFToken": token}).status_code == 400
+    assert client.post(f"{base}/map/selection", data={"csrf_token": token}).status_code == 400  # not its JSON
 
     sign_in(client, "bob")
     assert client.get(made.json()["url"]).status_code == 404  # her selection, his visit: as if none existed
@@ -133,3 +134,4 @@ def test_a_private_datasets_map_answers_404_to_anyone_else(client, app, alice, b
     assert client.get(f"{base}/map/points").status_code == 404
     assert client.post(f"{base}/map/selection", json={"keys": ["a"]}, headers={"X-CSRFToken": token}
                        ).status_code == 404
+    assert client.post(f"{base}/map/selection", data={"csrf_token": token}).status_code == 404  # any body
