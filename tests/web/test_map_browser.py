@@ -46,12 +46,16 @@ def test_map_hover_shows_the_thumbnail_and_a_lasso_filters_the_grid_for_a_bulk_m
     with httpx.Client(timeout=60) as http:
         upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "shapes",
                        archive)
-    ids = embed(_Server(web_server), "alice", "shapes", vector_of=grouped)
-
     signed_in(page, alice, "/datasets/alice/shapes")
     page.locator("#map-link").click()
     page.wait_for_url("**/datasets/alice/shapes/map")
-    view = page.locator("#map-view")
+    view = page.locator("#map-view")  # no embeddings yet: the way on, not a dead end
+    expect(view).to_have_attribute("data-state", "none")
+    expect(page.locator("#map-compute button")).to_be_visible()
+    screenshot(page, "dataset-map-none")
+
+    ids = embed(_Server(web_server), "alice", "shapes", vector_of=grouped)
+    page.reload()
     expect(view).to_have_attribute("data-state", "ready")
     expect(page.locator("#map-summary")).to_contain_text("7 images")
     expect(page.locator("#map-legend li").first).to_be_visible()  # the default colouring's names
