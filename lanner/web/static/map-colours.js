@@ -72,7 +72,7 @@
       item.append(swatch(PALETTE[code % PALETTE.length]), field.names[code] + ' ');
       const count = document.createElement('span');
       count.className = 'muted';
-      count.textContent = counts[code] + ' image' + (counts[code] === 1 ? '' : 's');
+      count.textContent = counts[code].toLocaleString('en') + ' image' + (counts[code] === 1 ? '' : 's');
       item.append(count);
       list.append(item);
     });

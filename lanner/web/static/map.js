@@ -96,7 +96,7 @@
 
   function summary(body) {
     const when = body.updatedAt ? new Date(body.updatedAt).toLocaleString() : '';
-    $('map-summary').textContent = body.count + ' image' + (body.count === 1 ? '' : 's') +
+    $('map-summary').textContent = body.count.toLocaleString('en') + ' image' + (body.count === 1 ? '' : 's') +
       (when ? ' · laid out ' + when : '');
     if (body.stale || body.missing) {
       $('map-missing').textContent = body.missing ? body.missing + ' image' + (body.missing === 1 ? ' is' : 's are') +
@@ -170,8 +170,11 @@
     const tip = $('map-tooltip');
     if (!info.picked || info.index < 0) { tip.hidden = true; map.hovered = -1; return; }
     map.hovered = info.index;
-    tip.style.left = Math.round(info.x + 14) + 'px';  // the CSSOM, which the CSP allows
-    tip.style.top = Math.round(info.y + 14) + 'px';
+    const area = $('map-area');  // beside the pointer, on the side with room
+    const left = info.x + 200 > area.clientWidth ? info.x - 194 : info.x + 14;
+    const top = info.y + 220 > area.clientHeight ? info.y - 214 : info.y + 14;
+    tip.style.left = Math.round(Math.max(0, left)) + 'px';  // the CSSOM, which the CSP allows
+    tip.style.top = Math.round(Math.max(0, top)) + 'px';
     $('map-tooltip-name').textContent = '…';
     $('map-tooltip-img').removeAttribute('src');
     tip.hidden = false;
@@ -233,7 +236,8 @@
     map.selected = count ? selected : null;
     map.count = count;
     $('map-selected').hidden = !count;
-    $('map-selected-count').textContent = count + ' image' + (count === 1 ? '' : 's') + ' selected';
+    $('map-selected-count').textContent = count.toLocaleString('en') + ' image' + (count === 1 ? '' : 's') +
+      ' selected';
     // The grid first, the points' new colours after: uploading them queues a frame behind the one being drawn,
     // and with software WebGL (no GPU) the page waits for both before it can show the grid
     showSelection().then(recolour);
