@@ -73,6 +73,7 @@ from lanner.web.docs_pages import router as docs_pages
 from lanner.web.export_pages import router as export_pages
 from lanner.web.invitation_pages import router as invitation_pages
 from lanner.web.key_pages import router as key_pages
+from lanner.web.map_pages import router as map_pages
 from lanner.web.operator_pages import router as operator_pages
 from lanner.web.project_pages import router as project_pages
 from lanner.web.review_pages import router as review_pages
@@ -93,7 +94,8 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, autolabel_router, review_router, storage_router, assistant_router, teams_router,
            workflows_router, web_router, account_pages, key_pages,
-           dataset_trash_pages, similar_strip, dataset_pages, annotate_pages, review_pages, train_pages, deploy_pages,
+           dataset_trash_pages, similar_strip, map_pages, dataset_pages, annotate_pages, review_pages, train_pages,
+           deploy_pages,
            export_pages,
            team_pages, invitation_pages,
            docs_pages, explore_router, operator_router, operator_pages, workflow_pages,

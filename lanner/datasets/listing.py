@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
 from lanner.datasets import items, service
-from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob
+from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageBlob, ImageSelectionItem
 from lanner.datasets.records import SPLITS
 from lanner.datasets.schemas import image_items
 from lanner.db import iso
@@ -59,10 +59,15 @@ def _error_count(session: Session, manifest_id: int) -> int:
 
 
 def _filters(dataset: Dataset, *, split: str | None, has_error: bool | None, has_label: bool | None,
-             class_ids: str | None, text: str | None, issue: str | None) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """The filters as a shape (which conditions, for ``_where``) and the values of its parameters."""
+             class_ids: str | None, text: str | None, issue: str | None, selection: str | None = None
+             ) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The filters as a shape (which conditions, for ``_where``) and the values of its parameters.
+    ``selection``: an ``ImageSelection``'s id the caller was checked against (``datasets.selections.get``)."""
     shape: list[str] = []
     params: dict[str, Any] = {"manifest": dataset.manifest_id}
+    if selection:
+        shape.append("selection")
+        params["selection"] = selection
     if split:
         if split not in SPLITS:
             raise BadRequest("split must be train, val or test")
@@ -102,6 +107,8 @@ _CONDITIONS = {
     "issue": DatasetItem.issues.like(bindparam("issue")),
     "mask": DatasetItem.class_mask.op("&")(bindparam("mask", type_=BigInteger)) != 0,
     "text": DatasetItem.name.like(bindparam("text")),
+    "selection": DatasetItem.key.in_(select(ImageSelectionItem.key).where(
+        ImageSelectionItem.selection_id == bindparam("selection"))),
 }
 
 
@@ -152,10 +159,11 @@ def _total(session: Session, dataset: Dataset, shape: tuple[str, ...], params: d
 def list_images(session: Session, dataset: Dataset, *, signer: URLSigner, limit: int, offset: int,
                 cursor: str | None, include_total: bool, split: str | None, has_error: bool | None,
                 has_label: bool | None, class_ids: str | None, text: str | None, issue: str | None, sort: str,
-                thumbnails: bool, urls: bool, labels: bool) -> dict[str, Any]:
-    """``datasets.images``: one page of the images that pass every filter, with a cursor to the next."""
+                thumbnails: bool, urls: bool, labels: bool, selection: str | None = None) -> dict[str, Any]:
+    """``datasets.images``: one page of the images that pass every filter, with a cursor to the next.
+    ``selection``: only the images of that (already checked) selection: the grid's ``?sel=``."""
     shape, params = _filters(dataset, split=split, has_error=has_error, has_label=has_label, class_ids=class_ids,
-                             text=text, issue=issue)
+                             text=text, issue=issue, selection=selection)
     if sort not in SORTS:
         raise BadRequest(f"sort must be one of {', '.join(SORTS)}")
     if cursor:

@@ -160,3 +160,29 @@ class ImportJob(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+
+class ImageSelection(Base):
+    """A set of a dataset's images one user picked outside the grid (the map's lasso), kept on the server so the
+    grid can filter by it (``?sel=<id>``) with its own paging and bulk actions: a lasso may hold 100,000 images,
+    too many for a URL. Only its maker sees it (anyone else gets a 404); ``datasets.selections`` keeps a few per
+    user and dataset."""
+
+    __tablename__ = "image_selections"
+
+    id: Mapped[str] = id_column()
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    count: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ImageSelectionItem(Base):
+    """One image of a selection, by its item key (stable across copy-on-write, as image ids are): the grid's
+    filter is a semi-join on the primary key."""
+
+    __tablename__ = "image_selection_items"
+
+    selection_id: Mapped[str] = mapped_column(ForeignKey("image_selections.id", ondelete="CASCADE"),
+                                              primary_key=True)
+    key: Mapped[str] = mapped_column(String(16), primary_key=True)

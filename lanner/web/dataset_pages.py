@@ -24,11 +24,11 @@ from lanner.assistant import service as assistant_service
 from lanner.assistant.dependencies import Loop
 from lanner.assistant.service import payer_tier
 from lanner.bounds import BigCount
-from lanner.datasets import archives, listing, service, stats, versions
+from lanner.datasets import archives, listing, selections, service, stats, versions
 from lanner.datasets import trash as trash_service
 from lanner.datasets.health.checks import ISSUE_CODES
 from lanner.datasets.health.report import health_report
-from lanner.datasets.models import Dataset
+from lanner.datasets.models import Dataset, ImageSelection
 from lanner.datasets.records import SPLITS, TASKS
 from lanner.db import after_commit
 from lanner.errors import BadRequest, Conflict, LannerError, NotFound
@@ -154,19 +154,22 @@ def import_report(owner: str, slug: str, request: Request, user: PageUser, sessi
 # --- a dataset ---------------------------------------------------------------------------------------------------
 
 def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, page: int, split: str | None,
-          class_id: int | None, labeled: str | None, issue: str | None, name: str | None = None) -> dict[str, Any]:
+          class_id: int | None, labeled: str | None, issue: str | None, name: str | None = None,
+          selection: ImageSelection | None = None) -> dict[str, Any]:
+    """``selection``: the caller's own map lasso (``?sel=``), checked by ``selections.get``."""
     split = split if split in SPLITS else None
     name = (name or "").strip()[:NAME_MAX] or None
     issue = issue if issue in ISSUE_CODES else None
     labeled = labeled if labeled in ("yes", "no") else None
     names = list(dataset.class_names or [])
     class_id = class_id if class_id is not None and 0 <= class_id < max(len(names), 1) else None
-    filters = {"split": split, "class": class_id, "labeled": labeled, "issue": issue, "q": name}
+    filters = {"split": split, "class": class_id, "labeled": labeled, "issue": issue, "q": name,
+               "sel": selection.id if selection else None}
     result = listing.list_images(
         session, dataset, signer=signer, limit=PER_PAGE, offset=(page - 1) * PER_PAGE, cursor=None,
         include_total=True, split=split, has_error=None, has_label=None if labeled is None else labeled == "yes",
         class_ids=None if class_id is None else str(class_id), text=name, issue=issue, sort="name",
-        thumbnails=True, urls=False, labels=True)
+        thumbnails=True, urls=False, labels=True, selection=filters["sel"])
     pages = max(1, math.ceil(result.get("total", 0) / PER_PAGE))
     images = [{**image, "shapes": _shapes(image.get("labels") or [], image["width"], image["height"])}
               for image in result["images"]]
@@ -174,7 +177,8 @@ def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, p
             "class_names": names, "splits": SPLITS, "issue_codes": ISSUE_CODES, "issue_labels": ISSUE_LABELS,
             "prev_url": base + _query(filters, page=page - 1) if page > 1 else None,
             "next_url": base + _query(filters, page=page + 1) if page < pages else None,
-            "filtered": any(v is not None for v in filters.values())}
+            "filtered": any(v is not None for v in filters.values()),
+            "selection": {"id": selection.id, "count": selection.count} if selection else None}
 
 
 def _page(request: Request, session: Session, user: Principal, dataset: Dataset, owner: str, grid: dict[str, Any],
@@ -205,13 +209,16 @@ def dataset_page(owner: str, slug: str, request: Request, user: PageUser, sessio
                  page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
                  split: str | None = None, class_id: Annotated[str | None, Query(alias="class")] = None,
                  labeled: str | None = None, issue: str | None = None,
-                 q: Annotated[str | None, Query(max_length=1000)] = None) -> Response:
-    """The whole page, or (htmx: the filter form and paging) just the grid. ``q``: part of the file name."""
+                 q: Annotated[str | None, Query(max_length=1000)] = None,
+                 sel: Annotated[str | None, Query(max_length=32)] = None) -> Response:
+    """The whole page, or (htmx: the filter form and paging) just the grid. ``q``: part of the file name;
+    ``sel``: a selection the visitor made on the map (someone else's: 404)."""
     dataset = _dataset(session, user, owner, slug)
     owner = owner.lower()
     base = _base(dataset, owner)
     grid = _grid(session, dataset, ctx.signer, base, page=page, split=split, labeled=labeled, issue=issue,
-                 class_id=int(class_id) if class_id and class_id.isdigit() else None, name=q)
+                 class_id=int(class_id) if class_id and class_id.isdigit() else None, name=q,
+                 selection=selections.get(session, user, dataset, sel) if sel else None)
     if is_fragment_request(request):  # the grid shows nothing of the rest: no health report, counts or size
         editable = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
         return render(request, "dataset.html", {**grid, "base": base, "is_owner": editable},

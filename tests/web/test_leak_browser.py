@@ -68,6 +68,8 @@ RESOURCE_PAGES: dict[str, str] = {
     "/datasets/{owner}/{slug}/compare": "{class_name}",
     "/datasets/{owner}/{slug}/assistant/live": "{class_name}",  # a page's poll; a plain visit goes to the section
     "/datasets/{owner}/{slug}/similar/{image_key}": "{class_name}",  # the similar strip; a plain visit: the image
+    "/datasets/{owner}/{slug}/map": "{dataset_name}",  # the map page (no embeddings here: the button to make them)
+    "/datasets/{owner}/{slug}/map/points": "{class_name}",  # the map's points, or its state, with the class names
     "/{owner:owner}/{project}": "{model}",
     "/{owner:owner}/{project}/-/compare": "{project}",
     "/{owner:owner}/{project}/{model}": "{console}",
@@ -97,6 +99,7 @@ WRITES: dict[str, int] = {
     "/datasets/{owner}/{slug}/versions": 404,
     "/datasets/{owner}/{slug}/assistant": 404,  # the assistant's settings: the owner's only
     "/datasets/{owner}/{slug}/embeddings": 404,  # starts the analysis (the similar strip's button)
+    "/datasets/{owner}/{slug}/map/selection": 404,  # stores a lasso's images (her selections: ?sel=, 404 to him)
     "/account/keys/{key_id}/revoke": 303,  # back to his keys: "already revoked"
     "/{owner:owner}/{project}/{model}/cancel": 404,
     "/{owner:owner}/{project}/{model}/deployments": 404,

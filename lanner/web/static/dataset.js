@@ -35,9 +35,11 @@
   });
 })();
 
-// The grid's bulk actions (its owner): tick images, then move them to a split or remove them, through the images
-// API's bulk routes (PATCH / DELETE /api/images/bulk); the page reloads to show the result. Delegated: htmx
-// swaps the grid (and with it the selection) on every filter and page.
+// The grid's bulk actions (its owner): tick images (or the whole page), then move them to a split or remove them,
+// through the images API's bulk routes (PATCH / DELETE /api/images/bulk); the page reloads to show the result,
+// or, for a grid with data-refresh (the map page's, map.js), that grid is fetched again in place and
+// "lanner:images-changed" is sent for the page to follow. Delegated: htmx swaps the grid (and with it the
+// selection) on every filter and page.
 (function () {
   'use strict';
 
@@ -68,20 +70,36 @@
       .catch(function (error) { lanner.showMessage(error.message, 'error'); });
   }
 
+  function changed() {
+    const grid = document.getElementById('ds-grid');
+    if (!grid || !grid.dataset.refresh || !window.htmx) { window.location.reload(); return; }
+    htmx.ajax('GET', grid.dataset.refresh, {target: '#ds-grid', swap: 'outerHTML'}).then(function () {
+      document.getElementById('ds-grid').dataset.refresh = grid.dataset.refresh;
+      document.dispatchEvent(new CustomEvent('lanner:images-changed'));
+    });
+  }
+
   document.addEventListener('change', function (event) {
     if (event.target.classList && event.target.classList.contains('ds-select')) { refresh(); }
   });
   document.addEventListener('click', function (event) {
+    if (event.target.id === 'ds-bulk-page') {
+      const boxes = document.querySelectorAll('#ds-grid .ds-select');
+      const all = Array.prototype.every.call(boxes, function (box) { return box.checked; });
+      boxes.forEach(function (box) { box.checked = !all; });
+      refresh();
+      return;
+    }
     const ids = selected();
     if (!ids.length) { return; }
     if (event.target.id === 'ds-bulk-move') {
       const split = document.getElementById('ds-bulk-split').value;
-      send('PATCH', {imageIds: ids, split: split}, function () { window.location.reload(); });
+      send('PATCH', {imageIds: ids, split: split}, changed);
     } else if (event.target.id === 'ds-bulk-delete') {
       if (!window.confirm('Remove ' + ids.length + ' image' + (ids.length === 1 ? '' : 's') + ' from the dataset?')) {
         return;
       }
-      send('DELETE', {imageIds: ids}, function () { window.location.reload(); });
+      send('DELETE', {imageIds: ids}, changed);
     }
   });
 })();

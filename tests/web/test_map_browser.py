@@ -1,0 +1,113 @@
+"""The dataset map in a real browser against a real server: from the dataset page's "Map" link, the map draws
+(deck.gl, WebGL under the page's CSP: any violation fails the test), hovering a point shows that image's
+thumbnail, and a lasso around some points opens the grid filtered to exactly those images, where a bulk
+action (move to a split) applies to them.
+
+Seven images, their vectors in three far-apart groups, stored as a worker's delivery stores them
+(tests/web/test_similar_pages.py ``embed``); the map is laid out inside the first request for it (fewer than
+``layout.MIN_UMAP`` points: principal axes, no UMAP), so no model runs here."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+from ultralytics_platform import Platform
+
+from lanner.synthetic import make_detection_dataset
+from tests.datasets.helpers import upload_dataset
+from tests.web.conftest import WebServer, screenshot, signed_in
+from tests.web.test_similar_browser import _Server
+from tests.web.test_similar_pages import DIM, embed
+
+pytestmark = pytest.mark.browser
+CENTRES = np.random.default_rng(7).normal(size=(3, DIM)) * 5
+
+
+def grouped(name: str) -> np.ndarray:
+    """Image ``..._000n.jpg``'s vector: near centre n % 3."""
+    n = int(name.rsplit("_", 1)[-1].split(".")[0]) + (10 if name.startswith("val") else 0)
+    return CENTRES[n % 3] + np.random.default_rng(n).normal(size=DIM) * 0.5
+
+
+def test_map_hover_shows_the_thumbnail_and_a_lasso_filters_the_grid_for_a_bulk_move(page: Any,
+                                                                                      web_server: WebServer,
+                                                                                      tmp_path: Path) -> None:
+    alice = web_server.user("alice")
+    root = tmp_path / "shapes"
+    make_detection_dataset(root, train=4, val=3, size=96, seed=5)
+    archive = Path(shutil.make_archive(str(tmp_path / "shapes"), "zip", root))
+    with httpx.Client(timeout=60) as http:
+        upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "shapes",
+                       archive)
+    signed_in(page, alice, "/datasets/alice/shapes")
+    page.locator("#map-link").click()
+    page.wait_for_url("**/datasets/alice/shapes/map")
+    view = page.locator("#map-view")  # no embeddings yet: the way on, not a dead end
+    expect(view).to_have_attribute("data-state", "none")
+    expect(page.locator("#map-compute button")).to_be_visible()
+    screenshot(page, "dataset-map-none")
+
+    ids = embed(_Server(web_server), "alice", "shapes", vector_of=grouped)
+    page.reload()
+    expect(view).to_have_attribute("data-state", "ready")
+    expect(page.locator("#map-summary")).to_contain_text("7 images")
+    expect(page.locator("#map-legend li").first).to_be_visible()  # the default colouring's names
+    keys = page.evaluate("lannerMap.keys")
+    assert sorted(keys) == sorted(i.split("-", 1)[1] for i in ids.values())
+    screen = page.evaluate("lannerMap.keys.map((k, i) => lannerMap.screenPosition(i))")
+
+    # hover: the image of the point under the pointer (of one of those drawn there: points may overlap), drawn
+    name_of = {i.split("-", 1)[1]: name for name, i in ids.items()}
+    under = {name_of[k] for k, (px, py) in zip(keys, screen, strict=True)
+             if abs(px - screen[0][0]) <= 6 and abs(py - screen[0][1]) <= 6}
+    page.mouse.move(*screen[0])
+    expect(page.locator("#map-tooltip")).to_be_visible()
+    expect(page.locator("#map-tooltip-img")).to_have_attribute("alt", re.compile(r"\.jpg$"))
+    assert page.locator("#map-tooltip-img").get_attribute("alt") in under
+    expect(page.locator("#map-tooltip-name")).to_contain_text(page.locator("#map-tooltip-img").get_attribute("alt"))
+    page.wait_for_function("""() => { const img = document.getElementById('map-tooltip-img');
+        return img.complete && img.naturalWidth > 0; }""", timeout=15_000)
+    screenshot(page, "dataset-map")
+
+    # lasso: a square around the first point takes its group, not the others
+    x, y = screen[0]
+    corners = [(x - 25, y - 25), (x + 25, y - 25), (x + 25, y + 25), (x - 25, y + 25)]
+    inside = sorted(k for k, (px, py) in zip(keys, screen, strict=True) if abs(px - x) < 25 and abs(py - y) < 25)
+    assert 1 <= len(inside) < len(keys)
+    page.locator("#map-lasso").click()
+    page.mouse.move(*corners[0])
+    page.mouse.down()
+    for corner in [*corners[1:], corners[0]]:
+        page.mouse.move(*corner, steps=4)
+    page.mouse.up()
+    expect(page.locator("#map-selected-count")).to_have_text(f"{len(inside)} image{'s' if len(inside) > 1 else ''} "
+                                                             "selected")
+    boxes = page.locator("#map-grid-slot #ds-grid .ds-select")  # the grid, filtered to the lasso, under the map
+    expect(boxes).to_have_count(len(inside))
+    assert sorted(b.get_attribute("value").split("-", 1)[1] for b in boxes.all()) == inside
+    expect(page.locator("#map-grid-slot #grid-count")).to_contain_text(f"{len(inside)} image")
+    page.locator("#map-grid-slot").scroll_into_view_if_needed()
+    screenshot(page, "dataset-map-lasso")
+
+    page.locator("#ds-bulk-page").click()  # the grid's bulk action, on the lasso's images
+    expect(page.locator("#ds-bulk-count")).to_have_text(f"{len(inside)} selected")
+    page.locator("#ds-bulk-split").select_option("test")
+    page.locator("#ds-bulk-move").click()
+    expect(page.locator("#map-grid-slot #ds-grid li[data-split=test]")).to_have_count(len(inside))
+    listed = web_server.api(alice, "GET", "/api/datasets/alice/shapes/images?limit=100").json()["images"]
+    moved = sorted(i["id"].split("-", 1)[1] for i in listed if i["split"] == "test")
+    assert moved == inside
+    page.locator("#map-colour").select_option("split")  # the map follows: its legend counts the moved images
+    expect(page.locator("#map-legend li", has_text="test")).to_contain_text(f"{len(inside)} image")
+
+    page.locator("#map-open").click()  # the same selection on the dataset page, with its filters
+    page.wait_for_url("**/datasets/alice/shapes?sel=*")
+    expect(page.locator("#ds-selection-count")).to_have_text(f"{len(inside)} image{'s' if len(inside) > 1 else ''}")
+    expect(page.locator("#ds-grid .ds-select")).to_have_count(len(inside))
