@@ -247,6 +247,24 @@ def view(dataset: Dataset, row: ImageScore, name: str | None = None) -> dict[str
             "findings": row.findings, "reviewed": row.reviewed_at is not None}
 
 
+def map_fields(session: Session, dataset: Dataset, keys: list[str]) -> list[dict[str, Any]]:
+    """The scores as the dataset map's colour-by number fields (``embeddings.map_points``' shape), a value per
+    key in ``keys``' order, None for an image without one (the map greys it); no field without scores."""
+    found = {key: (mistaken, unique) for key, mistaken, unique in session.execute(
+        select(ImageScore.key, ImageScore.mistakenness, ImageScore.uniqueness)
+        .where(ImageScore.dataset_id == dataset.id))}
+    if not found:
+        return []
+    mistaken = [None if (row := found.get(key)) is None else round(row[0], 4) for key in keys]
+    fields = [{"name": "mistakenness", "label": "Mistakenness", "kind": "number",
+               "unit": "(1 = the Review queue's head)", "values": mistaken}]
+    unique = [None if (row := found.get(key)) is None or row[1] is None else round(row[1], 4) for key in keys]
+    if any(value is not None for value in unique):
+        fields.append({"name": "uniqueness", "label": "Uniqueness", "kind": "number",
+                       "unit": "(1 = the most isolated image)", "values": unique})
+    return fields
+
+
 def image_score(session: Session, dataset: Dataset, key: str) -> dict[str, Any] | None:
     row = session.get(ImageScore, (dataset.id, key))
     return None if row is None else view(dataset, row)

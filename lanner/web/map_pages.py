@@ -24,6 +24,7 @@ from lanner.embeddings import map_points, schemas
 from lanner.embeddings.service import active_job, latest_analysis
 from lanner.errors import BadRequest
 from lanner.http.deps import Ctx, DbSession
+from lanner.review import service as review_service
 from lanner.teams import permissions
 from lanner.web.templating import PageUser, render
 
@@ -56,6 +57,9 @@ def map_points_json(owner: str, slug: str, request: Request, user: PageUser, ses
                     ctx: Ctx) -> Response:
     """The whole map as columns (``embeddings.map_points``), or its state while it cannot be drawn yet."""
     body, wake = map_points.points(session, user, ctx.settings, owner=owner, slug=slug)
+    if body["state"] == "ready":  # the Review scores colour the map too (a higher layer than the map's)
+        dataset = datasets_service.get_dataset(session, user, owner=owner, slug=slug)
+        body["fields"] = [*body["fields"], *review_service.map_fields(session, dataset, body["keys"])]
     if wake:
         after_commit(session, request.app.state.embeddings.wake)
     return Response(orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json",

@@ -135,3 +135,32 @@ def test_a_private_datasets_map_answers_404_to_anyone_else(client, app, alice, b
     assert client.post(f"{base}/map/selection", json={"keys": ["a"]}, headers={"X-CSRFToken": token}
                        ).status_code == 404
     assert client.post(f"{base}/map/selection", data={"csrf_token": token}).status_code == 404  # any body
+
+
+def test_the_review_scores_colour_the_map_and_an_unscored_image_has_no_value(client, app, alice, tmp_path):
+    """Once the Review queue scored a dataset, its map can be coloured by mistakenness and uniqueness (number
+    fields in the points' order); an image the job did not score (here: all but three) has null, which the page
+    greys. Without scores there is no such field (the first test)."""
+    from lanner.review import jobs as review_jobs
+    from lanner.review.models import ImageScore, ReviewJob
+
+    base = add_dataset(app, tmp_path)
+    placed = store_layout(app)
+    scored = dict(zip(sorted(placed)[:3], [(0.9, 0.2), (0.1, None), (0.5, 1.0)], strict=True))
+    with app.state.lanner.db.session() as session:
+        dataset = _dataset(session, "alice", "shapes")
+        job = review_jobs.create(session, ReviewJob(dataset_id=dataset.id, owner_id=dataset.owner_id,
+                                                    model_sha256=DIGEST, model_label="test",
+                                                    revision=dataset.revision, total=3))
+        for key, (mistaken, unique) in scored.items():
+            session.add(ImageScore(dataset_id=dataset.id, key=key, job_id=job.id, mistakenness=mistaken,
+                                   uniqueness=unique))
+    sign_in(client)
+    body = client.get(f"{base}/map/points").json()
+    fields = {f["name"]: f for f in body["fields"]}
+    assert fields["mistakenness"]["kind"] == fields["uniqueness"]["kind"] == "number"
+    assert "Review queue" in fields["mistakenness"]["unit"]
+    by_key = dict(zip(body["keys"], zip(fields["mistakenness"]["values"], fields["uniqueness"]["values"],
+                                        strict=True), strict=True))
+    assert {key: by_key[key] for key in scored} == scored
+    assert all(value == (None, None) for key, value in by_key.items() if key not in scored)

@@ -11,6 +11,7 @@
     [219, 219, 141], [158, 218, 229]];
   const RAMP = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];  // viridis
   const LEGEND_ITEMS = 20;
+  const NONE = [190, 190, 190];  // a number field's point without a value (an image not scored)
 
   function ramp(t) {
     const at = Math.max(0, Math.min(1, t)) * (RAMP.length - 1);
@@ -22,8 +23,10 @@
   function range(values) {
     let lo = Infinity;
     let hi = -Infinity;
-    for (let i = 0; i < values.length; i++) { lo = Math.min(lo, values[i]); hi = Math.max(hi, values[i]); }
-    return values.length ? [lo, hi] : [0, 0];
+    for (let i = 0; i < values.length; i++) {
+      if (values[i] !== null) { lo = Math.min(lo, values[i]); hi = Math.max(hi, values[i]); }
+    }
+    return lo <= hi ? [lo, hi] : [0, 0];
   }
 
   // point index -> [r, g, b] for ``field``
@@ -32,7 +35,10 @@
       return function (i) { return PALETTE[field.codes[i] % PALETTE.length]; };
     }
     const [lo, hi] = range(field.values);
-    return function (i) { return ramp(hi > lo ? (field.values[i] - lo) / (hi - lo) : 0.5); };
+    return function (i) {
+      const value = field.values[i];
+      return value === null ? NONE : ramp(hi > lo ? (value - lo) / (hi - lo) : 0.5);
+    };
   }
 
   function swatch(rgb) {
@@ -59,6 +65,14 @@
       const high = document.createElement('span');
       high.textContent = ' ' + hi + ' ' + field.unit;
       box.append(field.label + ': ', low, bar, high);
+      const unscored = field.values.filter(function (v) { return v === null; }).length;
+      if (unscored) {
+        const none = document.createElement('span');
+        none.className = 'muted';
+        none.append(' ', swatch(NONE), unscored.toLocaleString('en') + ' image' + (unscored === 1 ? '' : 's')
+          + ' without a value');
+        box.append(none);
+      }
       return;
     }
     const counts = new Array(field.names.length).fill(0);
