@@ -21,7 +21,7 @@ from lanner.accounts.principal import Principal
 from lanner.context import AppContext
 from lanner.db import after_commit, set_actor
 from lanner.http.deps import Ctx, DbSession
-from lanner.http.direct_route import DirectRoute, json_response, parse_body, served_by
+from lanner.http.direct_route import DirectRoute, json_response, read_body, served_by
 from lanner.storage import upload_sessions
 from lanner.storage.signing import upload_path
 from lanner.uploads import service
@@ -63,10 +63,10 @@ def _complete(session: Session, principal: Principal, body: UploadCompleteReques
 
 async def _serve_signed_url(request: Request) -> Response:
     """What ``signed_url`` documents: the key as ``CurrentPrincipal`` checks it (a cached key without a thread
-    hop), the body parsed once as ``SignedUrlRequest``, then one hop for the transaction, committed before the
-    answer as the endpoint's is."""
+    hop), the body read once as ``SignedUrlRequest`` (``read_body``: as FastAPI reads it), then one hop for the
+    transaction, committed before the answer as the endpoint's is."""
     principal = await get_principal_nonblocking(request)
-    body = parse_body(SignedUrlRequest, await request.body())
+    body = await read_body(SignedUrlRequest, request)
     ctx: AppContext = request.app.state.lanner
 
     def work() -> dict[str, Any]:
@@ -81,7 +81,7 @@ async def _serve_complete(request: Request) -> Response:
     """What ``upload_complete`` documents, as ``_serve_signed_url`` does: the HEAD, then the transaction, in
     one hop."""
     principal = await get_principal_nonblocking(request)
-    body = parse_body(UploadCompleteRequest, await request.body())
+    body = await read_body(UploadCompleteRequest, request)
     ctx: AppContext = request.app.state.lanner
     settler: UploadSettler = request.app.state.upload_settler
 
