@@ -251,13 +251,14 @@ Targets (≥ {TARGET}× direct, medians):
   Completing an upload costs one HEAD of the staged object (its size); reading every byte back to hash it (a
   presigned PUT cannot make the SDK send a checksum the bucket would verify, and blobs are named by SHA-256)
   happens after the answer, in the settle loop: every file of a side was settled within
-  {settles} of the side's last `complete` (medians). What remains of the flow's cost is two
-  API calls per file (signed-url, complete), a larger share the smaller the file, and the settling of the
-  files already completed while the next ones are PUT: moto, a Python server on the same cores, serves the
-  settle's snapshot copy, GET and copy beside the client's PUTs (hence `transfer / direct` below 1 in rounds
-  where it ran alongside; against a real bucket the settle costs the bucket and the API host's download, not
-  the client's transfer). Before (commit 6354a3a, completion read every byte back on the request path, same
-  command, load 5.6–7.9): 1 MiB 0.22, 16 MiB 0.50.
+  {settles} of the side's last `complete` (medians): the settle loop starts once completions pause for
+  half a second (`lanner.uploads.settle.QUIET_SECONDS`), so it runs after a client's burst of uploads instead of
+  beside its next calls and PUTs (moto, a Python server on the same cores, served the settle's copy, GET and
+  copy beside the client's PUTs and halved the flow's rate). What remains of the flow's cost is two API calls
+  per file (signed-url: one transaction; complete: one HEAD of the staged object, then one transaction), a
+  larger share the smaller the file; both are served by direct handlers (`lanner.uploads.router`: one thread
+  hop each, no middleware for API clients). Before (commit 6354a3a, completion read every byte back on the
+  request path, same command, load 5.6–7.9): 1 MiB 0.22, 16 MiB 0.50.
 """
     print(section)
     if args.write_doc:

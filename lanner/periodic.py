@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,13 +67,17 @@ class Lease(Protocol):
 
 class BackgroundLoop(ABC):
     def __init__(self, name: str, interval: Callable[[], float], log: logging.Logger, *,
-                 first_pass_at_start: bool = True, lease: Lease | None = None) -> None:
-        """``interval`` is read before every wait, so a test or an operator can change it while it runs."""
+                 first_pass_at_start: bool = True, lease: Lease | None = None, quiet: float = 0.0) -> None:
+        """``interval`` is read before every wait, so a test or an operator can change it while it runs.
+        ``quiet``: a woken loop waits until it has not been woken for that many seconds (at most one interval)
+        before its pass, for a loop that requests wake one by one (a completed upload each) and whose pass would
+        compete with the next of those requests: it then runs once after a burst instead of beside it."""
         self.name = name
         self._interval = interval
         self._log = log
         self._first_pass_at_start = first_pass_at_start
         self.lease = lease
+        self._quiet = quiet
         self._leading = lease is None  # without a lease every process leads
         self._keeper: threading.Thread | None = None
         self._unsubscribe: Callable[[], None] = lambda: None
@@ -197,7 +202,8 @@ class BackgroundLoop(ABC):
 
     def _loop(self, stopping: threading.Event) -> None:
         while True:
-            self._wake.wait(self.interval())
+            if self._wake.wait(self.interval()) and self._quiet > 0:
+                self._until_quiet(stopping)
             self._wake.clear()
             if stopping.is_set():
                 return
@@ -213,3 +219,11 @@ class BackgroundLoop(ABC):
                 self.run_once()
             except Exception:
                 self._log.exception("%s pass failed; the next pass retries", self.name)
+
+    def _until_quiet(self, stopping: threading.Event) -> None:
+        """Return once no wake came for ``quiet`` seconds, one interval after the first at the latest."""
+        deadline = time.monotonic() + self.interval()
+        while not stopping.is_set() and (left := deadline - time.monotonic()) > 0:
+            self._wake.clear()
+            if not self._wake.wait(min(self._quiet, left)):
+                return

@@ -30,7 +30,15 @@ class StatusEvent(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     def changed_row(self, session: Session) -> Any:
-        """The row whose status this event records (None once it is gone): for the activity log."""
+        """The row whose status this event records (None once it is gone): for the activity log, as the event is
+        flushed. The row this process changed (``_event``) while it is still in ``session``: the session holds
+        an unchanged row only weakly, so a caller that let go of it (an endpoint that answered from it) made
+        the lookup a SELECT at every commit that wrote an event (issue 30: one in each upload call)."""
+        row = self.__dict__.get("_row")
+        if row is not None:
+            state = inspect(row)
+            if state.session is session and not state.deleted and not state.detached:
+                return row
         for mapper in Base.registry.mappers:
             if mapper.class_.__tablename__ == self.entity:
                 key = mapper.primary_key[0].type.python_type(self.entity_id)
@@ -45,8 +53,7 @@ class InvalidStatusChange(Exception):
 def record_created(session: Session, row: Any, *, reason: str | None = None) -> None:
     """The first event of a new row: from nothing to its initial status."""
     session.flush()
-    session.add(StatusEvent(entity=row.__tablename__, entity_id=str(_key(row)), from_status=None,
-                            to_status=row.status, reason=reason))
+    session.add(_event(row, from_status=None, to_status=row.status, reason=reason))
 
 
 def change_status(session: Session, row: Any, to: str, *, allowed_from: Iterable[str], reason: str | None = None,
@@ -65,8 +72,7 @@ def change_status(session: Session, row: Any, to: str, *, allowed_from: Iterable
     if result.rowcount != 1:
         raise InvalidStatusChange(f"{table.__tablename__} {_key(row)}: {row.status} -> {to} not allowed")
     if from_status != to:
-        session.add(StatusEvent(entity=table.__tablename__, entity_id=str(_key(row)), from_status=from_status,
-                                to_status=to, reason=reason))
+        session.add(_event(row, from_status=from_status, to_status=to, reason=reason))
 
 
 def try_change_status(session: Session, row: Any, to: str, *, allowed_from: Iterable[str],
@@ -76,6 +82,12 @@ def try_change_status(session: Session, row: Any, to: str, *, allowed_from: Iter
     except InvalidStatusChange:
         return False
     return True
+
+
+def _event(row: Any, **fields: Any) -> StatusEvent:
+    event = StatusEvent(entity=row.__tablename__, entity_id=str(_key(row)), **fields)
+    event._row = row  # not a column: the row itself, for ``changed_row`` while this session lasts
+    return event
 
 
 def _key(row: Any) -> Any:

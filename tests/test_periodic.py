@@ -20,9 +20,10 @@ WAIT = 30.0  # seconds an event may take on a loaded machine before the test fai
 class Counting(BackgroundLoop):
     """Counts its passes; fails the passes whose number is in ``failing``; ``passed`` is set after each pass."""
 
-    def __init__(self, interval: float, *, failing: tuple[int, ...] = (), first_pass_at_start: bool = True) -> None:
+    def __init__(self, interval: float, *, failing: tuple[int, ...] = (), first_pass_at_start: bool = True,
+                 quiet: float = 0.0) -> None:
         super().__init__("test-loop", lambda: self.seconds, logging.getLogger("tests.periodic"),
-                         first_pass_at_start=first_pass_at_start)
+                         first_pass_at_start=first_pass_at_start, quiet=quiet)
         self.seconds = interval
         self.failing = failing
         self.passes = 0
@@ -75,6 +76,25 @@ def test_started_it_passes_at_once_then_when_woken_and_not_after_stop() -> None:
         assert loop.passes == 3
     finally:
         loop.stop()
+
+
+def test_a_quiet_loop_passes_once_the_wakes_pause_and_stops_while_it_waits_for_that() -> None:
+    """``quiet``: a woken loop waits for the wakes to pause (the settle loop, woken by each completed upload)."""
+    loop = Counting(3600, first_pass_at_start=False, quiet=3600)  # the wakes never pause long enough here
+    loop.start()
+    for _ in range(3):
+        loop.wake()
+    wait_for(lambda: loop._wake.is_set() is False, timeout=WAIT, what="the loop to take the wakes")
+    loop.stop()  # not held up by the wait for quiet, and no pass is run for the wakes on the way out
+    assert loop.passes == 0 and not loop.started
+    quick = Counting(3600, first_pass_at_start=False, quiet=0.01)
+    quick.start()
+    try:
+        quick.wake()
+        quick.next_pass()  # the wakes paused: one pass for them
+        assert quick.passes == 1
+    finally:
+        quick.stop()
 
 
 def test_a_loop_without_a_first_pass_at_start_waits_its_interval() -> None:
