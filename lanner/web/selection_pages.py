@@ -39,8 +39,9 @@ def label_queue(owner: str, slug: str, user: PageUser, session: DbSession, sel: 
     key, left = listing.next_unlabelled(session, dataset, after=after or None,
                                         selection=chosen.id if chosen else None)
     query = f"?sel={chosen.id}" if chosen else ""
-    return {"next": key, "left": left, "count": chosen.count if chosen else None,
-            "url": f"/datasets/{owner.lower()}/{dataset.slug}/annotate/{key}{query}" if key else None}
+    base = f"/datasets/{owner.lower()}/{dataset.slug}"
+    return {"next": key, "left": left, "count": chosen.count if chosen else None, "grid": base + query,
+            "url": f"{base}/annotate/{key}{query}" if key else None}
 
 
 @router.post("/datasets/{owner}/{slug}/selection/dataset")
