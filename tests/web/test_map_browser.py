@@ -116,7 +116,7 @@ def test_map_hover_shows_the_thumbnail_and_a_lasso_filters_the_grid_for_a_bulk_m
 
 def _relabel(web_server: WebServer, user: Any, key: str, labels: list) -> None:
     """Save an image's labels as the editor does (``PUT .../annotate/{key}`` from its revision)."""
-    url = f"/api/datasets/alice/shapes/annotate/{key}"
+    url = f"/api/datasets/alice/picks/annotate/{key}"
     revision = web_server.api(user, "GET", url).json()["revision"]
     answer = web_server.api(user, "PUT", url, json={"labels": labels, "revision": revision,
                                                                     "editId": f"t-{key}-{revision}"})
@@ -126,17 +126,17 @@ def _relabel(web_server: WebServer, user: Any, key: str, labels: list) -> None:
 def test_label_these_from_the_lasso_walks_only_the_selection(page: Any, web_server: WebServer,
                                                               tmp_path: Path) -> None:
     alice = web_server.user("alice")
-    root = tmp_path / "shapes"
+    root = tmp_path / "picks"
     make_detection_dataset(root, train=4, val=3, size=96, seed=5)
-    archive = Path(shutil.make_archive(str(tmp_path / "shapes"), "zip", root))
+    archive = Path(shutil.make_archive(str(tmp_path / "picks"), "zip", root))
     with httpx.Client(timeout=60) as http:
-        upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "shapes",
+        upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "picks",
                        archive)
-    ids = embed(_Server(web_server), "alice", "shapes", vector_of=grouped)
+    ids = embed(_Server(web_server), "alice", "picks", vector_of=grouped)
     name_of = {i.split("-", 1)[1]: name for name, i in ids.items()}
     for key in name_of:  # none labelled: "Label next" could go anywhere in the dataset
         _relabel(web_server, alice, key, [])
-    signed_in(page, alice, "/datasets/alice/shapes/map")
+    signed_in(page, alice, "/datasets/alice/picks/map")
     expect(page.locator("#map-view")).to_have_attribute("data-state", "ready")
     keys = page.evaluate("lannerMap.keys")
     screen = page.evaluate("lannerMap.keys.map((k, i) => lannerMap.screenPosition(i))")
@@ -156,7 +156,7 @@ def test_label_these_from_the_lasso_walks_only_the_selection(page: Any, web_serv
     screenshot(page, "dataset-map-label-these")
 
     label.click()  # the editor on the selection's first image, in its queue
-    page.wait_for_url(f"**/datasets/alice/shapes/annotate/{inside[0]}?sel=*")
+    page.wait_for_url(f"**/datasets/alice/picks/annotate/{inside[0]}?sel=*")
     expect(page.locator("#an-editor")).to_have_attribute("data-loaded", inside[0])
     note = page.locator("#an-queue-text")
     expect(note).to_have_text(f"Labelling {len(inside)} selected images · {len(inside)} unlabelled")
