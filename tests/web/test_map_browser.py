@@ -179,3 +179,18 @@ def test_label_these_from_the_lasso_walks_only_the_selection(page: Any, web_serv
     leave.click()  # out of the selection: the dataset's own queue, on an image outside it
     page.wait_for_url(re.compile(r"/annotate/\w+$"))
     assert page.url.rsplit("/", 1)[1] not in inside
+
+    # the dataset page: two images ticked are a selection too, made into a new dataset of just them
+    page.goto(web_server.url + "/datasets/alice/picks")
+    ticked = page.locator("#ds-grid .ds-select")
+    ticked.nth(0).check()
+    ticked.nth(1).check()
+    picked = sorted(ticked.nth(i).get_attribute("value").split("-", 1)[1] for i in range(2))
+    expect(page.locator("#ds-bulk-label")).to_have_text("Label 2 selected")
+    page.locator("#ds-bulk-clone").click()
+    page.wait_for_url("**/datasets/alice/picks-selection")
+    expect(page.locator("body")).to_contain_text("made of 2 selected images from picks")
+    copied = page.locator("#ds-grid .ds-select")
+    expect(copied).to_have_count(2)
+    assert sorted(b.get_attribute("value").split("-", 1)[1] for b in copied.all()) == picked
+    screenshot(page, "dataset-from-selection")
