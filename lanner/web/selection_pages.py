@@ -21,11 +21,12 @@ from lanner.annotation.service import editable_dataset
 from lanner.datasets import listing, selections, versions
 from lanner.errors import LannerError
 from lanner.http.deps import DbSession
-from lanner.web.annotate_pages import KEY_MAX, Sel
 from lanner.web.templating import PageUser, redirect
 
 router = APIRouter(include_in_schema=False)
 NAME_MAX = 100
+KEY_MAX = 16  # DatasetItem.key's length
+Sel = Annotated[str | None, Query(max_length=32)]  # a selection's id (``?sel=``), as the editor takes it
 
 
 @router.get("/datasets/{owner}/{slug}/label-queue")
