@@ -78,6 +78,7 @@ from lanner.web.operator_pages import router as operator_pages
 from lanner.web.project_pages import router as project_pages
 from lanner.web.review_pages import router as review_pages
 from lanner.web.router import router as web_router
+from lanner.web.selection_pages import router as selection_pages
 from lanner.web.similar_strip import router as similar_strip
 from lanner.web.team_pages import router as team_pages
 from lanner.web.train_pages import router as train_pages
@@ -94,7 +95,8 @@ ROUTERS = (training_webhook_router,  # the trainer's metrics webhook (one route)
            dataset_images_router, dataset_versions_router, dataset_trash_router, annotation_router, uploads_router,
            exports_router, autolabel_router, review_router, storage_router, assistant_router, teams_router,
            workflows_router, web_router, account_pages, key_pages,
-           dataset_trash_pages, similar_strip, map_pages, dataset_pages, annotate_pages, review_pages, train_pages,
+           dataset_trash_pages, similar_strip, map_pages, dataset_pages, annotate_pages, selection_pages,
+           review_pages, train_pages,
            deploy_pages,
            export_pages,
            team_pages, invitation_pages,

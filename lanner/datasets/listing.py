@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, Select, and_, bindparam, func, null, or_, select
+from sqlalchemy import BigInteger, Integer, Select, and_, bindparam, func, null, or_, select, tuple_
 from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
@@ -184,6 +184,27 @@ def list_images(session: Session, dataset: Dataset, *, signer: URLSigner, limit:
     if has_more:
         body["nextCursor"] = str(offset + limit)
     return body
+
+
+def next_unlabelled(session: Session, dataset: Dataset, *, after: str | None,
+                    selection: str | None) -> tuple[str | None, int]:
+    """The label queue: the first unlabelled image after the image ``after`` in the grid's order (name, key),
+    else round again from the first one (never ``after`` itself), and how many unlabelled images are left.
+    ``selection``: within that (already checked) selection only. Skipping an image moves on instead of coming
+    back to it, and an image labelled meanwhile simply drops out."""
+    shape, params = _filters(dataset, split=None, has_error=None, has_label=False, class_ids=None, text=None,
+                             issue=None, selection=selection)
+    where = _where(shape)
+    left = int(session.scalar(_count_of(*where), params) or 0)
+    keys = select(DatasetItem.key).where(*where).order_by(DatasetItem.name, DatasetItem.key).limit(1)
+    current = session.execute(select(DatasetItem.name, DatasetItem.key).where(
+        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key == after)).first() if after else None
+    if current is not None:
+        later = session.scalar(keys.where(tuple_(DatasetItem.name, DatasetItem.key)
+                                          > tuple_(current.name, current.key)), params)
+        if later:
+            return later, left
+    return session.scalar(keys.where(DatasetItem.key != (after or "")), params), left
 
 
 def selected_images(session: Session, dataset: Dataset, image_ids: list[str], *, signer: URLSigner,

@@ -1,5 +1,6 @@
-"""A user's selection of a dataset's images made outside the grid (the map's lasso): stored, so that the grid
-filters by it (``listing.list_images(selection=...)``) with its own paging, filters and bulk actions.
+"""A user's selection of a dataset's images (the map's lasso, or images ticked in the grid for "Label these" and
+"New dataset from these"): stored, so that the grid filters by it (``listing.list_images(selection=...)``) with
+its own paging, filters and bulk actions, and the editor's label queue walks it (``listing.next_unlabelled``).
 
 A selection is its maker's alone: anyone else (even someone who may read the dataset) gets the 404 of a missing
 one, as for a missing dataset. Selections are scratch state, not content: each user keeps the ``KEEP`` newest per

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
 from lanner.datasets import service, state
-from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion
+from lanner.datasets.models import Dataset, DatasetItem, DatasetVersion, ImageSelection, ImageSelectionItem, Manifest
 from lanner.errors import Conflict, NotFound
 from lanner.projects.schemas import REGION
 from lanner.resources import VISIBILITIES
@@ -61,6 +61,26 @@ def clone_dataset(session: Session, principal: Principal, source: Dataset, *, na
                    cloned_from_id=source.id, manifest_id=source.manifest_id, revision=0)
     state.created(session, copy, reason=f"cloned from {source.id}")
     return copy
+
+
+def clone_selection(session: Session, principal: Principal, source: Dataset, selection: ImageSelection, *,
+                    name: str | None) -> dict[str, Any]:
+    """A new private dataset in the caller's workspace of just the images of ``selection`` (already checked to
+    be the caller's) as they are now: names, splits, labels and the class names. A subset cannot share the
+    source's manifest, so its items are copied in SQL (the images' bytes are shared by digest; keys survive)."""
+    chosen = select(ImageSelectionItem.key).where(ImageSelectionItem.selection_id == selection.id)
+    copy = clone_dataset(session, principal, source, name=name or f"{source.name} (selection)",
+                         description=f"{selection.count} images selected from {source.name}")
+    manifest = Manifest()
+    session.add(manifest)
+    session.flush()
+    service.copy_items(session, manifest.id, DatasetItem.manifest_id == source.manifest_id,
+                       DatasetItem.key.in_(chosen))
+    copy.manifest_id = manifest.id
+    session.flush()
+    stats = service.counts(session, manifest.id)
+    return {"id": copy.id, "owner": principal.username, "dataset": copy.slug, "name": copy.name,
+            "imageCount": stats["images"]}
 
 
 def get_version(session: Session, dataset: Dataset, number: int) -> DatasetVersion:

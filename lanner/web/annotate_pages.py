@@ -8,21 +8,26 @@ dataset, the image's key, the API's base URL and the keys of the next unlabelled
 ``/datasets/{owner}/{slug}/annotate`` opens the image the assistant is least sure of once it has a model (the
 first of "label next"), else the first unlabelled image by name (the dataset grid's order), or the first image
 when all are labelled. Only the dataset's owner edits, as in the annotation API: anyone else gets the
-404 a missing dataset gets."""
+404 a missing dataset gets.
+
+``?sel=`` (a selection of the visitor's: the map's lasso, or images ticked in the grid, ``datasets.selections``)
+puts the editor in the selection's label queue: it opens the selection's first unlabelled image, says so ("labelling
+N selected images · leave selection"), and "Label next" walks only the selection (``selection_pages.label_queue``)
+until none is left, then offers the whole dataset again. Someone else's selection is a 404, as a missing one."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from lanner.accounts.principal import Principal
 from lanner.assistant import rounds
 from lanner.assistant import service as assistant_service
-from lanner.datasets import items, listing, service
-from lanner.datasets.models import Dataset
+from lanner.datasets import items, listing, selections, service
+from lanner.datasets.models import Dataset, ImageSelection
 from lanner.errors import Forbidden, NotFound
 from lanner.http.deps import Ctx, DbSession
 from lanner.http.security_headers import allow_media
@@ -36,12 +41,15 @@ SELECTION = 50  # the most images one proposals request takes (the API's bound)
 KEY_MAX = 16    # DatasetItem.key's length
 
 
-def _keys(session: Session, dataset: Dataset, signer: URLSigner, *, unlabelled: bool, limit: int) -> list[str]:
-    """Image keys in the grid's order (name, then key), unlabelled ones only when asked."""
+def _keys(session: Session, dataset: Dataset, signer: URLSigner, *, unlabelled: bool, limit: int,
+          selection: ImageSelection | None = None) -> list[str]:
+    """Image keys in the grid's order (name, then key), unlabelled ones only when asked, of ``selection`` only
+    when given."""
     page = listing.list_images(session, dataset, signer=signer, limit=limit, offset=0, cursor=None,
                                include_total=False, split=None, has_error=None,
                                has_label=False if unlabelled else None, class_ids=None, text=None, issue=None,
-                               sort="name", thumbnails=False, urls=False, labels=False)
+                               sort="name", thumbnails=False, urls=False, labels=False,
+                               selection=selection.id if selection else None)
     prefix = dataset.id + "-"
     return [image["id"].removeprefix(prefix) for image in page["images"]]
 
@@ -62,13 +70,24 @@ def _dataset(session: Session, user: Principal, owner: str, slug: str) -> Datase
         raise NotFound(f"dataset '{owner}/{slug}' not found") from None
 
 
+Sel = Annotated[str | None, Query(max_length=32)]
+
+
 @router.get("/datasets/{owner}/{slug}/annotate", response_class=HTMLResponse)
-def annotate_first(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx) -> Response:
+def annotate_first(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx,
+                   sel: Sel = None) -> Response:
     dataset = _dataset(session, user, owner, slug)
+    base = f"/datasets/{owner.lower()}/{dataset.slug}"
+    if sel:  # the selection's queue: its first unlabelled image, else its first
+        selection = selections.get(session, user, dataset, sel)
+        keys = (_keys(session, dataset, ctx.signer, unlabelled=True, limit=1, selection=selection)
+                or _keys(session, dataset, ctx.signer, unlabelled=False, limit=1, selection=selection))
+        if not keys:
+            return redirect(request, f"{base}?sel={selection.id}", "None of the selected images is left.", "info")
+        return redirect(request, f"{base}/annotate/{keys[0]}?sel={selection.id}")
     keys = (_label_next(session, dataset)
             or _keys(session, dataset, ctx.signer, unlabelled=True, limit=1)
             or _keys(session, dataset, ctx.signer, unlabelled=False, limit=1))
-    base = f"/datasets/{owner.lower()}/{dataset.slug}"
     if not keys:
         return redirect(request, base, "This dataset has no images to label yet.", "info")
     return redirect(request, f"{base}/annotate/{keys[0]}")
@@ -76,22 +95,31 @@ def annotate_first(owner: str, slug: str, request: Request, user: PageUser, sess
 
 @router.get("/datasets/{owner}/{slug}/annotate/{image_key}", response_class=HTMLResponse)
 def annotate_page(owner: str, slug: str, image_key: str, request: Request, user: PageUser, session: DbSession,
-                  ctx: Ctx) -> Response:
+                  ctx: Ctx, sel: Sel = None) -> Response:
     key = image_key
     dataset = _dataset(session, user, owner, slug)
     if not key.isalnum() or len(key) > KEY_MAX:
         raise NotFound("image not found")
     items.resolve_image(session, user, f"{dataset.id}-{key}")  # 404 for a key that is not this dataset's
     owner = owner.lower()
-    selection = [k for k in _keys(session, dataset, ctx.signer, unlabelled=True, limit=SELECTION + 1) if k != key]
+    base = f"/datasets/{owner}/{dataset.slug}"
+    chosen = selections.get(session, user, dataset, sel) if sel else None
+    selection = [k for k in _keys(session, dataset, ctx.signer, unlabelled=True, limit=SELECTION + 1,
+                                  selection=chosen) if k != key]
     editor: dict[str, Any] = {
         "key": key, "owner": owner, "slug": dataset.slug, "datasetId": dataset.id, "task": dataset.task,
-        "api": f"/api/datasets/{owner}/{dataset.slug}", "page": f"/datasets/{owner}/{dataset.slug}/annotate",
-        "selection": selection[:SELECTION - 1],
+        "api": f"/api/datasets/{owner}/{dataset.slug}", "page": f"{base}/annotate",
+        "selection": selection[:SELECTION - 1], "query": f"?sel={chosen.id}" if chosen else "",
     }
+    queue = None
+    if chosen:
+        left = listing.next_unlabelled(session, dataset, after=None, selection=chosen.id)[1]
+        queue = {"id": chosen.id, "count": chosen.count, "left": left, "grid": f"{base}?sel={chosen.id}",
+                 "next": f"{base}/label-queue?sel={chosen.id}"}
+        editor["queue"] = queue
     allow_media(request, pixels.link_origins(session, ctx.settings, dataset))  # bucket images, in the user's bucket
     review = review_service.image_score(session, dataset, key) if request.query_params.get("review") else None
     return render(request, "annotate.html", {
-        "dataset": dataset, "base": f"/datasets/{owner}/{dataset.slug}", "key": key, "editor": editor,
+        "dataset": dataset, "base": base, "key": key, "editor": editor, "queue": queue,
         "review": review, "class_names": [str(n) for n in dataset.class_names or []],
     }, user=user, active="datasets")

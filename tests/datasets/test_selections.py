@@ -1,17 +1,17 @@
 """Stored image selections (the map's lasso, ``datasets.selections``) on SQLite and PostgreSQL: the grid's listing
 filters by one, with its other filters and total; each user keeps the ``KEEP`` newest per dataset; a selection is
-its maker's alone."""
+its maker's alone; its label queue and a dataset of just its images."""
 
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
-from lanner.datasets import listing, selections
+from lanner.datasets import listing, selections, versions
 from lanner.datasets import service as datasets_service
-from lanner.datasets.models import DatasetItem, ImageSelection, ImageSelectionItem
+from lanner.datasets.models import Dataset, DatasetItem, ImageSelection, ImageSelectionItem
 from lanner.errors import BadRequest, NotFound
 from tests.web.test_dataset_pages import add_dataset
 
@@ -57,3 +57,34 @@ def test_the_listing_filters_by_a_selection_kept_for_its_maker_alone(app, make_a
         assert mine == selections.KEEP and session.get(ImageSelection, made.id) is None
         assert not session.scalar(select(func.count()).select_from(ImageSelectionItem)
                                   .where(ImageSelectionItem.selection_id == made.id))
+
+
+def test_a_selections_label_queue_and_its_own_dataset(app, make_account, tmp_path):
+    """``listing.next_unlabelled`` walks the selection's unlabelled images in the grid's order (row-value
+    comparison on both databases), round again, never outside it; ``versions.clone_selection`` copies just its
+    items into a new manifest, the source's untouched."""
+    make_account("alice")
+    add_dataset(app, tmp_path)
+    with app.state.lanner.db.session() as session:
+        alice = Principal.of(accounts_service.require_user(session, username="alice"))
+        dataset = datasets_service.get_dataset(session, alice, owner="alice", slug="shapes")
+        keys = list(session.scalars(select(DatasetItem.key).where(DatasetItem.manifest_id == dataset.manifest_id)
+                                    .order_by(DatasetItem.name, DatasetItem.key)))
+        unlabelled = [keys[0], keys[2], keys[5], keys[6]]
+        session.execute(update(DatasetItem).where(DatasetItem.manifest_id == dataset.manifest_id).values(
+            labels=[{"classId": 0, "bbox": [0.5, 0.5, 0.1, 0.1]}], label_count=1))
+        session.execute(update(DatasetItem).where(DatasetItem.manifest_id == dataset.manifest_id,
+                                                  DatasetItem.key.in_(unlabelled))
+                        .values(labels=None, label_count=0, class_id=None))
+        made = selections.create(session, alice, dataset, [keys[1], keys[2], keys[5]])
+        walk = [listing.next_unlabelled(session, dataset, after=after, selection=made.id)
+                for after in (None, keys[2], keys[5], keys[1])]
+        assert walk == [(keys[2], 2), (keys[5], 2), (keys[2], 2), (keys[2], 2)]
+        assert listing.next_unlabelled(session, dataset, after=keys[6], selection=None) == (keys[0], 4)
+
+        copy = versions.clone_selection(session, alice, dataset, made, name="picked")
+        assert copy["imageCount"] == 3 and copy["dataset"] == "picked"
+        copied = session.scalars(select(DatasetItem.key).join(Dataset, Dataset.manifest_id == DatasetItem.manifest_id)
+                                 .where(Dataset.slug == "picked"))
+        assert sorted(copied) == sorted([keys[1], keys[2], keys[5]])
+        assert datasets_service.counts(session, dataset.manifest_id)["images"] == len(keys)

@@ -71,6 +71,7 @@ RESOURCE_PAGES: dict[str, str] = {
     "/datasets/{owner}/{slug}/map": "{dataset_name}",  # the map page (no embeddings here: the button to make them)
     "/datasets/{owner}/{slug}/map/points": "{class_name}",  # the map's points, or its state, with the class names
     "/datasets/{owner}/{slug}/review": "{dataset_name}",  # the Review queue's page (no scores here: compute)
+    "/datasets/{owner}/{slug}/label-queue": "{dataset}",  # the editor's next unlabelled image (its url, his slug)
     "/{owner:owner}/{project}": "{model}",
     "/{owner:owner}/{project}/-/compare": "{project}",
     "/{owner:owner}/{project}/{model}": "{console}",
@@ -101,6 +102,7 @@ WRITES: dict[str, int] = {
     "/datasets/{owner}/{slug}/assistant": 404,  # the assistant's settings: the owner's only
     "/datasets/{owner}/{slug}/embeddings": 404,  # starts the analysis (the similar strip's button)
     "/datasets/{owner}/{slug}/map/selection": 404,  # stores a lasso's images (her selections: ?sel=, 404 to him)
+    "/datasets/{owner}/{slug}/selection/dataset": 404,  # a new dataset of a selection's images (hers: 404)
     "/datasets/{owner}/{slug}/review/compute": 404,  # starts a scores job on her dataset
     "/datasets/{owner}/{slug}/review/next": 404,  # the next image to review (marks it reviewed)
     "/account/keys/{key_id}/revoke": 303,  # back to his keys: "already revoked"

@@ -1,7 +1,8 @@
 """The dataset map in a real browser against a real server: from the dataset page's "Map" link, the map draws
 (deck.gl, WebGL under the page's CSP: any violation fails the test), hovering a point shows that image's
 thumbnail, and a lasso around some points opens the grid filtered to exactly those images, where a bulk
-action (move to a split) applies to them.
+action (move to a split) applies to them, and "Label these" opens the editor on the first of them, whose "Label
+next" walks only them and says when they are all labelled.
 
 Seven images, their vectors in three far-apart groups, stored as a worker's delivery stores them
 (tests/web/test_similar_pages.py ``embed``); the map is laid out inside the first request for it (fewer than
@@ -111,3 +112,85 @@ def test_map_hover_shows_the_thumbnail_and_a_lasso_filters_the_grid_for_a_bulk_m
     page.wait_for_url("**/datasets/alice/shapes?sel=*")
     expect(page.locator("#ds-selection-count")).to_have_text(f"{len(inside)} image{'s' if len(inside) > 1 else ''}")
     expect(page.locator("#ds-grid .ds-select")).to_have_count(len(inside))
+
+
+def _relabel(web_server: WebServer, user: Any, key: str, labels: list) -> None:
+    """Save an image's labels as the editor does (``PUT .../annotate/{key}`` from its revision)."""
+    url = f"/api/datasets/alice/picks/annotate/{key}"
+    revision = web_server.api(user, "GET", url).json()["revision"]
+    answer = web_server.api(user, "PUT", url, json={"labels": labels, "revision": revision,
+                                                                    "editId": f"t-{key}-{revision}"})
+    assert answer.status_code == 200, answer.text
+
+
+def test_label_these_from_the_lasso_walks_only_the_selection(page: Any, web_server: WebServer,
+                                                              tmp_path: Path) -> None:
+    alice = web_server.user("alice")
+    root = tmp_path / "picks"
+    make_detection_dataset(root, train=4, val=3, size=96, seed=5)
+    archive = Path(shutil.make_archive(str(tmp_path / "picks"), "zip", root))
+    with httpx.Client(timeout=60) as http:
+        upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "picks",
+                       archive)
+    ids = embed(_Server(web_server), "alice", "picks", vector_of=grouped)
+    name_of = {i.split("-", 1)[1]: name for name, i in ids.items()}
+    for key in name_of:  # none labelled: "Label next" could go anywhere in the dataset
+        _relabel(web_server, alice, key, [])
+    signed_in(page, alice, "/datasets/alice/picks/map")
+    expect(page.locator("#map-view")).to_have_attribute("data-state", "ready")
+    keys = page.evaluate("lannerMap.keys")
+    screen = page.evaluate("lannerMap.keys.map((k, i) => lannerMap.screenPosition(i))")
+    x, y = screen[0]
+    inside = [k for k, (px, py) in zip(keys, screen, strict=True) if abs(px - x) < 25 and abs(py - y) < 25]
+    inside.sort(key=lambda k: (name_of[k], k))  # the grid's order, the queue's
+    assert 2 <= len(inside) < len(keys)
+    page.locator("#map-lasso").click()
+    page.mouse.move(x - 25, y - 25)
+    page.mouse.down()
+    for corner in [(x + 25, y - 25), (x + 25, y + 25), (x - 25, y + 25), (x - 25, y - 25)]:
+        page.mouse.move(*corner, steps=4)
+    page.mouse.up()
+    label = page.locator("#map-grid-slot #ds-bulk-label")
+    expect(label).to_have_text(f"Label these {len(inside)}")
+    page.locator("#map-grid-slot").scroll_into_view_if_needed()
+    screenshot(page, "dataset-map-label-these")
+
+    label.click()  # the editor on the selection's first image, in its queue
+    page.wait_for_url(f"**/datasets/alice/picks/annotate/{inside[0]}?sel=*")
+    expect(page.locator("#an-editor")).to_have_attribute("data-loaded", inside[0])
+    note = page.locator("#an-queue-text")
+    expect(note).to_have_text(f"Labelling {len(inside)} selected images · {len(inside)} unlabelled")
+    screenshot(page, "annotate-selection-queue")
+    for key in inside[1:]:  # "Label next": the selection's next image each time, never one outside it
+        page.locator("#an-label-next").click()
+        expect(page.locator("#an-editor")).to_have_attribute("data-loaded", key)
+        assert re.search(rf"/annotate/{key}\?sel=\w+$", page.url), page.url
+    page.locator("#an-label-next").click()  # round again: the first is still unlabelled
+    expect(page.locator("#an-editor")).to_have_attribute("data-loaded", inside[0])
+
+    for key in inside:  # all labelled (here through the API the editor saves with)
+        _relabel(web_server, alice, key, [{"classId": 0, "bbox": [0.5, 0.5, 0.2, 0.2]}])
+    page.locator("#an-label-next").click()  # the queue is done: said so, and the whole dataset offered
+    expect(note).to_have_text(f"All {len(inside)} selected images are labelled.")
+    leave = page.locator("#an-queue-leave")
+    expect(leave).to_have_text("label the whole dataset")
+    expect(page.locator("#an-editor")).to_have_attribute("data-loaded", inside[0])
+    screenshot(page, "annotate-selection-done")
+    leave.click()  # out of the selection: the dataset's own queue, on an image outside it
+    page.wait_for_url(re.compile(r"/annotate/\w+$"))
+    assert page.url.rsplit("/", 1)[1] not in inside
+
+    # the dataset page: two images ticked are a selection too, made into a new dataset of just them
+    page.goto(web_server.url + "/datasets/alice/picks")
+    ticked = page.locator("#ds-grid .ds-select")
+    ticked.nth(0).check()
+    ticked.nth(1).check()
+    picked = sorted(ticked.nth(i).get_attribute("value").split("-", 1)[1] for i in range(2))
+    expect(page.locator("#ds-bulk-label")).to_have_text("Label 2 selected")
+    page.locator("#ds-bulk-clone").click()
+    page.wait_for_url("**/datasets/alice/picks-selection")
+    expect(page.locator("body")).to_contain_text("made of 2 selected images from picks")
+    copied = page.locator("#ds-grid .ds-select")
+    expect(copied).to_have_count(2)
+    assert sorted(b.get_attribute("value").split("-", 1)[1] for b in copied.all()) == picked
+    screenshot(page, "dataset-from-selection")

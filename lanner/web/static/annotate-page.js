@@ -62,9 +62,39 @@
     if (key && key !== this.key) { this.open(key, true); }
   };
 
+  // "Label next" in a selection's queue (the editor opened with ?sel=: annotate_pages): the selection's next
+  // unlabelled image (selection_pages.label_queue), and when none is left, says so and offers the whole dataset.
+  E.queueNext = function () {
+    const self = this, queue = this.config.queue;
+    const leave = $('an-queue-leave');
+    lanner.fetch(queue.next + '&after=' + encodeURIComponent(this.key))
+      .then(function (r) { return r.json().then(function (d) { if (!r.ok) { throw new Error(d.error || r.status); } return d; }); })
+      .then(function (d) {
+        const count = queue.count.toLocaleString('en-US'), plural = queue.count === 1 ? '' : 's';
+        if (d.next) {
+          $('an-queue-text').textContent = 'Labelling ' + count + ' selected image' + plural + ' · ' +
+            d.left.toLocaleString('en-US') + ' unlabelled';
+          return self.go(d.next);
+        }
+        // this image's labels may still be on their way to the server, which then counts it as unlabelled
+        const mine = self.labels.length > 0 || (self.classId !== null && self.classId !== undefined);
+        if (d.left && !(d.left === 1 && mine)) {
+          $('an-queue-text').textContent = 'This is the last unlabelled image of the ' + count + ' selected.';
+          return lanner.showMessage('No other unlabelled image in the selection.', 'info');
+        }
+        $('an-queue-text').textContent = 'All ' + count + ' selected image' + plural + ' are labelled.';
+        $('an-queue').dataset.done = 'true';
+        leave.textContent = 'label the whole dataset';
+        leave.href = self.config.page;
+        lanner.showMessage('The selection is done: every selected image is labelled.', 'info');
+      })
+      .catch(function (err) { lanner.showMessage('The next image could not be found: ' + err.message, 'error'); });
+  };
+
   // "Label next": the assistant's most uncertain unlabelled image; without an assistant, the next unlabelled one.
   E.labelNext = function () {
     const self = this, api = this.config.api;
+    if (this.config.queue) { return this.queueNext(); }
     lanner.fetch(api + '/label-next?limit=5').then(function (r) { return r.ok ? r.json() : {images: []}; })
       .catch(function () { return {images: []}; })
       .then(function (data) {

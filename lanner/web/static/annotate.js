@@ -34,7 +34,7 @@
     this.proposals = new LannerProposals(this);
   }
 
-  Editor.prototype.url = function (key) { return this.config.page + '/' + encodeURIComponent(key); };
+  Editor.prototype.url = function (key) { return this.config.page + '/' + encodeURIComponent(key) + (this.config.query || ''); };
   Editor.prototype.className = function (id) {
     const names = (this.data && this.data.classNames) || [];
     return id !== null && id !== undefined && id < names.length ? names[id] : 'class ' + id;
@@ -57,6 +57,8 @@
       self.labels = copy(state.labels); self.classId = state.classId === undefined ? null : state.classId;
       if (!self.histories[key]) { self.histories[key] = {stack: [copy(state)], index: 0}; }
       if (push) { history.pushState({key: key}, '', self.url(key)); }
+      const leave = document.getElementById('an-queue-leave');  // a selection's queue: leave it on this image
+      if (leave && !document.getElementById('an-queue').dataset.done) { leave.href = self.config.page + '/' + encodeURIComponent(key); }
       self.setup(data);
       self.similar(key);
       $('an-editor').dataset.loaded = key;  // the browser tests wait for this

@@ -36,7 +36,8 @@
 })();
 
 // The grid's bulk actions (its owner): tick images (or the whole page), then move them to a split or remove them,
-// through the images API's bulk routes (PATCH / DELETE /api/images/bulk); the page reloads to show the result,
+// through the images API's bulk routes (PATCH / DELETE /api/images/bulk), label them (the editor in their label
+// queue: ?sel=) or make a new dataset of them (selection_pages); after a move or a removal the page reloads,
 // or, for a grid with data-refresh (the map page's, map.js), that grid is fetched again in place and
 // "lanner:images-changed" is sent for the page to follow. Delegated: htmx swaps the grid (and with it the
 // selection) on every filter and page.
@@ -55,6 +56,34 @@
     count.textContent = ids.length ? ids.length + ' selected' : 'None selected';
     document.getElementById('ds-bulk-move').disabled = !ids.length;
     document.getElementById('ds-bulk-delete').disabled = !ids.length;
+    // Label / new dataset: the ticked images, else the whole lasso selection the grid shows (if any)
+    const lasso = document.getElementById('ds-bulk').dataset.selectionCount;
+    const label = document.getElementById('ds-bulk-label'), clone = document.getElementById('ds-bulk-clone');
+    label.disabled = clone.disabled = !ids.length && !lasso;
+    label.textContent = ids.length ? 'Label ' + ids.length + ' selected' : lasso ? 'Label these ' + lasso : 'Label selected';
+    clone.textContent = ids.length ? 'New dataset from ' + ids.length + ' selected'
+      : lasso ? 'New dataset from these ' + lasso : 'New dataset from selected';
+  }
+
+  // The selection to label or copy: the ticked images stored as one (the map's POST .../map/selection), else the
+  // lasso's the grid is filtered by.
+  function selection(ids) {
+    const bulk = document.getElementById('ds-bulk');
+    if (!ids.length) { return Promise.resolve(bulk.dataset.selection); }
+    const keys = ids.map(function (id) { return id.slice(id.lastIndexOf('-') + 1); });
+    return lanner.fetch(bulk.dataset.base + '/map/selection', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                                              body: JSON.stringify({keys: keys})})
+      .then(function (response) {
+        return response.json().then(function (answer) {
+          if (!response.ok) { throw new Error(answer.error || 'The selection could not be kept.'); }
+          return answer.id;
+        });
+      });
+  }
+
+  function withSelection(ids, then) {
+    selection(ids).then(function (id) { if (id) { then(id); } })
+      .catch(function (error) { lanner.showMessage(error.message, 'error'); });
   }
 
   function send(method, body, done) {
@@ -91,6 +120,19 @@
       return;
     }
     const ids = selected();
+    if (event.target.id === 'ds-bulk-label') {
+      const base = document.getElementById('ds-bulk').dataset.base;
+      withSelection(ids, function (id) { window.location.assign(base + '/annotate?sel=' + encodeURIComponent(id)); });
+      return;
+    }
+    if (event.target.id === 'ds-bulk-clone') {
+      withSelection(ids, function (id) {
+        const form = document.getElementById('ds-bulk-clone-form');
+        form.elements.sel.value = id;
+        form.submit();
+      });
+      return;
+    }
     if (!ids.length) { return; }
     if (event.target.id === 'ds-bulk-move') {
       const split = document.getElementById('ds-bulk-split').value;
