@@ -38,10 +38,9 @@ from lanner.projects.models import ModelRecord
 from lanner.storage.blobs import BlobTooLarge, StoredBlob
 from lanner.storage.signing import URLSigner
 from lanner.training.executors.base import FINISHED, Executor, JobState, JobStatus
-from lanner.training.executors.job_queue import WorkerJobQueue, worker_executor
+from lanner.training.executors.job_queue import STOP_GRACE_SECONDS, WorkerJobQueue, worker_executor
 
 log = logging.getLogger("lanner.exports")
-STOP_GRACE_SECONDS = 60.0  # a finished job's worker still running this long is killed
 
 
 def export_device(job: ModelExport) -> str:
@@ -128,19 +127,8 @@ class ExportQueue(WorkerJobQueue):
         self.jobs.forget(job_id)
 
     def _let_go(self, job_id: str, external_id: str, failure: str | None) -> None:
-        """Stop a worker whose state cannot be read (as far as this executor can reach it) and free its slot."""
-        try:
-            self.executor.stop(external_id)
-        except Exception:  # it cannot be read; it may not be reachable either
-            log.warning("export %s: could not stop its worker %s", job_id, external_id, exc_info=True)
-        with self.ctx.db.session() as session:
-            job = session.get(ModelExport, job_id)
-            if job is None or job.external_id != external_id:
-                return
-            if failure is not None:
-                jobs.fail(session, job, failure)
-            job.external_id = None
-            self._ended.pop(job_id, None)
+        super()._let_go(job_id, external_id, failure)
+        self._ended.pop(job_id, None)
 
     def _observe(self, session: Any, job: ModelExport, status: JobStatus) -> None:
         if status.state in FINISHED:

@@ -193,3 +193,36 @@ def test_a_reencoded_copy_is_its_originals_nearest_image(app, client, sdk, alice
         "name"] == copy
     files = list((app.state.lanner.settings.resolved_home / "embeddings" / "indexes").rglob("*.faiss"))
     assert [f.name.rpartition("-r")[2] for f in files] == [f"{revision}.faiss"]  # the older one is gone
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_cancelled_job_whose_worker_cannot_be_read_frees_its_slot_after_the_grace(
+        app, shapes, alice, tiny_weights, monkeypatch) -> None:
+    """The queues' base judges a worker it cannot read (a local worker on another host after the lease moved,
+    a job Ray forgot) by its job: an ended one lets go after the stop grace (the worker is stopped, the slot
+    freed); an active one is asked again. Before, a cancelled job's ``external_id`` stayed for ever."""
+    from datetime import timedelta
+
+    from lanner.training.executors import job_queue
+    from tests.exports.test_queue import UnreadableExecutor
+
+    trained_on_shapes(app, alice, tiny_weights)
+    queue, fake = app.state.embeddings, UnreadableExecutor()
+    queue._executor = fake
+    job_id = shapes.datasets.create_embeddings("alice", "shapes")["jobId"]
+    queue.run_once()  # launched; its status cannot be read from here on
+
+    def held() -> str | None:
+        with app.state.lanner.db.session() as session:
+            return session.get(EmbeddingJob, job_id).external_id
+
+    assert held() is not None
+    queue.run_once()
+    assert held() is not None and not fake.stopped  # active: it may be delivering from its host
+    assert shapes.datasets.delete_embeddings("alice", "shapes") == {"cancelled": job_id}
+    queue.run_once()
+    assert held() is not None  # within the grace: it may be wrapping up
+    later = job_queue.utcnow() + timedelta(seconds=job_queue.STOP_GRACE_SECONDS + 1)
+    monkeypatch.setattr(job_queue, "utcnow", lambda: later)
+    queue.run_once()
+    assert held() is None and fake.stopped  # stopped as far as it can be reached, its slot free

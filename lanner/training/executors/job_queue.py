@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from sqlalchemy import literal, select, update
 
 from lanner.config import Settings
 from lanner.context import AppContext
+from lanner.db import utcnow
 from lanner.periodic import BackgroundLoop
 from lanner.training.executors import worker_io
 from lanner.training.executors.base import (
@@ -42,6 +44,7 @@ from lanner.training.executors.ray import RayExecutor
 from lanner.training.executors.watch import LAUNCHING, JobWatch
 
 GONE = (JobState.LOST, JobState.EXPIRED, JobState.STOPPED)  # the worker vanished without an outcome
+STOP_GRACE_SECONDS = 60.0  # an ended job's worker still running (or unreadable) this long is stopped
 
 
 def worker_executor(settings: Settings, folder: str, *, cpu_runs: int, num_gpus: float | None = None) -> Executor:
@@ -202,7 +205,38 @@ class WorkerJobQueue(BackgroundLoop):
     # --- watch ------------------------------------------------------------------------------------
 
     def watch(self) -> None:
-        self.jobs.poll(self.executor, observe=self._observe, release_stale=lambda job_id, _: self._release(job_id))
+        self.jobs.poll(self.executor, observe=self._observe, release_stale=lambda job_id, _: self._release(job_id),
+                       unreadable=self._unreadable)
+
+    def _unreadable(self, job_id: Any, external_id: str, since: datetime) -> None:
+        """The executor cannot say how the worker is: Ray forgot the job, or a local worker runs on another host
+        (the lease moved, ``WorkerElsewhere``). A job that ended (its deliveries completed it, or it was
+        cancelled) lets go of the worker after the stop grace: its slot would otherwise stay taken for ever. A
+        job still active is asked about again at the next pass: its worker may be delivering from that host."""
+        with self.ctx.db.read_session() as session:
+            job = session.get(self.table, job_id)
+            if job is None or job.external_id != external_id:
+                return
+            status = job.status
+        if status in ACTIVE or (utcnow() - since).total_seconds() <= STOP_GRACE_SECONDS:
+            return
+        self._let_go(job_id, external_id, None)
+        self.jobs.forget(job_id)
+
+    def _let_go(self, job_id: Any, external_id: str, failure: str | None) -> None:
+        """Stop a worker whose state cannot be read (as far as this executor can reach it), fail its job with
+        ``failure`` if one is given, and free its slot."""
+        try:
+            self.executor.stop(external_id)
+        except Exception:  # it cannot be read; it may not be reachable either
+            self.log.warning("%s %s: could not stop its worker %s", self.what, job_id, external_id, exc_info=True)
+        with self.ctx.db.session() as session:
+            job = session.get(self.table, job_id)
+            if job is None or job.external_id != external_id:
+                return
+            if failure is not None:
+                self.states.fail(session, job, failure)
+            job.external_id = None
 
     def _observe(self, session: Any, job: Any, status: JobStatus) -> None:
         if status.state in FINISHED:
