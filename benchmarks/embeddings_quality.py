@@ -1,10 +1,10 @@
-"""Embeddings (issue 31) on this machine's CPU: how fast ``YOLO.embed`` turns images into vectors, and whether
+"""Embeddings (issue 31) on this machine's CPU: how fast ``embeddings.encoding.embed`` turns images into vectors, and whether
 the vectors find augmented copies (flip, crop, colour jitter) of images hidden among others.
 
     OMP_NUM_THREADS=2 PYTHONPATH=. .venv/bin/python -m benchmarks.embeddings_quality WEIGHTS [--images 2000]
         [--copies 50] [--imgsz 224] [--size 160]
 
-The same functions the embedding worker runs (``lanner.embeddings.worker.embed``, batches of 32) and the same
+The same functions the embedding worker runs (``lanner.embeddings.encoding.embed``, batches of 32) and the same
 index the server searches (``lanner.embeddings.index.build``): each original's 5 nearest neighbours (itself
 excluded) must hold its copy. Throughput counts decoding nothing (the images are in memory): the model alone.
 """
@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from lanner.embeddings import index
-from lanner.embeddings.worker import embed
+from lanner.embeddings.encoding import embed
 from tests.embeddings.near_duplicates import make_near_duplicates
 
 
