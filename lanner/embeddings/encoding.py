@@ -11,10 +11,12 @@ background's and the last layers of such a network say little. Measured on those
   contrast change is undone before any layer sees it;
 - every resolution of the backbone contributes (the last layer at each stride, and the first convolution, whose
   filters see colours), each part L2-normalised so none dominates;
-- each channel is summarised by its standard deviation over the image rather than its mean: how much the
-  channel varies, which the uniform background adds nothing to, whatever its level;
+- each channel is summarised by its standard deviation rather than its mean: how much the channel varies,
+  which the uniform background adds nothing to, whatever its level; in three horizontal bands (top, middle,
+  bottom), which a mirror image keeps and a crop mostly does; square-rooted, so that no channel dominates;
 - the image and its mirror image are encoded and averaged: the vector of a flipped copy is the same by
-  construction.
+  construction;
+- a fixed random projection brings the result to ``DIM`` numbers, whatever the model's width.
 
 Only the backbone runs (no neck, no head): cheaper than a prediction. A vector from this encoding means nothing
 next to one of another encoding of the same weights, so vectors are stored under ``vector_key(weights digest)``,
@@ -23,13 +25,16 @@ which names ``ENCODING``: changing the encoding changes its name, and every data
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
 import cv2
 import numpy as np
 
-ENCODING = "backbone-std-flip/1"
+ENCODING = "backbone-bands-std-flip-rp512/1"
+BANDS = 3
+DIM = 512  # a vector's length, whatever the model: what the database and the index hold per image
 
 
 def vector_key(weights_sha256: str) -> str:
@@ -56,8 +61,8 @@ def _backbone(net: Any) -> list[Any]:
 
 
 def _features(net: Any, x: Any) -> list[Any]:
-    """Per image, each chosen layer's channels' standard deviation over the image: the first layer's, and the
-    last one at each resolution (stride) of the backbone."""
+    """Per image, the chosen layers' summaries (``_summary``): the first layer's, and the last one at each
+    resolution (stride) of the backbone."""
     outputs: list[Any] = []
     for layer in _backbone(net):
         source = layer.f if isinstance(layer.f, int) else layer.f[0]
@@ -65,7 +70,28 @@ def _features(net: Any, x: Any) -> list[Any]:
         outputs.append(x)
     chosen = [0] + [i for i in range(len(outputs))
                     if i + 1 == len(outputs) or outputs[i + 1].shape[-2:] != outputs[i].shape[-2:]]
-    return [outputs[i].flatten(2).std(2) for i in sorted(set(chosen))]
+    return [_summary(outputs[i]) for i in sorted(set(chosen))]
+
+
+def _summary(features: Any) -> Any:
+    """Each channel's standard deviation in each of ``BANDS`` horizontal bands of the image (top to bottom: where
+    things are up or down survives a mirror image, and mostly a crop); n x (channels x bands)."""
+    import torch
+
+    pool = torch.nn.functional.adaptive_avg_pool2d  # overlapping bands when a map has fewer rows than BANDS
+    mean, square = pool(features, (BANDS, 1)), pool(features * features, (BANDS, 1))
+    return (square - mean * mean).clamp(min=0).sqrt().flatten(1)
+
+
+@functools.lru_cache(maxsize=8)
+def _projection(features: int) -> Any:
+    """A fixed random projection (seeded Gaussian, the same on every machine for a given length) from the
+    summaries' length (1,776 for yolo11n, over 4,000 for larger models) to ``DIM``: cosines are kept closely
+    (Johnson-Lindenstrauss) while what is stored and searched per image stays 2 KB."""
+    import torch
+
+    generator = torch.Generator().manual_seed(features)
+    return torch.randn(features, DIM, generator=generator) / DIM ** 0.5
 
 
 def embed(model: Any, images: list[np.ndarray], imgsz: int) -> list[np.ndarray | None]:
@@ -81,8 +107,10 @@ def embed(model: Any, images: list[np.ndarray], imgsz: int) -> list[np.ndarray |
         with torch.inference_mode():
             parts = _features(net, torch.cat([x, x.flip(3)]))
         n = len(images)
-        pooled = [torch.nn.functional.normalize(p[:n] + p[n:], dim=1) for p in parts]
-        vectors = torch.nn.functional.normalize(torch.cat(pooled, 1), dim=1).cpu().numpy().astype(np.float32)
+        pooled = [torch.nn.functional.normalize((p[:n] + p[n:]).sqrt(), dim=1) for p in parts]
+        joined = torch.cat(pooled, 1)
+        vectors = torch.nn.functional.normalize(joined @ _projection(joined.shape[1]).to(joined.device), dim=1)
+        vectors = vectors.cpu().numpy().astype(np.float32)
     except Exception:
         if len(images) == 1:
             return [None]
