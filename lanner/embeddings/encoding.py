@@ -102,7 +102,8 @@ def embed(model: Any, images: list[np.ndarray], imgsz: int) -> list[np.ndarray |
     import torch
 
     # Random or weakly trained weights leave denormal numbers (below 1e-38) in the features, which the CPU computes
-    # on many times slower: flushed to zero, yolo11n with random weights went from 36 to 118 images/s at 128 px. A process-wide setting (torch has no getter to restore it), harmless to every other use.
+    # on many times slower: flushed to zero, yolo11n with random weights went from 36 to 118 images/s at 128 px.
+    # A process-wide setting (torch has no getter to restore it), harmless to every other use.
     torch.set_flush_denormal(True)
     try:
         net = model.model.float().eval()
