@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from lanner.embeddings import index
-from lanner.embeddings.encoding import embed
+from lanner.embeddings.encoding import embed, flush_denormals
 from tests.embeddings.near_duplicates import make_near_duplicates
 
 
@@ -44,6 +44,7 @@ def main() -> None:
 
         torch.manual_seed(0)
     model = YOLO(args.weights)
+    flush_denormals()  # as the worker does
     embed(model, pixels[:32], args.imgsz)  # warm-up
     start = time.perf_counter()
     vectors = []

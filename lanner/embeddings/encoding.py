@@ -95,16 +95,22 @@ def _projection(features: int) -> Any:
     return torch.randn(features, DIM, generator=generator) / DIM ** 0.5
 
 
+def flush_denormals() -> None:
+    """For a process that embeds (the worker, the benchmark): random or weakly trained weights leave denormal
+    numbers (below 1e-38) in the features, which the CPU computes on many times slower; flushed to zero, yolo11n
+    with random weights went from 28-36 to 259 images/s at 128 px. A process-wide setting that torch cannot
+    read back, so ``embed`` itself leaves it alone (a test process keeps IEEE arithmetic)."""
+    import torch
+
+    torch.set_flush_denormal(True)
+
+
 def embed(model: Any, images: list[np.ndarray], imgsz: int) -> list[np.ndarray | None]:
     """One L2-normalised float32 vector per BGR image (see the module's docstring) from an Ultralytics ``YOLO``
     model's PyTorch network; a batch the model fails on is retried image by image, so one bad image costs only
     itself (None)."""
     import torch
 
-    # Random or weakly trained weights leave denormal numbers (below 1e-38) in the features, which the CPU computes
-    # on many times slower: flushed to zero, yolo11n with random weights went from 36 to 118 images/s at 128 px.
-    # A process-wide setting (torch has no getter to restore it), harmless to every other use.
-    torch.set_flush_denormal(True)
     try:
         net = model.model.float().eval()
         device = next(net.parameters()).device

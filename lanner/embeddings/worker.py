@@ -31,7 +31,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from lanner.embeddings.encoding import ENCODING, embed, vector_key
+from lanner.embeddings.encoding import ENCODING, embed, flush_denormals, vector_key
 from lanner.scratch import scratch_folder
 from lanner.training.executors import worker_io
 from lanner.training.executors.worker_io import WorkerFailed, download, with_retries
@@ -92,6 +92,7 @@ def run(spec: dict[str, Any], home: Path) -> int:
         from ultralytics import YOLO  # seconds to import: once the weights are here
 
         model = YOLO(str(weights))
+        flush_denormals()
         imgsz, batch = int(spec["imgsz"]), int(spec.get("batch") or 32)
         after = ""
         with ThreadPoolExecutor(FETCH_THREADS) as pool:
