@@ -1,10 +1,10 @@
-"""Embeddings (issue 31) on this machine's CPU: how fast ``YOLO.embed`` turns images into vectors, and whether
-the vectors find augmented copies (flip, crop, colour jitter) of images hidden among others.
+"""Embeddings (issue 31) on this machine's CPU: how fast ``embeddings.encoding.embed`` turns images into vectors, and
+whether the vectors find augmented copies (flip, crop, colour jitter) of images hidden among others.
 
     OMP_NUM_THREADS=2 PYTHONPATH=. .venv/bin/python -m benchmarks.embeddings_quality WEIGHTS [--images 2000]
-        [--copies 50] [--imgsz 224] [--size 160]
+        [--copies 50] [--imgsz 128] [--size 160]
 
-The same functions the embedding worker runs (``lanner.embeddings.worker.embed``, batches of 32) and the same
+The same functions the embedding worker runs (``lanner.embeddings.encoding.embed``, batches of 32) and the same
 index the server searches (``lanner.embeddings.index.build``): each original's 5 nearest neighbours (itself
 excluded) must hold its copy. Throughput counts decoding nothing (the images are in memory): the model alone.
 """
@@ -20,16 +20,16 @@ import cv2
 import numpy as np
 
 from lanner.embeddings import index
-from lanner.embeddings.worker import embed
+from lanner.embeddings.encoding import embed, flush_denormals
 from tests.embeddings.near_duplicates import make_near_duplicates
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("weights")
+    parser.add_argument("weights", help="a .pt file, or a model YAML (yolo11n.yaml) for random weights, seeded")
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--copies", type=int, default=50)
-    parser.add_argument("--imgsz", type=int, default=224)
+    parser.add_argument("--imgsz", type=int, default=128, help="the demo's starting model's")
     parser.add_argument("--size", type=int, default=160, help="side of the synthetic images")
     args = parser.parse_args()
     from ultralytics import YOLO
@@ -39,7 +39,12 @@ def main() -> None:
         paths = sorted((Path(tmp) / "images" / "train").glob("*.jpg"))
         names = [p.name for p in paths]
         pixels = [cv2.imread(str(p)) for p in paths]
+    if args.weights.endswith(".yaml"):
+        import torch
+
+        torch.manual_seed(0)
     model = YOLO(args.weights)
+    flush_denormals()  # as the worker does
     embed(model, pixels[:32], args.imgsz)  # warm-up
     start = time.perf_counter()
     vectors = []

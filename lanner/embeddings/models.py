@@ -1,10 +1,11 @@
 """The embedding job and the vectors it leaves.
 
-A vector depends only on the image's bytes and the model's weights, so it is stored once per (model digest, image
-sha256), whatever datasets hold the image: a dataset analysed again after new uploads embeds only the new
-images, a crashed job's next attempt only those still missing, and a clone or a version costs nothing. A
-dataset's analysis (``EmbeddingJob`` completed) names the dataset revision and the model digest it ran on: the
-dataset is fresh while both are unchanged (``embeddings.service.freshness``)."""
+A vector depends only on the image's bytes, the model's weights and the encoding (``embeddings.encoding``), so
+it is stored once per (vector key, image sha256) (the key: ``encoding.vector_key`` of the weights' digest),
+whatever datasets hold the image: a dataset analysed again after new uploads embeds only the new images, a
+crashed job's next attempt only those still missing, and a clone or a version costs nothing. A dataset's analysis
+(``EmbeddingJob`` completed) names the dataset revision and the vector key it ran on: the dataset is fresh while
+both are unchanged (``embeddings.service.freshness``); a new encoding makes it stale."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class EmbeddingJob(TimestampMixin, Base):
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
     owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"))
-    model_sha256: Mapped[str] = mapped_column(String(64), index=True)  # the weights' digest: what vectors mean
+    model_sha256: Mapped[str] = mapped_column(String(64), index=True)  # encoding.vector_key(weights' digest)
     model_label: Mapped[str] = mapped_column(String(300))  # ul://owner/project/model, for people and the log
     revision: Mapped[int]  # the dataset's revision when the job was asked for
     imgsz: Mapped[int]

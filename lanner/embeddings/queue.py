@@ -19,6 +19,7 @@ from typing import Any
 from lanner.context import AppContext
 from lanner.embeddings import health, index, jobs, maps, vectors, worker
 from lanner.embeddings.models import EmbeddingJob
+from lanner.projects.models import ModelRecord
 from lanner.training.executors.base import Executor
 from lanner.training.executors.job_queue import WorkerJobQueue, worker_executor
 
@@ -52,10 +53,14 @@ class EmbeddingQueue(WorkerJobQueue):
         return {"cpu": slots.total if slots else self.ctx.settings.embedding_workers}
 
     def payload(self, session: Any, job: EmbeddingJob) -> dict[str, Any]:
+        """The worker's spec. ``job.model_sha256`` names the weights and the encoding (``encoding.vector_key``);
+        the weights are the job's model's, and the worker checks that they and its encoding give that key."""
         settings, signer, slot = self.ctx.settings, self.ctx.signer, job.slot or ""
+        model = session.get(ModelRecord, job.model_id) if job.model_id else None
+        weights = (model.weights_sha256 if model is not None else None) or ""
         return {"jobId": job.id, "attempt": job.attempt, "imgsz": job.imgsz, "batch": settings.embedding_batch,
-                "weightsUrl": signer.download_url(job.model_sha256, "weights.pt", LINK_TTL_SECONDS),
-                "weightsSha256": job.model_sha256,
+                "weightsUrl": signer.download_url(weights, "weights.pt", LINK_TTL_SECONDS),
+                "weightsSha256": weights, "vectorKey": job.model_sha256,
                 "manifestUrl": signer.sign("GET", jobs.worker_path(job.id, slot, "manifest"), LINK_TTL_SECONDS),
                 "vectorsUrl": signer.sign("PUT", jobs.worker_path(job.id, slot, "vectors"), LINK_TTL_SECONDS)}
 

@@ -4,8 +4,9 @@ uses, its progress and whether it is fresh.
 The SDK names no model, so the server picks one: the newest model trained on the dataset that has weights and
 the dataset's task (``training.trained_on``), else the best pretrained start the server has for that task
 (``projects.starting``: the operator's official weights, or the demo's starting model), else 409 naming what
-to install. A dataset is *fresh* while every image has a vector from the model that would be picked now
-(``freshness``); anything else is *stale*, and ``create_embeddings`` embeds only what is missing."""
+to install. A dataset is *fresh* while every image has a vector from the model that would be picked now, under
+this version's encoding (``encoding.vector_key``: what a job's ``model_sha256`` is) (``freshness``); anything else
+is *stale*, and ``create_embeddings`` embeds only what is missing."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.db import iso
 from lanner.embeddings import jobs, schemas, vectors
+from lanner.embeddings.encoding import vector_key
 from lanner.embeddings.models import EmbeddingJob
 from lanner.errors import Conflict
 from lanner.projects import official, starting
@@ -89,7 +91,7 @@ def freshness(session: Session, principal: Principal, dataset: Dataset) -> str:
     if done is None:
         return "none"
     try:
-        digest = choose_model(session, principal, dataset).model.weights_sha256
+        digest = vector_key(choose_model(session, principal, dataset).model.weights_sha256)
     except Conflict:  # the model was deleted since: its vectors still answer
         digest = done.model_sha256
     probe = EmbeddingJob(dataset_id=dataset.id, model_sha256=done.model_sha256)
@@ -117,7 +119,8 @@ def create(session: Session, principal: Principal, settings: Settings, *, owner:
         return active, False
     choice = choose_model(session, principal, dataset)
     job = EmbeddingJob(dataset_id=dataset.id, owner_id=dataset.owner_id, model_id=choice.model.id,
-                       model_sha256=choice.model.weights_sha256, model_label=choice.label, revision=dataset.revision,
+                       model_sha256=vector_key(choice.model.weights_sha256), model_label=choice.label,
+                       revision=dataset.revision,
                        imgsz=imgsz_for(choice.model, settings), status=jobs.QUEUED)
     vectors.count_progress(session, job)
     return jobs.create(session, job), True

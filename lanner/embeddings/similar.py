@@ -22,6 +22,7 @@ from lanner.datasets import items as dataset_items
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset, DatasetItem, ImageBlob
 from lanner.embeddings import index, jobs, schemas, vectors
+from lanner.embeddings.encoding import vector_key
 from lanner.embeddings.models import EmbeddingJob
 from lanner.embeddings.service import latest_analysis
 from lanner.errors import BadRequest, Conflict
@@ -125,7 +126,8 @@ def similar_training_images(session: Session, principal: Principal, ctx: AppCont
         return {"images": []}
     trained = _training_dataset(session, principal, record.train_args)
     analysis = latest_analysis(session, trained) if trained is not None else None
-    digests = [d for d in (analysis.model_sha256 if analysis else None, record.weights_sha256) if d]
+    digests = [d for d in (analysis.model_sha256 if analysis else None,
+                            vector_key(record.weights_sha256) if record.weights_sha256 else None) if d]
     for digest in digests:
         queries = vectors.vectors_of(session, digest, cohort)
         if queries:

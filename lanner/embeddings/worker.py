@@ -1,13 +1,16 @@
 """What an executor runs for one embedding attempt: ``python -m lanner.embeddings.worker``.
 
-Everything comes from ``LANNER_EMBEDDING_SPEC`` (JSON: ``jobId, attempt, weightsUrl, weightsSha256, manifestUrl,
-vectorsUrl, imgsz, batch``), built by ``embeddings.queue``. The worker fetches the weights (checked against their
-digest), then asks the job's signed manifest link, page after page, for images that have no vector yet under
-these weights (sha256 order, after the last one it saw), fetches each page's images from their signed links,
-embeds them with ``YOLO.embed`` (the pooled features before the head: one vector per image) and PUTs the page's
-vectors to the job's signed vectors link, where the server stores them before the next page is asked for. An
-attempt after a crash therefore skips every page already delivered: the manifest lists only what is missing.
-An empty page ends the job (exit 0). It needs no database and no key, so it runs the same on a Ray node.
+Everything comes from ``LANNER_EMBEDDING_SPEC`` (JSON: ``jobId, attempt, weightsUrl, weightsSha256, vectorKey,
+manifestUrl, vectorsUrl, imgsz, batch``), built by ``embeddings.queue``. The worker fetches the weights (checked
+against their digest), then asks the job's signed manifest link, page after page, for images that have no vector
+yet under the job's key (sha256 order, after the last one it saw), fetches each page's images from their signed
+links, embeds them (``embeddings.encoding.embed``: one vector per image, from the model's backbone) and PUTs the
+page's vectors to the job's signed vectors link, where the server stores them before the next page is asked for.
+An attempt after a crash therefore skips every page already delivered: the manifest lists only what is missing.
+An empty page ends the job (exit 0). It needs no database and no key, so it runs the same on a Ray node. The
+job's vectors are stored under ``vectorKey``, which names the weights and the encoding (``encoding.vector_key``):
+a worker of another Lanner version (another ``encoding.ENCODING``), or one handed weights other than the job's,
+refuses the job rather than deliver vectors that would be stored under the wrong name.
 
 An image that cannot be fetched or decoded is counted (``failedDownloads``), one the model fails on too
 (``failedInference``); neither stops the job. On a failure that does, it prints ``ERROR_MARK`` and a JSON
@@ -28,9 +31,10 @@ from typing import Any
 import cv2
 import numpy as np
 
+from lanner.embeddings.encoding import ENCODING, embed, flush_denormals, vector_key
 from lanner.scratch import scratch_folder
 from lanner.training.executors import worker_io
-from lanner.training.executors.worker_io import download, with_retries
+from lanner.training.executors.worker_io import WorkerFailed, download, with_retries
 
 SPEC_ENV = "LANNER_EMBEDDING_SPEC"
 ERROR_MARK = "LANNER_EMBEDDING_ERROR "
@@ -62,18 +66,6 @@ def fetch_image(url: str) -> np.ndarray | None:
     return None
 
 
-def embed(model: Any, images: list[np.ndarray], imgsz: int) -> list[np.ndarray | None]:
-    """One L2-normalised float32 vector per image; a batch the model fails on is retried image by image, so one
-    bad image costs only itself."""
-    try:
-        vectors = [v.detach().cpu().numpy().ravel() for v in model.embed(images, imgsz=imgsz, verbose=False)]
-    except Exception:
-        if len(images) == 1:
-            return [None]
-        return [embed(model, [image], imgsz)[0] for image in images]
-    return [(v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32) for v in vectors]
-
-
 def pack(hashes: list[str], vectors: list[np.ndarray], failed_downloads: int, failed_inference: int) -> bytes:
     """A page's vectors as an ``.npz`` (no pickles: the server loads it with ``allow_pickle=False``)."""
     out = io.BytesIO()
@@ -90,6 +82,9 @@ def deliver(url: str, body: bytes) -> None:
 
 def run(spec: dict[str, Any], home: Path) -> int:
     """Embed every image the manifest lists; returns how many vectors were delivered."""
+    if vector_key(spec["weightsSha256"]) != spec["vectorKey"]:
+        raise WorkerFailed(f"this worker's vectors ({ENCODING}, of weights {spec['weightsSha256'][:12]}…) are not "
+                           "the ones the job wants: run the server's version of Lanner on the workers")
     started, delivered = time.monotonic(), 0
     with scratch_folder(home, "embed-") as folder:
         weights = folder / "model.pt"
@@ -97,6 +92,7 @@ def run(spec: dict[str, Any], home: Path) -> int:
         from ultralytics import YOLO  # seconds to import: once the weights are here
 
         model = YOLO(str(weights))
+        flush_denormals()
         imgsz, batch = int(spec["imgsz"]), int(spec.get("batch") or 32)
         after = ""
         with ThreadPoolExecutor(FETCH_THREADS) as pool:

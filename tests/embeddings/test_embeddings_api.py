@@ -4,6 +4,7 @@ an attempt that resumes after a crash without embedding again what was delivered
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from lanner.accounts.principal import Principal
 from lanner.accounts.service import get_user_by_username
 from lanner.datasets import service as datasets_service
 from lanner.datasets.models import Dataset
-from lanner.embeddings import index, jobs, service
+from lanner.embeddings import encoding, index, jobs, service
 from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
 from lanner.projects import official
 from lanner.projects.models import ModelRecord
@@ -47,7 +48,8 @@ def status(platform: Any) -> dict[str, Any]:
     return assert_sdk_type(platform.datasets.embeddings("alice", "shapes"), "DatasetsEmbeddingsResponse")
 
 
-def test_analysis_picks_a_model_shows_progress_cancels_and_resumes(app, client, shapes, alice, tiny_weights):
+def test_analysis_picks_a_model_shows_progress_cancels_and_resumes(app, client, shapes, alice, tiny_weights,
+                                                                  monkeypatch):
     platform = shapes
     assert status(platform) == {"analyzedAt": None, "embeddingsCount": 0, "latestImageAt": status(platform)[
         "latestImageAt"], "activeJob": None}
@@ -72,6 +74,8 @@ def test_analysis_picks_a_model_shows_progress_cancels_and_resumes(app, client, 
         assert job.model_id == model_id and job.model_label == "ul://alice/shapes/tiny" and job.total == 18
     model = YOLO(str(tiny_weights))
     spec = launch(app, job_id)
+    assert spec["weightsSha256"] == hashlib.sha256(tiny_weights.read_bytes()).hexdigest()
+    assert spec["vectorKey"] == encoding.vector_key(spec["weightsSha256"]) != spec["weightsSha256"]
     spec["batch"] = 5
     assert drive_worker(client, spec, model, pages=2) == 10  # then the worker dies
     progress = status(platform)["activeJob"]["progress"]
@@ -93,6 +97,9 @@ def test_analysis_picks_a_model_shows_progress_cancels_and_resumes(app, client, 
         principal = Principal.of(get_user_by_username(session, username="alice"))
         dataset = datasets_service.get_dataset(session, principal, owner="alice", slug="shapes")
         assert service.freshness(session, principal, dataset) == "fresh"
+        monkeypatch.setattr(encoding, "ENCODING", "another-encoding/2")  # a Lanner whose vectors mean otherwise
+        assert service.freshness(session, principal, dataset) == "stale"
+        monkeypatch.undo()
         session.query(ImageEmbedding).filter(ImageEmbedding.image_sha256 == session.query(ImageEmbedding)
                                              .first().image_sha256).delete()  # as if an image came since
         assert service.freshness(session, principal, dataset) == "stale"

@@ -1,0 +1,82 @@
+"""The encoding on its own (issue 31): augmented copies (a flip, a crop, a colour jitter) of images hidden among
+others are found among their originals' 5 nearest images, with weights a server without internet has; a mirror
+image has the same vector; the vectors' key names the encoding; a worker refuses a job keyed otherwise.
+
+The weights: ``yolo11n.yaml`` with random weights (seeded), what every install can make with nothing downloaded,
+and the shape localizer (``tests.trained``), which stands in for the demo's starting model (``lanner demo``
+trains yolo11n on 200 synthetic shapes of one class: a server's only weights until someone trains or installs
+some). ``benchmarks/embeddings_quality.py`` measures the same at 2,000 images and 50 copies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from lanner.embeddings import encoding, index, worker
+from lanner.training.executors.worker_io import WorkerFailed
+from tests.embeddings.near_duplicates import make_near_duplicates
+
+IMGSZ = 128  # the demo's starting model's input size
+
+
+def _model(which: str, localizer_weights: Path | None = None):
+    import torch
+    from ultralytics import YOLO
+
+    if which == "random":
+        torch.manual_seed(0)
+        return YOLO("yolo11n.yaml")
+    return YOLO(str(localizer_weights))
+
+
+def _found_in_top5(model, root: Path, *, images: int, copies: int) -> int:
+    pairs = make_near_duplicates(root, images=images, copies=copies, size=160)
+    paths = sorted((root / "images" / "train").glob("*.jpg"))
+    names = [p.name for p in paths]
+    pixels = [cv2.imread(str(p)) for p in paths]
+    vectors = [v for start in range(0, len(pixels), 32) for v in encoding.embed(model, pixels[start:start + 32], IMGSZ)]
+    matrix = np.stack(vectors)
+    assert matrix.dtype == np.float32 and np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+    found = index.DatasetIndex(names, *index.build(matrix))
+    hits = 0
+    for original, copy in pairs.items():
+        nearest = [name for name, _ in found.search(matrix[names.index(original)], 6) if name != original]
+        hits += copy in nearest[:5]
+    return hits
+
+
+@pytest.mark.parametrize("which", ["random", "localizer"])
+def test_augmented_copies_are_among_their_originals_five_nearest(which, request, tmp_path):
+    weights = request.getfixturevalue("localizer_weights") if which == "localizer" else None
+    hits = _found_in_top5(_model(which, weights), tmp_path, images=300, copies=20)
+    assert hits >= 19, f"{hits}/20 augmented copies in their original's top 5"
+
+
+def test_a_mirror_image_has_the_same_vector_and_a_brighter_one_nearly():
+    model = _model("random")
+    rng = np.random.default_rng(3)
+    image = rng.integers(0, 256, (96, 120, 3), dtype=np.uint8)
+    brighter = np.clip(image.astype(np.float32) * 0.9 + 10, 0, 255).astype(np.uint8)
+    plain, mirrored, lit = encoding.embed(model, [image, np.ascontiguousarray(image[:, ::-1]), brighter], IMGSZ)
+    assert float(plain @ mirrored) == pytest.approx(1.0, abs=1e-5)
+    assert float(plain @ lit) > 0.99
+
+
+def test_the_vector_key_names_the_encoding(monkeypatch):
+    weights = "a" * 64
+    key = encoding.vector_key(weights)
+    assert len(key) == 64 and key != weights
+    monkeypatch.setattr(encoding, "ENCODING", "another-encoding/2")
+    assert encoding.vector_key(weights) != key
+
+
+def test_a_worker_refuses_a_job_keyed_by_another_encoding(monkeypatch, tmp_path):
+    spec = {"jobId": "j", "weightsSha256": "a" * 64, "vectorKey": encoding.vector_key("a" * 64),
+            "weightsUrl": "http://127.0.0.1:9/never", "manifestUrl": "http://127.0.0.1:9/never?x=1",
+            "vectorsUrl": "http://127.0.0.1:9/never", "imgsz": IMGSZ, "batch": 4}
+    monkeypatch.setattr(encoding, "ENCODING", "another-encoding/2")  # a worker of another Lanner version
+    with pytest.raises(WorkerFailed, match="not the ones the job wants"):
+        worker.run(spec, tmp_path)
