@@ -46,7 +46,7 @@ def vector_key(weights_sha256: str) -> str:
 
 def _pixels(images: list[np.ndarray], imgsz: int) -> Any:
     """The images as one RGB batch, each resized to ``imgsz`` square and standardised over all its pixels."""
-    import torch
+    import torch  # start-up cost: the server imports this module (vector_key) and never embeds
 
     batch = np.stack([cv2.resize(image, (imgsz, imgsz), interpolation=cv2.INTER_AREA) for image in images])
     x = torch.from_numpy(np.ascontiguousarray(batch[..., ::-1])).permute(0, 3, 1, 2).float()
@@ -77,7 +77,7 @@ def _features(net: Any, x: Any) -> list[Any]:
 def _summary(features: Any) -> Any:
     """Each channel's standard deviation in each of ``BANDS`` horizontal bands of the image (top to bottom: where
     things are up or down survives a mirror image, and mostly a crop); n x (channels x bands)."""
-    import torch
+    import torch  # start-up cost: the server imports this module (vector_key) and never embeds
 
     pool = torch.nn.functional.adaptive_avg_pool2d  # overlapping bands when a map has fewer rows than BANDS
     mean, square = pool(features, (BANDS, 1)), pool(features * features, (BANDS, 1))
@@ -89,7 +89,7 @@ def _projection(features: int) -> Any:
     """A fixed random projection (seeded Gaussian, the same on every machine for a given length) from the
     summaries' length (1,776 for yolo11n, over 4,000 for larger models) to ``DIM``: cosines are kept closely
     (Johnson-Lindenstrauss) while what is stored and searched per image stays 2 KB."""
-    import torch
+    import torch  # start-up cost: the server imports this module (vector_key) and never embeds
 
     generator = torch.Generator().manual_seed(features)
     return torch.randn(features, DIM, generator=generator) / DIM ** 0.5
@@ -100,7 +100,7 @@ def flush_denormals() -> None:
     numbers (below 1e-38) in the features, which the CPU computes on many times slower; flushed to zero, yolo11n
     with random weights went from 28-36 to 259 images/s at 128 px. A process-wide setting that torch cannot
     read back, so ``embed`` itself leaves it alone (a test process keeps IEEE arithmetic)."""
-    import torch
+    import torch  # start-up cost: the server imports this module (vector_key) and never embeds
 
     torch.set_flush_denormal(True)
 
@@ -109,7 +109,7 @@ def embed(model: Any, images: list[np.ndarray], imgsz: int) -> list[np.ndarray |
     """One L2-normalised float32 vector per BGR image (see the module's docstring) from an Ultralytics ``YOLO``
     model's PyTorch network; a batch the model fails on is retried image by image, so one bad image costs only
     itself (None)."""
-    import torch
+    import torch  # start-up cost: the server imports this module (vector_key) and never embeds
 
     try:
         net = model.model.float().eval()

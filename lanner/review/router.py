@@ -33,13 +33,13 @@ Queue = Annotated[ReviewQueue, Depends(get_queue)]
 
 @router.get(REVIEW, summary="Review scores: fresh, stale or none, and the job computing them")
 def scores_status(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession) -> dict[str, Any]:
-    return service.status(session, principal, service.editable(session, principal, owner, dataset))
+    return service.status(session, principal, service.members_dataset(session, principal, owner, dataset))
 
 
 @router.post(REVIEW, summary="Compute review scores (mistakenness, uniqueness) with a model")
 def create_scores(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, queue: Queue,
                   body: ScoresCreate | None = None) -> dict[str, Any]:
-    record = service.editable(session, principal, owner, dataset)
+    record = service.members_dataset(session, principal, owner, dataset, write=True)
     job, created = service.request(session, principal, record, body.modelId if body else None)
     if created:
         after_commit(session, queue.wake)
@@ -49,7 +49,7 @@ def create_scores(owner: str, dataset: str, principal: CurrentPrincipal, session
 @router.delete(REVIEW, summary="Cancel the review scores job under way")
 def cancel_scores(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession,
                   queue: Queue) -> dict[str, Any]:
-    cancelled = service.cancel(session, service.editable(session, principal, owner, dataset))
+    cancelled = service.cancel(session, service.members_dataset(session, principal, owner, dataset, write=True))
     if cancelled:
         after_commit(session, queue.wake)
     return {"cancelled": cancelled}
@@ -60,14 +60,14 @@ def scored_images(owner: str, dataset: str, principal: CurrentPrincipal, session
                   sort: Literal["mistakenness", "uniqueness"] = "mistakenness",
                   limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                   offset: Annotated[Count, Query()] = 0) -> dict[str, Any]:
-    record = service.editable(session, principal, owner, dataset)
+    record = service.members_dataset(session, principal, owner, dataset)
     return service.scores(session, record, sort=sort, limit=limit, offset=offset)
 
 
 @router.post(REVIEW + "/next", summary="The Review queue's next image (marked reviewed in this pass)")
 def review_next(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession,
                 body: NextBody | None = None) -> dict[str, Any]:
-    record = service.editable(session, principal, owner, dataset)
+    record = service.members_dataset(session, principal, owner, dataset, write=True)
     return {"image": service.next_for_review(session, record, restart=bool(body and body.restart))}
 
 

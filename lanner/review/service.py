@@ -31,14 +31,32 @@ from lanner.inference import service as inference_service
 from lanner.projects.models import ModelRecord
 from lanner.review import jobs, scoring
 from lanner.review.models import ImageScore, ReviewJob
+from lanner.teams import permissions
 
 CONFIDENCE = 0.05  # predictions kept: low, so a label with nothing under it is told from a doubtful one
 TASKS = ("detect", "segment", "obb")  # labels with boxes
 
 
+def members_dataset(session: Session, principal: Principal, owner: str, slug: str, *, write: bool = False
+                    ) -> Dataset:
+    """The dataset for a member of its workspace (its owner, or any role in its team): the scores are the team's
+    to read, a viewer's change is the 403 naming the role it needs (``write``). Anyone else gets the 404 of a
+    missing dataset, even a reader of a public one: an outsider learns nothing of its labels' quality."""
+    dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slug)
+    if not is_member(session, principal, dataset):
+        raise NotFound(f"dataset '{owner}/{slug}' not found")
+    if write:
+        datasets_service.get_dataset(session, principal, owner=owner, slug=slug, write=True)
+    return dataset
+
+
+def is_member(session: Session, principal: Principal, dataset: Dataset) -> bool:
+    return permissions.role_in(session, user_id=principal.user_id, owner_id=dataset.owner_id) is not None
+
+
 def editable(session: Session, principal: Principal, owner: str, slug: str) -> Dataset:
-    """The dataset if the caller may edit it; the 404 of a missing one otherwise (a reader of a public dataset
-    learns nothing of its labels' quality)."""
+    """The dataset if the caller may edit it; the 404 of a missing one otherwise (the pages: a viewer is not
+    offered what it may not do)."""
     try:
         return datasets_service.get_dataset(session, principal, owner=owner, slug=slug, write=True)
     except Forbidden:

@@ -57,9 +57,10 @@ def map_points_json(owner: str, slug: str, request: Request, user: PageUser, ses
                     ctx: Ctx) -> Response:
     """The whole map as columns (``embeddings.map_points``), or its state while it cannot be drawn yet."""
     body, wake = map_points.points(session, user, ctx.settings, owner=owner, slug=slug)
-    if body["state"] == "ready":  # the Review scores colour the map too (a higher layer than the map's)
+    if body["state"] == "ready":  # the Review scores colour the map too, for the workspace's members
         dataset = datasets_service.get_dataset(session, user, owner=owner, slug=slug)
-        body["fields"] = [*body["fields"], *review_service.map_fields(session, dataset, body["keys"])]
+        if review_service.is_member(session, user, dataset):
+            body["fields"] = [*body["fields"], *review_service.map_fields(session, dataset, body["keys"])]
     if wake:
         after_commit(session, request.app.state.embeddings.wake)
     return Response(orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json",
