@@ -11,6 +11,7 @@ applied)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import Any
 
@@ -26,6 +27,7 @@ from lanner.training import service
 from lanner.training.models import Run, StagedUpload
 from lanner.training.schemas import MetricsEvent, UploadCheckpointDone, UploadCheckpointRequest
 
+log = logging.getLogger("lanner.training")
 MAX_CHECKPOINT_BYTES = 20 * 1024**3
 NOT_UPLOADED = "nothing was uploaded on this checkpoint slot yet: PUT the file to its uploadUrl first"
 
@@ -127,9 +129,9 @@ def named_checkpoint(event: MetricsEvent) -> str | None:
 
 def settle_named_checkpoint(db: Database, blobs: BlobStore, principal: Principal, event: MetricsEvent) -> None:
     """Settle the bucket upload an event names (``named_checkpoint``) if it is not recorded yet. Nothing is decided
-    here: a slot that is unknown, already recorded or empty is left for the event itself to judge (promotion
-    answers 409 "not uploaded yet", ``training_complete`` keeps the model's weights), and a slot of a model the
-    caller may not write answers as the event would (404/403)."""
+    here: a slot that is unknown, already recorded, empty or unreadable is left for the event itself to judge
+    (promotion answers 409 "not uploaded yet", ``training_complete`` keeps its metrics and the model's earlier
+    weights), and a slot of a model the caller may not write answers as the event would (404/403)."""
     path = named_checkpoint(event)
     if path is None:
         return
@@ -140,8 +142,10 @@ def settle_named_checkpoint(db: Database, blobs: BlobStore, principal: Principal
         model_id = staged.model_id
     try:
         settle_checkpoint_upload(db, blobs, principal, UploadCheckpointDone(uploadPath=path, modelId=model_id))
-    except Conflict:
-        return
+    except (NotFound, Forbidden):
+        raise
+    except Exception:  # nothing PUT, too large, the bucket unreachable: the event's metrics must not be lost
+        log.warning("checkpoint %s could not be settled; %s goes on without it", path, event.event, exc_info=True)
 
 
 def promote_checkpoint(session: Session, model: ModelRecord, path: str, run_id: int | None) -> bool:

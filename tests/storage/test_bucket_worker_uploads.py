@@ -218,3 +218,32 @@ def test_the_trainers_own_checkpoints_go_into_the_bucket_and_its_events_settle_t
         record = session.get(ModelRecord, final["modelId"])
         assert (record.weights_sha256, record.weights_name) == (hashlib.sha256(best.read_bytes()).hexdigest(),
                                                                  "best.pt")
+
+
+def test_a_checkpoint_the_bucket_cannot_give_back_leaves_training_complete_applied(
+        app: Any, client: Any, alice: Any, sdk: Any, fake_executor: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """The bucket failing while the named file is settled must not lose the run's end: the event applies (metrics,
+    completion), and the model keeps the weights it had."""
+    from ultralytics.utils.uploads import safe_upload
+
+    platform = sdk(alice)
+    upload_dataset(platform, httpx, "alice", "shapes", package(
+        make_detection_dataset(tmp_path / "shapes", train=4, val=2, size=64).parent, tmp_path / "zip"))
+    run_id = started_run(platform, app, alice)
+    app.state.training.supervisor.run_once()
+    key = fake_executor.launched[0].env["ULTRALYTICS_API_KEY"]
+    best = tmp_path / "best.pt"
+    best.write_bytes(b"PK\x03\x04 best.pt")
+    slot = _checkpoint_slot(client, key, run_id, filename="best.pt")
+    assert safe_upload(file=best, url=slot["uploadUrl"], retry=0)
+
+    def unreachable(*args: Any, **kwargs: Any) -> None:
+        raise OSError("the bucket is unreachable")
+
+    monkeypatch.setattr(app.state.lanner.blobs, "settle_staged", unreachable)
+    done = _event(client, key, slot["modelId"], "training_complete", {"results": {
+        "metrics": {"metrics/mAP50(B)": 0.5}, "modelPath": slot["gcsPath"]}})
+    assert done.status_code == 200, done.text
+    with app.state.lanner.db.session() as session:
+        record = session.get(ModelRecord, slot["modelId"])
+        assert record.metrics == {"metrics/mAP50(B)": 0.5} and record.weights_sha256 is None
