@@ -40,6 +40,16 @@ def read_token(signer: Any, token: str | None) -> tuple[str, str] | None:
     return (job_id, slot) if sep and job_id and slot else None
 
 
+def image_links(session: Any, signer: Any, dataset_id: str, keys: list[str]) -> tuple[list[dict[str, str]], list[str]]:
+    """A worker's signed links to the images ``keys`` of a dataset, in ``keys``' order, and the keys of those
+    deleted since (or of a dataset gone): what auto-annotation and the review scores both hand their worker."""
+    dataset = session.get(Dataset, dataset_id)
+    rows = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
+        DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys)))} if dataset else {}
+    return ([{"key": k, "url": signer.download_url(rows[k], "image", LINK_TTL_SECONDS)} for k in keys if k in rows],
+            [k for k in keys if k not in rows])
+
+
 class AutolabelQueue(WorkerJobQueue):
     """Auto-annotation runs on ``WorkerJobQueue``: its own spec (each image's signed link and the chunk URL) and
     its own judgement of a finished worker (the chunks it handed back complete the run)."""
@@ -64,19 +74,17 @@ class AutolabelQueue(WorkerJobQueue):
     def payload(self, session: Any, job: AutolabelJob) -> dict[str, Any]:
         settings, signer, ttl = self.ctx.settings, self.ctx.signer, LINK_TTL_SECONDS
         keys = service.remaining_keys(session, job)
-        dataset = session.get(Dataset, job.dataset_id)
-        rows = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
-            DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys)))} if dataset else {}
+        images, gone = image_links(session, self.ctx.signer, job.dataset_id, keys)
         spec = {"jobId": job.id, "attempt": job.attempt, "operation": job.operation, "confidence": job.confidence,
                 "iou": job.iou, "imgsz": job.imgsz, "classMap": job.class_map, "chunk": settings.autolabel_chunk_images,
                 **({"cascade": str(settings.face_cascade) if settings.face_cascade else None}
                    if job.operation == "blur" else
                    {"weightsUrl": signer.download_url(job.weights_sha256 or "", "weights.pt", ttl),
                     "weightsSha256": job.weights_sha256}),
-                "images": [{"key": k, "url": signer.download_url(rows[k], "image", ttl)} for k in keys if k in rows],
+                "images": images,
                 "chunkUrl": f"{signer.public_url.rstrip('/')}/api/autolabel/chunks", "token": chunk_token(signer, job)}
-        if len(spec["images"]) < len(keys):  # images deleted since: recorded as done with nothing added
-            service.record_chunk(session, self.ctx, job, [{"key": k} for k in keys if k not in rows])
+        if gone:  # images deleted since: recorded as done with nothing added
+            service.record_chunk(session, self.ctx, job, [{"key": k} for k in gone])
         return spec
 
     def _finished(self, session: Any, job: AutolabelJob, status: JobStatus, missing: str | None = None) -> None:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import select
-
 from lanner.autolabel import worker
+from lanner.autolabel.queue import LINK_TTL_SECONDS, AutolabelQueue, image_links
 from lanner.context import AppContext
-from lanner.datasets.models import Dataset, DatasetItem
+from lanner.datasets.models import Dataset
 from lanner.review import jobs, service
 from lanner.review.models import ReviewJob
 from lanner.training.executors.base import Executor, JobStatus
@@ -20,7 +19,6 @@ from lanner.training.executors.job_queue import WorkerJobQueue, worker_executor
 
 log = logging.getLogger("lanner.review")
 TOKEN_PURPOSE = "review-chunk"
-LINK_TTL_SECONDS = 7 * 24 * 3600
 NMS_IOU = 0.7
 
 
@@ -49,22 +47,18 @@ class ReviewQueue(WorkerJobQueue):
     def make_executor(self) -> Executor:
         return worker_executor(self.ctx.settings, "review", cpu_runs=self.ctx.settings.export_workers, num_gpus=0)
 
-    def slots(self) -> dict[str, int]:
-        return {"cpu": sum(room.total for room in self.executor.capacity().values())}
+    slots = AutolabelQueue.slots  # the same worker: any free slot, CPU or GPU
 
     def payload(self, session: Any, job: ReviewJob) -> dict[str, Any]:
         settings, signer, ttl = self.ctx.settings, self.ctx.signer, LINK_TTL_SECONDS
-        keys = service.remaining_keys(session, job)
-        dataset = session.get(Dataset, job.dataset_id)
-        rows = {key: digest for key, digest in session.execute(select(DatasetItem.key, DatasetItem.sha256).where(
-            DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.key.in_(keys)))} if dataset else {}
-        if len(rows) < len(keys):  # images deleted since: scored as having nothing
-            service.record_chunk(session, self.ctx, job, [{"key": k} for k in keys if k not in rows])
+        images, gone = image_links(session, signer, job.dataset_id, service.remaining_keys(session, job))
+        if gone:  # images deleted since: scored as having nothing
+            service.record_chunk(session, self.ctx, job, [{"key": k} for k in gone])
         return {"jobId": job.id, "attempt": job.attempt, "confidence": job.confidence, "iou": NMS_IOU,
                 "imgsz": job.imgsz, "classMap": job.class_map, "chunk": settings.autolabel_chunk_images,
                 "weightsUrl": signer.download_url(job.model_sha256, "weights.pt", ttl),
                 "weightsSha256": job.model_sha256,
-                "images": [{"key": k, "url": signer.download_url(rows[k], "image", ttl)} for k in keys if k in rows],
+                "images": images,
                 "chunkUrl": f"{signer.public_url.rstrip('/')}/api/review/chunks", "token": chunk_token(signer, job)}
 
     def _finished(self, session: Any, job: ReviewJob, status: JobStatus, missing: str | None = None) -> None:
