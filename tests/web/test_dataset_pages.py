@@ -127,7 +127,7 @@ def test_filters_by_split_class_labels_and_issue(client, app, alice, tmp_path):
     assert soup(client.get(f"{base}?issue=duplicate")).select_one("#f-issue option[selected]")["value"] == "duplicate"
     form = soup(client.get(base)).select_one("#ds-filters")
     assert form["method"] == "get" and form["hx-get"] == base and form["hx-target"] == "#ds-grid"
-    assert {s["name"] for s in form.select("select")} == {"split", "class", "labeled", "issue"}
+    assert {s["name"] for s in form.select("select")} == {"split", "class", "labeled", "issue", "sort"}
 
 
 def test_health_findings_link_to_the_filtered_grid(client, app, alice, tmp_path):
