@@ -7,11 +7,16 @@ reading a public dataset gets the plain grid, as if the parameters were not ther
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
+from lanner.accounts import service as accounts
+from lanner.accounts.principal import Principal
 from lanner.datasets.models import DatasetItem
 from lanner.db import utcnow
+from lanner.projects import service as projects_service
+from lanner.projects.models import ModelRecord
 from lanner.review.models import ImageScore, ReviewJob
+from lanner.teams import service as teams_service
 from lanner.web import dataset_pages
 from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
 from tests.web.test_dataset_pages import TRAIN, VAL, add_dataset, grid_count, thumbs
@@ -48,13 +53,15 @@ def keys_by_name(app, owner: str = "alice") -> dict[str, str]:
             DatasetItem.manifest_id == dataset.manifest_id))}
 
 
-def seed_scores(app, owner: str = "alice") -> dict[str, str]:
-    """A completed job's scores as ``review.service.finish`` leaves them; its model is gone (model_id None), so
-    they are stale. The top image's worst finding: a label of class 0 the model calls class 1."""
+def seed_scores(app, owner: str = "alice", model: ModelRecord | None = None) -> dict[str, str]:
+    """A completed job's scores as ``review.service.finish`` leaves them: fresh with ``model`` (its weights as
+    scored), else stale (the model is gone). The top image's worst finding: a class-0 label the model calls 1."""
     keys = keys_by_name(app, owner)
     with app.state.lanner.db.session() as session:
         dataset = _dataset(session, owner, "shapes")
-        job = ReviewJob(dataset_id=dataset.id, owner_id=dataset.owner_id, model_sha256="d" * 64,
+        job = ReviewJob(dataset_id=dataset.id, owner_id=dataset.owner_id,
+                        model_sha256=model.weights_sha256 if model else "d" * 64,
+                        model_id=model.id if model else None,
                         model_label="ul://alice/shapes/tiny", revision=dataset.revision, total=len(SCORES),
                         processed=len(SCORES), status="completed", completed_at=utcnow())
         session.add(job)
@@ -159,6 +166,9 @@ def test_an_outsider_reading_a_public_dataset_gets_no_scores_and_no_score_order(
                                                                                 tmp_path):
     base = add_dataset(app, tmp_path, visibility="public")
     seed_scores(app)
+    sign_in(client)  # its owner sees them on the very URL
+    assert soup(client.get(f"{base}?sort=mistakenness-desc&mistakes=1")).select(".ds-score")
+    client.cookies.clear()
     sign_in(client, "bob")
     page = soup(client.get(f"{base}?sort=mistakenness-desc&mistakes=1"))
     assert page.select_one("#f-sort") is None and page.select_one("#f-mistakes") is None
@@ -167,3 +177,31 @@ def test_an_outsider_reading_a_public_dataset_gets_no_scores_and_no_score_order(
     assert not page.select(".ds-score") and "mistake" not in page.get_text().lower()
     fragment = client.get(f"{base}?sort=uniqueness-desc&mistakes=1", headers={"HX-Request": "true"})
     assert names_of(soup(fragment)) == NAMES and "ds-score" not in fragment.text
+
+
+def test_a_team_viewer_sorts_by_fresh_scores_without_the_review_pages_link(client, app, make_account, tmp_path):
+    """Team acme: olga owner, vic viewer. The scores are the team's to read (as on the map); only an editor
+    computes them, so vic is not sent to the Review page (his 404)."""
+    for name in ("olga", "vic"):
+        make_account(name, password=PASSWORD)
+    with app.state.lanner.db.session() as session:
+        olga = Principal.of(accounts.require_user(session, username="olga"))
+        teams_service.create_team(session, name="acme", owner=accounts.require_user(session, username="olga"))
+        teams_service.add_member(session, olga, "acme", "vic", "viewer")
+        project = projects_service.create_project(session, olga, slug="shapes", name="shapes", owner="acme")
+        model = projects_service.create_model(session, project, name="tiny")
+        model.weights_sha256, model.task, model.status = "e" * 64, "detect", "completed"
+        session.commit()
+        session.expunge(model)
+    base = add_dataset(app, tmp_path, username="olga", owner="acme")
+    keys = seed_scores(app, "acme", model)
+    sign_in(client, "vic")
+    page = soup(client.get(f"{base}?sort=mistakenness-desc"))
+    assert names_of(page) == by_mistake(keys) and scores_of(page)[-1] == "not scored"
+    note = page.select_one("#ds-scores-note")
+    assert note["data-scores"] == "fresh" and "fresh" in text(note) and not note.select(f"a[href='{base}/review']")
+    assert client.get(f"{base}/review").status_code == 404
+    with app.state.lanner.db.session() as session:  # without scores he is told who computes them
+        session.execute(delete(ReviewJob))
+    note = soup(client.get(base)).select_one("#ds-scores-note")
+    assert "an editor of this dataset can compute them" in text(note) and not note.select("a")
