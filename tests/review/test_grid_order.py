@@ -38,13 +38,14 @@ def _seed(app: Any, dataset_id: str, expected: dict[str, dict[str, Any]]) -> dic
 def _walk(app: Any, dataset_id: str, *, sort: str | None, mistakes: bool = False,
           split: str | None = None) -> tuple[list[str], set[int]]:
     names, totals, offset = [], set(), 0
+    signer = URLSigner(b"k" * 32, "http://lanner.test/", 600)
     with app.state.lanner.db.session() as session:
         dataset = session.get(Dataset, dataset_id)
         summary = review_grid.summary(session, dataset)
         ranking = review_grid.ranking(dataset, sort=sort, mistakes=mistakes, threshold=summary["cutoff"])
         while True:
             page = listing.list_images(
-                session, dataset, signer=URLSigner(b"k" * 32, "http://lanner.test/", 600), limit=5, offset=offset, cursor=None,
+                session, dataset, signer=signer, limit=5, offset=offset, cursor=None,
                 include_total=True, split=split, has_error=None, has_label=None, class_ids=None, text=None,
                 issue=None, sort="name", thumbnails=False, urls=False, labels=False, ranking=ranking)
             names += [image["name"] for image in page["images"]]

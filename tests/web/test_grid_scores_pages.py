@@ -128,7 +128,8 @@ def test_possible_mistakes_only_combines_with_the_filters_and_the_map_selection(
     sign_in(client)
     top = soup(client.get(f"{base}?mistakes=1"))  # the top tenth of 10 scored: 1 image, and the one tied with it
     assert grid_count(top) == 2 and names_of(top) == ["train_0000.jpg", "val_0001.jpg"]  # by name
-    assert top.select_one("#f-mistakes").has_attr("checked") and all(s.startswith("mistake 0.95") for s in scores_of(top))
+    assert top.select_one("#f-mistakes").has_attr("checked")
+    assert all(s.startswith("mistake 0.95") for s in scores_of(top))
     assert "top 10 %" in text(top.select_one("#ds-scores-order"))
     assert names_of(soup(client.get(f"{base}?mistakes=1&split=val"))) == ["val_0001.jpg"]
     assert grid_count(soup(client.get(f"{base}?mistakes=1&labeled=no"))) == 0
