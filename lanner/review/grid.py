@@ -104,5 +104,5 @@ def _why(finding: dict[str, Any] | None, class_names: list[str]) -> str:
     words = KIND_WORDS.get(kind, kind)
     cls = finding.get("predictedClass", finding.get("classId"))
     if isinstance(cls, int) and 0 <= cls < len(class_names):
-        words += f" (the model says {class_names[cls]})" if kind == "class" else f" ({class_names[cls]})"
+        words += f" (model: {class_names[cls]})" if kind == "class" else f" ({class_names[cls]})"
     return words

@@ -95,7 +95,7 @@ def test_sorting_by_mistakenness_pages_in_score_order_with_unscored_last(client,
     assert grid_count(first) == IMAGES and names_of(first) == expected[:4]
     assert first.select_one("#f-sort option[selected]")["value"] == "mistakenness-desc"
     assert scores_of(first)[expected.index("train_0000.jpg")] == (
-        f"mistake 0.95 · wrong class? (the model says {seeded['class1']})")
+        f"mistake 0.95 · wrong class? (model: {seeded['class1']})")
     assert scores_of(first)[2] == f"mistake 0.70 · missing box? ({seeded['class0']})"
     assert "1 = the Review queue" in first.select_one(".ds-score")["title"]
     next_link = first.select_one("#ds-grid a[rel=next]")["href"]
