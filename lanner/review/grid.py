@@ -6,7 +6,8 @@ The orders and the filter are SQL handed to ``datasets.listing`` (a ``listing.Ra
 added since the job) come last. A *possible mistake* is an image in the top tenth of the scored images by
 mistakenness (at least one, and above 0): the Review page has no threshold of its own (it lists the head of the
 queue, and the queue walks every scored image), and the calibrated mistakenness (``scoring.calibrated``) is
-relative to the dataset, so a share of it is what stays meaningful from one model to the next.
+relative to the dataset, so a share of it is what stays meaningful from one model to the next (the benchmark,
+docs/benchmarks.md "Review queue", found 19 of 20 injected errors in the top 10 %).
 
 Only the workspace's members see any of it (``service.is_member``: a team's viewers read, as on the map); the
 caller checks that."""
