@@ -4,6 +4,7 @@ page's rows alone, so page 500 costs about what page 1 does."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -27,6 +28,18 @@ SORTS = {"name": (DatasetItem.name, False), "-name": (DatasetItem.name, True),
          **{f"{name}-{way}": (column, way == "desc") for name, column in (
              ("name", DatasetItem.name), ("labels", DatasetItem.label_count), ("width", ImageBlob.width),
              ("height", ImageBlob.height), ("size", ImageBlob.size)) for way in ("asc", "desc")}}
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Another domain's number per image (the review scores: ``review.grid``), known to this module only as SQL.
+    ``values``: a subquery of ``key`` and ``value`` for this dataset's images, to order by (highest first, images
+    without one last, then by key) instead of ``sort``; ``only``: a select of the keys to keep (a filter on the
+    same numbers). Either may be None. Its statements are built per request, uncached: its values are bound in
+    them."""
+
+    values: Any = None
+    only: Any = None
 
 
 def _image_rows(manifest_id: int | None = None, *, labels: bool = True) -> Select[Any]:
@@ -128,17 +141,35 @@ def _total_statement(shape: tuple[str, ...]) -> Select[Any]:
 
 @lru_cache(maxsize=256)
 def _page_statement(shape: tuple[str, ...], sort: str, labels: bool) -> Select[Any]:
+    return _paged(shape, sort, labels, None)
+
+
+def _paged(shape: tuple[str, ...], sort: str, labels: bool, ranking: Ranking | None) -> Select[Any]:
     """One page (and one row more, to know if there is a next). The page's ids are found on the covering index
     alone, then joined to their columns and images: with ``id IN (page)`` the planner walked the whole manifest
-    in index order testing each row against the page (9 ms a page at 100,000 items)."""
-    column, descending = SORTS[sort]
-    order = [column.desc() if descending else column.asc(), DatasetItem.key]
-    ids = select(DatasetItem.id)
-    if column.table is ImageBlob.__table__:  # width, height, size: the image's, not the item's
-        ids = ids.join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
-    page = (ids.where(*_where(shape)).order_by(*order)
+    in index order testing each row against the page (9 ms a page at 100,000 items). With a ``ranking`` that
+    has values, the ids come from an outer join to them, ordered in SQL (no-value last, on SQLite and
+    PostgreSQL alike)."""
+    where = _where(shape) if ranking is None or ranking.only is None else [
+        *_where(shape), DatasetItem.key.in_(ranking.only)]
+    if ranking is not None and ranking.values is not None:
+        values = ranking.values
+        unranked = values.c.value.is_(None)
+        ids = (select(DatasetItem.id, unranked.label("unranked"), values.c.value.label("rank"))
+               .outerjoin(values, values.c.key == DatasetItem.key))
+        order = [unranked, values.c.value.desc(), DatasetItem.key]
+    else:
+        column, descending = SORTS[sort]
+        order = [column.desc() if descending else column.asc(), DatasetItem.key]
+        ids = select(DatasetItem.id)
+        if column.table is ImageBlob.__table__:  # width, height, size: the image's, not the item's
+            ids = ids.join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
+    page = (ids.where(*where).order_by(*order)
             .offset(bindparam("offset", type_=BigInteger)).limit(bindparam("limit", type_=Integer)).subquery("page"))
-    return (_image_rows(labels=labels).where(_MANIFEST).join(page, page.c.id == DatasetItem.id).order_by(*order))
+    rows = _image_rows(labels=labels).where(_MANIFEST).join(page, page.c.id == DatasetItem.id)
+    if ranking is not None and ranking.values is not None:
+        return rows.order_by(page.c.unranked, page.c.rank.desc(), DatasetItem.key)
+    return rows.order_by(*order)
 
 
 def _total(session: Session, dataset: Dataset, shape: tuple[str, ...], params: dict[str, Any], *,
@@ -159,9 +190,11 @@ def _total(session: Session, dataset: Dataset, shape: tuple[str, ...], params: d
 def list_images(session: Session, dataset: Dataset, *, signer: URLSigner, limit: int, offset: int,
                 cursor: str | None, include_total: bool, split: str | None, has_error: bool | None,
                 has_label: bool | None, class_ids: str | None, text: str | None, issue: str | None, sort: str,
-                thumbnails: bool, urls: bool, labels: bool, selection: str | None = None) -> dict[str, Any]:
+                thumbnails: bool, urls: bool, labels: bool, selection: str | None = None,
+                ranking: Ranking | None = None) -> dict[str, Any]:
     """``datasets.images``: one page of the images that pass every filter, with a cursor to the next.
-    ``selection``: only the images of that (already checked) selection: the grid's ``?sel=``."""
+    ``selection``: only the images of that (already checked) selection: the grid's ``?sel=``. ``ranking``: ordered
+    by it instead of ``sort`` (and filtered by its ``only``): the grid's review-score orders."""
     shape, params = _filters(dataset, split=split, has_error=has_error, has_label=has_label, class_ids=class_ids,
                              text=text, issue=issue, selection=selection)
     if sort not in SORTS:
@@ -171,10 +204,12 @@ def list_images(session: Session, dataset: Dataset, *, signer: URLSigner, limit:
             raise BadRequest("cursor must come from nextCursor")
         offset = int(cursor)
     total = None
-    if include_total:
+    if include_total and ranking is not None and ranking.only is not None:  # the scores change with no revision
+        total = int(session.scalar(_count_of(*_where(shape), DatasetItem.key.in_(ranking.only)), params) or 0)
+    elif include_total:
         total = _total(session, dataset, shape, params, remember=has_error is None and not issue)
-    rows = session.execute(_page_statement(shape, sort, labels), {**params, "offset": offset, "limit": limit + 1}
-                           ).all()
+    statement = _page_statement(shape, sort, labels) if ranking is None else _paged(shape, sort, labels, ranking)
+    rows = session.execute(statement, {**params, "offset": offset, "limit": limit + 1}).all()
     has_more = len(rows) > limit
     images = image_items(signer, dataset.id, rows[:limit], thumbnails=thumbnails, urls=urls, labels=labels)
     body: dict[str, Any] = {"images": images, "hasMore": has_more, "classes": list(dataset.class_names or []),

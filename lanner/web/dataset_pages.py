@@ -40,7 +40,7 @@ from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
 from lanner.training import trained_on
 from lanner.training.dependencies import CurrentCatalogue, Runtime
-from lanner.web import assistant_panel, autolabel_dialog, similar_strip, workspaces
+from lanner.web import assistant_panel, autolabel_dialog, grid_scores, similar_strip, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 from lanner.web.workspaces import trash_path
 
@@ -155,29 +155,34 @@ def import_report(owner: str, slug: str, request: Request, user: PageUser, sessi
 
 def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, page: int, split: str | None,
           class_id: int | None, labeled: str | None, issue: str | None, name: str | None = None,
-          selection: ImageSelection | None = None) -> dict[str, Any]:
-    """``selection``: the caller's own map lasso (``?sel=``), checked by ``selections.get``."""
+          selection: ImageSelection | None = None, user: Principal | None = None, sort: str | None = None,
+          mistakes: bool = False) -> dict[str, Any]:
+    """``selection``: the caller's own map lasso (``?sel=``), checked by ``selections.get``. ``sort`` and
+    ``mistakes``: the review-score order and filter (``web.grid_scores``), for ``user`` if a workspace member."""
     split = split if split in SPLITS else None
     name = (name or "").strip()[:NAME_MAX] or None
     issue = issue if issue in ISSUE_CODES else None
     labeled = labeled if labeled in ("yes", "no") else None
     names = list(dataset.class_names or [])
     class_id = class_id if class_id is not None and 0 <= class_id < max(len(names), 1) else None
+    scores = grid_scores.offer(session, user, dataset, base, sort=sort, mistakes=mistakes)
     filters = {"split": split, "class": class_id, "labeled": labeled, "issue": issue, "q": name,
-               "sel": selection.id if selection else None}
+               "sel": selection.id if selection else None, "mistakes": "1" if scores and scores["mistakes"] else None,
+               "sort": scores["sort"] if scores else None}
     result = listing.list_images(
         session, dataset, signer=signer, limit=PER_PAGE, offset=(page - 1) * PER_PAGE, cursor=None,
         include_total=True, split=split, has_error=None, has_label=None if labeled is None else labeled == "yes",
         class_ids=None if class_id is None else str(class_id), text=name, issue=issue, sort="name",
-        thumbnails=True, urls=False, labels=True, selection=filters["sel"])
+        thumbnails=True, urls=False, labels=True, selection=filters["sel"], ranking=grid_scores.ranking(scores))
     pages = max(1, math.ceil(result.get("total", 0) / PER_PAGE))
     images = [{**image, "shapes": _shapes(image.get("labels") or [], image["width"], image["height"])}
               for image in result["images"]]
+    grid_scores.label(session, dataset, scores, images)
     return {"images": images, "total": result.get("total", 0), "page": page, "pages": pages, "filters": filters,
             "class_names": names, "splits": SPLITS, "issue_codes": ISSUE_CODES, "issue_labels": ISSUE_LABELS,
             "prev_url": base + _query(filters, page=page - 1) if page > 1 else None,
             "next_url": base + _query(filters, page=page + 1) if page < pages else None,
-            "filtered": any(v is not None for v in filters.values()),
+            "filtered": any(v is not None for k, v in filters.items() if k != "sort"), "scores": scores,
             "selection": {"id": selection.id, "count": selection.count} if selection else None}
 
 
@@ -210,15 +215,18 @@ def dataset_page(owner: str, slug: str, request: Request, user: PageUser, sessio
                  split: str | None = None, class_id: Annotated[str | None, Query(alias="class")] = None,
                  labeled: str | None = None, issue: str | None = None,
                  q: Annotated[str | None, Query(max_length=1000)] = None,
-                 sel: Annotated[str | None, Query(max_length=32)] = None) -> Response:
+                 sel: Annotated[str | None, Query(max_length=32)] = None,
+                 sort: Annotated[str | None, Query(max_length=40)] = None, mistakes: str | None = None) -> Response:
     """The whole page, or (htmx: the filter form and paging) just the grid. ``q``: part of the file name;
-    ``sel``: a selection the visitor made on the map (someone else's: 404)."""
+    ``sel``: a selection the visitor made on the map (someone else's: 404); ``sort`` and ``mistakes``: the
+    review-score order and filter (``web.grid_scores``: ignored for anyone outside the workspace)."""
     dataset = _dataset(session, user, owner, slug)
     owner = owner.lower()
     base = _base(dataset, owner)
     grid = _grid(session, dataset, ctx.signer, base, page=page, split=split, labeled=labeled, issue=issue,
                  class_id=int(class_id) if class_id and class_id.isdigit() else None, name=q,
-                 selection=selections.get(session, user, dataset, sel) if sel else None)
+                 selection=selections.get(session, user, dataset, sel) if sel else None, user=user, sort=sort,
+                 mistakes=mistakes == "1")
     if is_fragment_request(request):  # the grid shows nothing of the rest: no health report, counts or size
         editable = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
         return render(request, "dataset.html", {**grid, "base": base, "is_owner": editable},
@@ -322,7 +330,7 @@ async def save_assistant(owner: str, slug: str, request: Request, user: PageUser
         return render(request, "dataset.html", {"assistant": section, "base": _base(dataset, owner)},
                       fragment="_dataset_assistant.html", status_code=422, user=user)
     grid = _grid(session, dataset, ctx.signer, _base(dataset, owner), page=1, split=None, labeled=None,
-                 issue=None, class_id=None)
+                 issue=None, class_id=None, user=user)
     return _page(request, session, user, dataset, owner, grid, catalogue, runtime, assistant=section,
                  status_code=422)
 

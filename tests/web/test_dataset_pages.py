@@ -31,9 +31,9 @@ def bob(make_account):
 
 
 def add_dataset(app, tmp_path: Path, username: str = "alice", slug: str = "shapes",
-                visibility: str = "private") -> str:
+                visibility: str = "private", owner: str | None = None) -> str:
     """A small detection dataset imported as an upload would be: ``TRAIN`` + ``VAL`` drawn images, a copy of one
-    train image in val, and one image without labels."""
+    train image in val, and one image without labels; ``owner``: a team ``username`` edits, else theirs."""
     ctx = app.state.lanner
     root = tmp_path / slug
     make_detection_dataset(root, train=TRAIN, val=VAL, size=64, seed=3)
@@ -44,9 +44,9 @@ def add_dataset(app, tmp_path: Path, username: str = "alice", slug: str = "shape
             ctx.db.session() as session:
         principal = Principal.of(accounts_service.require_user(session, username=username))
         dataset = datasets_service.create_dataset(session, principal, name=slug, task="detect",
-                                                  visibility=visibility)
+                                                  visibility=visibility, owner=owner)
         commit_import(session, prepared, dataset=dataset, queued=False)
-    return f"/datasets/{username}/{slug}"
+    return f"/datasets/{owner or username}/{slug}"
 
 
 def thumbs(page) -> list:
@@ -127,7 +127,7 @@ def test_filters_by_split_class_labels_and_issue(client, app, alice, tmp_path):
     assert soup(client.get(f"{base}?issue=duplicate")).select_one("#f-issue option[selected]")["value"] == "duplicate"
     form = soup(client.get(base)).select_one("#ds-filters")
     assert form["method"] == "get" and form["hx-get"] == base and form["hx-target"] == "#ds-grid"
-    assert {s["name"] for s in form.select("select")} == {"split", "class", "labeled", "issue"}
+    assert {s["name"] for s in form.select("select")} == {"split", "class", "labeled", "issue", "sort"}
 
 
 def test_health_findings_link_to_the_filtered_grid(client, app, alice, tmp_path):
