@@ -145,8 +145,8 @@ def main() -> int:
         f"`PYTHONPATH=. .venv/bin/python benchmarks/map_view.py --points {args.points} --rounds {args.rounds}` on "
         f"{info['date']}, revision {info['revision']}: {info['nproc']} cores ({info['cpu']}), {info['ram']}, "
         f"load average {start_load} at the start and {info['load']} at the end (2 cores: above 2, the "
-        "browser waits for a core, so a busy machine's figures are upper bounds). Debian chromium, headless, `--disable-gpu` "
-        "(WebGL on the CPU through SwiftShader); one `lanner serve` (SQLite).", "",
+        "browser waits for a core, so a busy machine's figures are upper bounds). Debian chromium, headless, "
+        "`--disable-gpu` (WebGL on the CPU through SwiftShader); one `lanner serve` (SQLite).", "",
         "| what | target | median | rounds | verdict |", "|---|---|---|---|---|",
         f"| first paint of {points:,} points (navigation start → first frame with the points) | ≤ 2 s | "
         f"{paint:.2f} s | {', '.join(f'{p:.2f}' for p in paints)} s | {verdict(paint <= 2.0)} |",
@@ -158,12 +158,13 @@ def main() -> int:
         "The first round pays the server's first read of the layout and the items (decoded once, then kept per "
         "dataset revision: `embeddings.maps`, `embeddings.map_points`; ~2 s in-process at load 7) on top of a "
         "cold server. The rest of a warm first paint is chromium's software WebGL (no GPU here): the page has "
-        "issued its draw calls by ~0.2-0.5 s, and SwiftShader then rasterises the first frame on the CPU "
-        "(compiling the point shader, creating the buffers): ~0.9-1.2 s on a quiet machine, ~2 s when other "
-        "work holds the 2 cores (2026-12-06 20:32, revision b64e2c9, load average 8-10: median 2.63 s, a FAIL). "
-        "Later frames of the same 100,000 points (pan, zoom) take ~10 ms (timed with a pixel read-back); with a "
-        "GPU the first frame is a frame. The lasso's grid is swapped in before the points are recoloured: "
-        "uploading new colours queues a frame that software WebGL holds the page for.",
+        "issued its draw calls by ~0.2-0.5 s, then SwiftShader rasterises the first frame on the CPU. The points "
+        "are one non-instanced point list (`static/map-points.js`): as deck.gl's instanced squares the same "
+        "frame took ~0.9-1.2 s on a quiet machine and ~2 s under load (2026-12-06 20:32, revision b64e2c9, load "
+        "average 8-10: median 2.63 s, a FAIL; 23:06, revision 7a2115d, load 0.6-3.3: 2.43 s), SwiftShader paying "
+        "for each instance. Later frames of the same 100,000 points (pan, zoom) take ~10 ms; with a GPU the first "
+        "frame is a frame. The lasso's grid is swapped in before the points are recoloured: uploading new colours "
+        "queues a frame that software WebGL holds the page for.",
         ""])
     print(section)
     if not args.no_doc:

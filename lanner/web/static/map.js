@@ -1,6 +1,6 @@
 // The dataset map (templates/dataset_map.html, lanner/web/map_pages.py): every image a point of its embedding's
-// 2-D layout, drawn by deck.gl (WebGL, one ScatterplotLayer over binary attributes: 200,000 points draw in a
-// frame, and picking for hover runs on the GPU). Colour by any field the server sends (map-colours.js). Hover shows the image's thumbnail
+// 2-D layout, drawn by deck.gl (WebGL, its ScatterplotLayer over binary attributes, drawn as one point list:
+// map-points.js; 200,000 points draw in a frame, and picking for hover runs on the GPU). Colour by any field the server sends (map-colours.js). Hover shows the image's thumbnail
 // (the images API, one image, cached). The lasso (its button, or Shift while dragging) selects the points inside,
 // tested in the map's own coordinates; the selection is then stored on the server and the dataset's grid filtered
 // to it shows under the map, with its paging and bulk actions (or on the dataset page, with its filters too).
@@ -66,7 +66,7 @@
 
   function layer() {
     const radius = map.n > 50000 ? 1.5 : map.n > 5000 ? 2.5 : 5;
-    return new deck.ScatterplotLayer({
+    return new lannerMapPoints.PointsLayer({
       id: 'points', data: {length: map.n, attributes: {
         getPosition: {value: map.positions, size: 3},
         getFillColor: {value: colours(), size: 4, normalized: true}}},
