@@ -61,6 +61,7 @@ def test_map_hover_shows_the_thumbnail_and_a_lasso_filters_the_grid_for_a_bulk_m
     expect(page.locator("#map-summary")).to_contain_text("7 images")
     expect(page.locator("#map-legend li").first).to_be_visible()  # the default colouring's names
     keys = page.evaluate("lannerMap.keys")
+    assert page.evaluate("lannerMap.drawnAsPoints")  # deck.gl's shaders took map-points.js's edits
     assert sorted(keys) == sorted(i.split("-", 1)[1] for i in ids.values())
     screen = page.evaluate("lannerMap.keys.map((k, i) => lannerMap.screenPosition(i))")
 

@@ -333,6 +333,10 @@
 
   window.lannerMap = {
     get keys() { return map.keys.slice(); },
+    get drawnAsPoints() {  // map-points.js's point list, not deck.gl's instanced squares
+      const layer = map.deck && map.deck.props.layers[0];
+      return Boolean(layer && layer.state && layer.state.asPoints);
+    },
     screenPosition: function (index) {  // page coordinates of point ``index``
       const [x, y] = map.deck.getViewports()[0].project([map.positions[3 * index], map.positions[3 * index + 1]]);
       const box = $('map-canvas').getBoundingClientRect();
