@@ -86,7 +86,7 @@ def _read_columns(session: Session, dataset: Dataset, row: EmbeddingLayout) -> d
     found = session.execute(
         select(DatasetItem.key, DatasetItem.sha256, DatasetItem.split, DatasetItem.class_list,
                DatasetItem.class_id, DatasetItem.label_count)
-        .where(DatasetItem.manifest_id == dataset.manifest_id).order_by(DatasetItem.id)).tuples().all()
+        .where(DatasetItem.manifest_id == dataset.manifest_id).order_by(DatasetItem.id)).all()
     total = len(found)
     at = [drawn.rows.get(item[1]) for item in found]
     kept = [n for n, a in enumerate(at) if a is not None][:MAX_POINTS]

@@ -126,7 +126,7 @@ def _epoch_facts(session: Session, models: Sequence[ModelRecord],
     stamps: dict[str, Any] = {}  # read now, not from the loaded models: the epoch writer updates them in SQL
     for start in range(0, len(ids), IN_CHUNK):
         stamps.update(session.execute(select(ModelRecord.id, ModelRecord.updated_at)
-                                      .where(ModelRecord.id.in_(ids[start:start + IN_CHUNK]))).tuples().all())
+                                      .where(ModelRecord.id.in_(ids[start:start + IN_CHUNK]))).all())
     best: dict[str, float | None] = {}
     done: dict[int, int] = {}
     stale: dict[str, tuple[str, Any, int | None]] = {}
