@@ -24,7 +24,7 @@ from lanner.assistant import service as assistant_service
 from lanner.assistant.dependencies import Loop
 from lanner.assistant.service import payer_tier
 from lanner.bounds import BigCount
-from lanner.datasets import archives, listing, selections, service, stats, versions
+from lanner.datasets import adopt, archives, listing, selections, service, stats, versions
 from lanner.datasets import trash as trash_service
 from lanner.datasets.health.checks import ISSUE_CODES
 from lanner.datasets.health.report import health_report
@@ -183,7 +183,8 @@ def _grid(session: Session, dataset: Dataset, signer: URLSigner, base: str, *, p
             "prev_url": base + _query(filters, page=page - 1) if page > 1 else None,
             "next_url": base + _query(filters, page=page + 1) if page < pages else None,
             "filtered": any(v is not None for k, v in filters.items() if k != "sort"), "scores": scores,
-            "selection": {"id": selection.id, "count": selection.count} if selection else None}
+            "selection": {"id": selection.id, "count": selection.count} if selection else None,
+            "adopt_targets": adopt.targets(session, user, dataset) if user and images else []}
 
 
 def _page(request: Request, session: Session, user: Principal, dataset: Dataset, owner: str, grid: dict[str, Any],

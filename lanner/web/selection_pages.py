@@ -5,7 +5,10 @@ images ticked in the grid, stored the same way by ``POST .../map/selection``) be
   next" asks ``label-queue`` here for the selection's next unlabelled image;
 - "New dataset from these": a private dataset of just those images (``versions.clone_selection``). Not a
   version: a version is a snapshot of the whole dataset, and restoring or comparing one that held a subset would
-  read as the other images deleted.
+  read as the other images deleted;
+- "Add these to": the images copied into another dataset the visitor may change, of the same task, with their
+  labels and splits (``adopt.adopt_selection``: ``datasets.adopt_images`` with ``release: false``); images whose
+  bytes it already holds are skipped, a taken name gets the source key appended, classes are matched by name.
 
 A selection is its maker's alone: with anyone else's (or a dataset they may not read) the answer is the 404 of
 a missing one."""
@@ -18,7 +21,8 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 
 from lanner.annotation.service import editable_dataset
-from lanner.datasets import listing, selections, versions
+from lanner.datasets import adopt, listing, selections, versions
+from lanner.datasets import service as datasets_service
 from lanner.errors import LannerError
 from lanner.http.deps import DbSession
 from lanner.web.templating import PageUser, redirect
@@ -61,3 +65,25 @@ def dataset_from_selection(owner: str, slug: str, request: Request, user: PageUs
     return redirect(request, f"/datasets/{made['owner']}/{made['dataset']}",
                     f"New dataset “{made['name']}” made of {count} selected image{'s' if count != 1 else ''} "
                     f"from {dataset.name}.")
+
+
+@router.post("/datasets/{owner}/{slug}/selection/adopt")
+def add_selection_to(owner: str, slug: str, request: Request, user: PageUser, session: DbSession,
+                     sel: Annotated[str, Form(max_length=32)] = "",
+                     target: Annotated[str, Form(max_length=200)] = "") -> Response:
+    """The selection's images copied into ``target`` (``owner/slug``, a dataset the visitor may change); on to
+    it. A target they may not change answers as a missing one, on this page."""
+    dataset = editable_dataset(session, user, owner=owner, slug=slug, write=True)
+    chosen = selections.get(session, user, dataset, sel)
+    back = f"/datasets/{owner.lower()}/{dataset.slug}?sel={chosen.id}"
+    into_owner, _, into_slug = target.partition("/")
+    try:
+        into = datasets_service.get_dataset(session, user, owner=into_owner, slug=into_slug, write=True)
+        added = adopt.adopt_selection(session, user, into, dataset, chosen)
+    except LannerError as exc:
+        return redirect(request, back, exc.message, "error")
+    skipped = chosen.count - added
+    return redirect(request, f"/datasets/{into_owner.lower()}/{into.slug}",
+                    f"Added {added} image{'s' if added != 1 else ''} from {dataset.name} to {into.name}, with their "
+                    "labels and splits" + (f"; {skipped} {'were' if skipped != 1 else 'was'} already there" if skipped
+                                           else "") + ".")

@@ -103,6 +103,7 @@ WRITES: dict[str, int] = {
     "/datasets/{owner}/{slug}/embeddings": 404,  # starts the analysis (the similar strip's button)
     "/datasets/{owner}/{slug}/map/selection": 404,  # stores a lasso's images (her selections: ?sel=, 404 to him)
     "/datasets/{owner}/{slug}/selection/dataset": 404,  # a new dataset of a selection's images (hers: 404)
+    "/datasets/{owner}/{slug}/selection/adopt": 404,  # a selection's images added to another dataset (hers: 404)
     "/datasets/{owner}/{slug}/review/compute": 404,  # starts a scores job on her dataset
     "/datasets/{owner}/{slug}/review/next": 404,  # the next image to review (marks it reviewed)
     "/account/keys/{key_id}/revoke": 303,  # back to his keys: "already revoked"

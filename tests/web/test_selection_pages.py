@@ -135,3 +135,52 @@ def test_new_dataset_from_these_copies_just_the_selected_images(client, app, ali
                        follow_redirects=False).status_code == 404
     with app.state.lanner.db.session() as session:
         assert sorted(session.scalars(select(Dataset.slug))) == ["hard-cases", "shapes"]  # nothing of his
+
+
+def _empty_dataset(app, username: str, slug: str) -> None:
+    from lanner.accounts import service as accounts_service
+    from lanner.accounts.principal import Principal
+    from lanner.datasets import service as datasets_service
+
+    with app.state.lanner.db.session() as session:
+        principal = Principal.of(accounts_service.require_user(session, username=username))
+        datasets_service.create_dataset(session, principal, name=slug, task="detect")
+
+
+def test_add_these_to_copies_the_selection_into_another_of_ones_datasets(client, app, alice, bob, tmp_path):
+    base = add_dataset(app, tmp_path, visibility="public")
+    _empty_dataset(app, "alice", "more")
+    _empty_dataset(app, "bob", "his")
+    items = _items(app)
+    by_name = {i.name: i for i in items}
+    chosen = [by_name["train_0000.jpg"].key, by_name["copy.jpg"].key, by_name["train_0002.jpg"].key]  # same bytes
+    sign_in(client)
+    sel = _select(client, base, chosen)
+    page = soup(client.get(f"{base}?sel={sel}"))
+    offered = [o["value"] for o in page.select("#ds-bulk-target option")]
+    assert offered == ["alice/more"]  # not the dataset itself, not bob's
+    assert text(page.select_one("#ds-bulk-adopt")) == "Add these 3 to"
+
+    token = token_of(client.get(base).text)
+    added = client.post(f"{base}/selection/adopt", data={"csrf_token": token, "sel": sel, "target": "alice/more"},
+                        follow_redirects=False)
+    assert added.status_code == 303 and added.headers["location"] == "/datasets/alice/more"
+    assert "Added 2 images from shapes to more, with their labels and splits; 1 was already there." in client.get(
+        added.headers["location"]).text
+    copied = {i.name: i.labels for i in _items(app, "more")}
+    assert len(copied) == 2 and by_name["train_0002.jpg"].name in copied
+    for name, labels in copied.items():  # labels as they were, whichever of the two same images came first
+        assert labels == by_name[name].labels
+    assert len(_items(app)) == len(items)  # the source keeps all its images
+
+    refused = client.post(f"{base}/selection/adopt", data={"csrf_token": token, "sel": sel, "target": "bob/his"},
+                          follow_redirects=False)
+    assert refused.status_code == 303 and refused.headers["location"] == f"{base}?sel={sel}"
+    assert _items(app, "his") == []
+    assert "not found" in client.get(refused.headers["location"]).text
+
+    sign_in(client, "bob")  # his own dataset as the target, her selection: 404, nothing copied
+    token = token_of(client.get("/datasets").text)
+    assert client.post(f"{base}/selection/adopt", data={"csrf_token": token, "sel": sel, "target": "bob/his"},
+                       follow_redirects=False).status_code == 404
+    assert _items(app, "his") == []

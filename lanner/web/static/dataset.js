@@ -59,13 +59,18 @@
     // Label / new dataset: the ticked images, else the whole lasso selection the grid shows (if any)
     const lasso = document.getElementById('ds-bulk').dataset.selectionCount;
     const label = document.getElementById('ds-bulk-label'), clone = document.getElementById('ds-bulk-clone');
+    const adopt = document.getElementById('ds-bulk-adopt');
     label.disabled = clone.disabled = !ids.length && !lasso;
+    if (adopt) {
+      adopt.disabled = !ids.length && !lasso;
+      adopt.textContent = ids.length ? 'Add ' + ids.length + ' selected to' : lasso ? 'Add these ' + lasso + ' to' : 'Add selected to';
+    }
     label.textContent = ids.length ? 'Label ' + ids.length + ' selected' : lasso ? 'Label these ' + lasso : 'Label selected';
     clone.textContent = ids.length ? 'New dataset from ' + ids.length + ' selected'
       : lasso ? 'New dataset from these ' + lasso : 'New dataset from selected';
   }
 
-  // The selection to label or copy: the ticked images stored as one (the map's POST .../map/selection), else the
+  // The selection to label, copy or add elsewhere: the ticked images stored as one (the map's POST .../map/selection), else the
   // lasso's the grid is filtered by.
   function selection(ids) {
     const bulk = document.getElementById('ds-bulk');
@@ -128,6 +133,14 @@
     if (event.target.id === 'ds-bulk-clone') {
       withSelection(ids, function (id) {
         const form = document.getElementById('ds-bulk-clone-form');
+        form.elements.sel.value = id;
+        form.submit();
+      });
+      return;
+    }
+    if (event.target.id === 'ds-bulk-adopt') {
+      withSelection(ids, function (id) {
+        const form = document.getElementById('ds-bulk-adopt-form');
         form.elements.sel.value = id;
         form.submit();
       });
