@@ -5,13 +5,14 @@ it is stored once per (vector key, image sha256) (the key: ``encoding.vector_key
 whatever datasets hold the image: a dataset analysed again after new uploads embeds only the new images, a
 crashed job's next attempt only those still missing, and a clone or a version costs nothing. A dataset's analysis
 (``EmbeddingJob`` completed) names the dataset revision and the vector key it ran on: the dataset is fresh while
-both are unchanged (``embeddings.service.freshness``); a new encoding makes it stale."""
+both are unchanged (``embeddings.service.freshness``); a new encoding makes it stale. A job whose model the
+caller named (``chosen``) makes that model the dataset's until another is named."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy import Boolean, ForeignKey, Integer, LargeBinary, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from lanner.db import Base, TimestampMixin, id_column, utcnow
@@ -30,6 +31,7 @@ class EmbeddingJob(TimestampMixin, Base):
     model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"))
     model_sha256: Mapped[str] = mapped_column(String(64), index=True)  # encoding.vector_key(weights' digest)
     model_label: Mapped[str] = mapped_column(String(300))  # ul://owner/project/model, for people and the log
+    chosen: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # named by the caller
     revision: Mapped[int]  # the dataset's revision when the job was asked for
     imgsz: Mapped[int]
     status: Mapped[str] = mapped_column(String(20), default="queued", index=True)

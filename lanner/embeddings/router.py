@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import Count
 from lanner.db import after_commit
-from lanner.embeddings import maps, service, similar, vectors
+from lanner.embeddings import maps, schemas, service, similar, vectors
 from lanner.embeddings.jobs import worker_path
 from lanner.embeddings.queue import EmbeddingQueue
 from lanner.errors import Conflict, PayloadTooLarge
@@ -38,12 +38,17 @@ def embeddings_status(owner: str, dataset: str, principal: CurrentPrincipal, ses
 
 
 @router.post(EMBEDDINGS, summary="datasets.create_embeddings: embed the dataset's images",
-             description="Queues an embedding job with the newest model trained on the dataset, else the server's "
-             "best pretrained model for the task (409 when it has none). A job under way is answered again; "
-             "images embedded before with the same model are not embedded again.")
+             description="Queues an embedding job with the model named in the optional body's `modelId` (a Lanner "
+             "extension: a model id or `ul://owner/project/model` the caller may read, else 404; 422 without "
+             "weights or for a network that cannot embed), which stays the dataset's model until another is "
+             "named (`auto`: the server's pick again). Without it: the dataset's named model, else the newest "
+             "model trained on the dataset, else the server's best pretrained model for the task (409 when it "
+             "has none). A job under way is answered again; images embedded before with the same model are not "
+             "embedded again.")
 def create_embeddings(owner: str, dataset: str, principal: CurrentPrincipal, session: DbSession, ctx: Ctx,
-                      queue: Queue) -> dict[str, Any]:
-    job, created = service.create(session, principal, ctx.settings, owner=owner, slug=dataset)
+                      queue: Queue, body: schemas.CreateEmbeddings | None = None) -> dict[str, Any]:
+    job, created = service.create(session, principal, ctx.settings, owner=owner, slug=dataset,
+                                  model_id=body.modelId if body else None)
     if created:
         after_commit(session, queue.wake)
     return {"jobId": job.id}

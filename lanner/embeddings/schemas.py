@@ -1,11 +1,13 @@
 """The embeddings' answers in the SDK's shapes (``ultralytics_platform.types``): ``DatasetsEmbeddingsResponse``'s
 ``activeJob`` and the items of ``ImagesFindSimilarImagesResponse`` / ``ModelsFindSimilarTrainingImagesResponse``.
-The requests carry no body: path and query parameters only."""
+The SDK's requests carry no body; ``CreateEmbeddings`` is Lanner's optional one (the SDK's call sends none)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from lanner.db import iso
 from lanner.embeddings import jobs
@@ -15,6 +17,14 @@ LICENSES = {"None", "CC0-1.0", "PDM-1.0", "CC-BY-2.5", "CC-BY-3.0", "CC-BY-4.0",
             "CC-BY-NC-4.0", "CC-BY-SA-3.0", "CC-BY-SA-4.0", "CC-BY-NC-SA-3.0", "CC-BY-NC-SA-4.0", "CC-BY-ND-4.0",
             "CC-BY-NC-ND-2.0", "CC-BY-NC-ND-4.0", "Apache-2.0", "MIT", "BSD-3-Clause", "AGPL-3.0", "GPL-2.0",
             "GPL-3.0", "LGPL-3.0", "ODbL-1.0", "DbCL-1.0", "Research-Only", "Other"}
+
+
+class CreateEmbeddings(BaseModel):
+    """``POST .../embeddings``' optional body: ``modelId``, a model id or ``ul://owner/project/model`` to embed
+    with, or ``auto`` for the server's pick; left out, the dataset's model (the one last named, else the pick)."""
+
+    model_config = ConfigDict(extra="forbid")
+    modelId: str | None = Field(default=None, min_length=1, max_length=300)  # noqa: N815 (the wire's name)
 
 
 def license_name(value: str | None) -> str:

@@ -199,13 +199,15 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
     if is_owner and assistant is None:
         assistant = assistant_panel.panel(session, dataset, catalogue=catalogue, tier=payer_tier(session, dataset),
                                           runnable=assistant_panel.runnable(session, runtime, catalogue))
+    findings = similar_strip.health_findings(session, user, request.app.state.lanner, dataset)
     return render(request, "dataset.html", {
         **grid, "dataset": view, "base": _base(dataset, owner), "health": health, "is_owner": is_owner,
         "chart": {"names": [c["name"] for c in balance], "counts": [c["count"] for c in balance]},
         "export_formats": EXPORT_FORMATS, "report": dataset.last_ingest or None,
         "assistant": assistant if is_owner else None, "trained": trained_on.trained_on(session, user, dataset),
         "autolabel": autolabel_dialog.offer(request, session, user, dataset, is_owner),  # the Auto-annotate dialog
-        "embedding_health": similar_strip.health_findings(session, user, request.app.state.lanner, dataset),
+        "embedding_health": findings, "embed": similar_strip.model_choice(  # its "Analyse the dataset" form's select
+            session, user, dataset, owner.lower(), is_owner and bool(findings) and findings["state"] != "fresh"),
     }, fragment="_dataset_grid.html", status_code=status_code, user=user, active="datasets")
 
 

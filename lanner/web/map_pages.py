@@ -4,6 +4,7 @@ thumbnail on hover and a lasso whose images open in the dataset's grid (a stored
 the grid's filters and bulk actions apply to them.
 
 Without embeddings the page offers to compute them (the similar strip's ``POST .../embeddings``, back here),
+with the model to embed with (``similar_strip.model_choice``; when the server has none, what to do instead),
 then follows the job and the layout until the map can be drawn: no dead end. Whoever may read the dataset sees
 its map; a selection is its maker's alone."""
 
@@ -26,6 +27,7 @@ from lanner.errors import BadRequest
 from lanner.http.deps import Ctx, DbSession
 from lanner.review import service as review_service
 from lanner.teams import permissions
+from lanner.web import similar_strip
 from lanner.web.templating import PageUser, render
 
 router = APIRouter(include_in_schema=False)
@@ -45,10 +47,11 @@ def map_page(owner: str, slug: str, request: Request, user: PageUser, session: D
     dataset = datasets_service.get_dataset(session, user, owner=owner, slug=slug)
     job = active_job(session, dataset)
     state = "loading" if latest_analysis(session, dataset) else "embedding" if job else "none"
+    can_analyse = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
     return render(request, "dataset_map.html", {
         "dataset": dataset, "owner": owner.lower(), "base": _base(owner, dataset.slug), "state": state,
-        "job": schemas.active_job(job) if job else None,
-        "can_analyse": permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write"),
+        "job": schemas.active_job(job) if job else None, "can_analyse": can_analyse,
+        "embed": similar_strip.model_choice(session, user, dataset, owner.lower(), can_analyse and job is None),
     }, user=user, active="datasets")
 
 

@@ -10,6 +10,7 @@ progress, polled through ``/datasets/{owner}/{slug}/similar/{key}`` (also what t
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
@@ -23,7 +24,7 @@ from lanner.datasets.models import Dataset
 from lanner.db import after_commit
 from lanner.embeddings import health, schemas, similar
 from lanner.embeddings import service as embeddings_service
-from lanner.errors import Conflict, NotFound
+from lanner.errors import Conflict, NotFound, Unprocessable
 from lanner.http.deps import Ctx, DbSession
 from lanner.teams import permissions
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render, safe_next
@@ -78,6 +79,18 @@ def health_findings(session: Session, user: Principal, ctx: AppContext, dataset:
     return health.dataset_findings(session, ctx, user, dataset)
 
 
+def model_choice(session: Session, user: Principal, dataset: Dataset, owner: str, can_start: bool
+                 ) -> dict[str, Any] | None:
+    """The forms' model select (``_embedding_model.html``; ``embeddings.service.options``) with the link that
+    trains a model on the dataset, for the page to say what to do when the server has no model; None for a
+    visitor who may not start an analysis."""
+    if not can_start:
+        return None
+    choice = embeddings_service.options(session, user, dataset)
+    ref = f"ul://{owner}/datasets/{dataset.slug}"
+    return {**choice, "task": dataset.task, "train_url": "/train?" + urlencode({"dataset": ref})}
+
+
 def _readable(session: Session, user: Principal, owner: str, slug: str, key: str) -> Dataset:
     dataset = datasets_service.get_dataset(session, user, owner=owner, slug=slug)  # 404 unless readable
     if not key.isalnum() or len(key) > KEY_MAX:
@@ -101,13 +114,16 @@ def similar_fragment(owner: str, slug: str, image_key: str, request: Request, us
 
 @router.post("/datasets/{owner}/{slug}/embeddings")
 def start_analysis(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx,
-                   next: Annotated[str, Form(max_length=2000)] = "") -> Response:
-    """Start (or find) the dataset's analysis, as ``POST /api/datasets/{owner}/{dataset}/embeddings`` does; back
-    to ``next`` (a path on this site) with what happened. Unreadable: 404; readable, not writable: 403."""
+                   next: Annotated[str, Form(max_length=2000)] = "",
+                   model: Annotated[str, Form(max_length=300)] = "") -> Response:
+    """Start (or find) the dataset's analysis, as ``POST /api/datasets/{owner}/{dataset}/embeddings`` does, with
+    the form's ``model`` (its ``modelId``; none: the dataset's model); back to ``next`` (a path on this site)
+    with what happened. Unreadable dataset or model: 404; readable, not writable: 403."""
     back = safe_next(next) if next else f"/datasets/{owner.lower()}/{slug}"
     try:
-        _, created = embeddings_service.create(session, user, ctx.settings, owner=owner, slug=slug)
-    except Conflict as refused:
+        _, created = embeddings_service.create(session, user, ctx.settings, owner=owner, slug=slug,
+                                               model_id=model or None)
+    except (Conflict, Unprocessable) as refused:
         return redirect(request, back, refused.message, "error")
     if created:
         after_commit(session, request.app.state.embeddings.wake)

@@ -19,8 +19,14 @@ import httpx
 import numpy as np
 import pytest
 from playwright.sync_api import expect
+from sqlalchemy import select
 from ultralytics_platform import Platform
 
+from lanner.accounts import service as accounts_service
+from lanner.accounts.principal import Principal
+from lanner.embeddings.models import EmbeddingJob
+from lanner.errors import NotFound
+from lanner.projects import service as projects_service
 from lanner.synthetic import make_detection_dataset
 from tests.datasets.helpers import upload_dataset
 from tests.web.conftest import WebServer, screenshot, signed_in
@@ -37,6 +43,22 @@ def grouped(name: str) -> np.ndarray:
     return CENTRES[n % 3] + np.random.default_rng(n).normal(size=DIM) * 0.5
 
 
+def model(web_server: WebServer, owner: str, name: str) -> str:
+    """A detection model of ``owner``'s with weights (a digest: nothing loads them here), trained on
+    ``owner/shapes`` when ``name`` is "trained"; its id."""
+    with web_server.db.session() as session:
+        principal = Principal.of(accounts_service.require_user(session, username=owner))
+        try:
+            project = projects_service.get_project(session, principal, owner=owner, slug="models")
+        except NotFound:
+            project = projects_service.create_project(session, principal, slug="models", name="models")
+        record = projects_service.create_model(
+            session, project, name=name, task="detect", status="completed", weights_sha256=name[0] * 64,
+            train_args={"data": f"ul://{owner}/datasets/shapes"} if name == "trained" else {})
+        session.commit()
+        return record.id
+
+
 def test_map_hover_shows_the_thumbnail_and_a_lasso_filters_the_grid_for_a_bulk_move(page: Any,
                                                                                       web_server: WebServer,
                                                                                       tmp_path: Path) -> None:
@@ -50,10 +72,27 @@ def test_map_hover_shows_the_thumbnail_and_a_lasso_filters_the_grid_for_a_bulk_m
     signed_in(page, alice, "/datasets/alice/shapes")
     page.locator("#map-link").click()
     page.wait_for_url("**/datasets/alice/shapes/map")
-    view = page.locator("#map-view")  # no embeddings yet: the way on, not a dead end
+    view = page.locator("#map-view")  # no model on the server: what is needed, and the way to it
     expect(view).to_have_attribute("data-state", "none")
+    expect(page.locator("#map-no-model a")).to_have_attribute("href", re.compile(r"^/train\?dataset="))
+    screenshot(page, "dataset-map-no-model")
+
+    trained, chosen = model(web_server, "alice", "trained"), model(web_server, "alice", "chosen")
+    page.reload()  # models: pick one, or the automatic pick (the one trained on this dataset)
     expect(page.locator("#map-compute button")).to_be_visible()
+    field = page.locator("#map-model")
+    expect(field).to_have_value("auto")
+    expect(field.locator("option[value=auto]")).to_have_text(
+        "Automatic (newest trained on this dataset): ul://alice/models/trained")
     screenshot(page, "dataset-map-none")
+    field.select_option(label="ul://alice/models/chosen")
+    page.locator("#map-compute button").click()
+    expect(view).to_have_attribute("data-state", "embedding")
+    with web_server.db.session() as session:
+        job = session.scalar(select(EmbeddingJob).order_by(EmbeddingJob.created_at.desc()).limit(1))
+        assert (job.model_id, job.chosen) == (chosen, True) and job.model_id != trained
+    cancelled = web_server.api(alice, "DELETE", "/api/datasets/alice/shapes/embeddings")  # no worker needed here
+    assert cancelled.json()["cancelled"] in (job.id, None), cancelled.text
 
     ids = embed(_Server(web_server), "alice", "shapes", vector_of=grouped)
     page.reload()

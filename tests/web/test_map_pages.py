@@ -14,9 +14,10 @@ from lanner.datasets.models import DatasetItem, ImageSelection
 from lanner.db import utcnow
 from lanner.embeddings import jobs, maps
 from lanner.embeddings.models import EmbeddingJob, EmbeddingLayout
+from lanner.projects.models import ModelRecord
 from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
 from tests.web.test_dataset_pages import TRAIN, VAL, add_dataset, thumbs
-from tests.web.test_similar_pages import DIGEST, _dataset, embed
+from tests.web.test_similar_pages import DIGEST, _dataset, embed, model_of
 
 IMAGES = TRAIN + VAL + 2
 
@@ -65,7 +66,15 @@ def test_the_map_is_a_click_from_the_dataset_and_leads_from_no_embeddings_to_poi
     page = soup(client.get(base))
     assert page.select_one("#map-link")["href"] == f"{base}/map"
 
-    page = soup(client.get(f"{base}/map"))  # nothing yet: a button that computes them, back here
+    page = soup(client.get(f"{base}/map"))  # no model on the server: what is needed, not a button that fails
+    assert page.select_one("#map-view")["data-state"] == "none" and not page.select_one("#map-compute")
+    missing = page.select_one("#map-no-model")
+    assert "No model on this server can embed this dataset" in text(missing)
+    assert missing.select_one("a")["href"] == "/train?dataset=ul%3A%2F%2Falice%2Fdatasets%2Fshapes"
+    assert "lanner models add-official yolo26n.pt" in text(missing.select_one("code"))
+
+    model_of(app, alice, tmp_path, "tiny")  # a model: a button that computes them, back here
+    page = soup(client.get(f"{base}/map"))
     assert page.select_one("#map-view")["data-state"] == "none" and not page.select_one("#map-none").has_attr("hidden")
     form = page.select_one("#map-compute")
     assert form["action"] == f"{base}/embeddings" and form.select_one("[name=next]")["value"] == f"{base}/map"
@@ -164,3 +173,33 @@ def test_the_review_scores_colour_the_map_and_an_unscored_image_has_no_value(cli
                                         strict=True), strict=True))
     assert {key: by_key[key] for key in scored} == scored
     assert all(value == (None, None) for key, value in by_key.items() if key not in scored)
+
+
+def test_the_compute_form_offers_the_models_the_visitor_may_pick_and_starts_with_the_one_picked(
+        client, app, alice, bob, tmp_path):
+    base = add_dataset(app, tmp_path)
+    mine = model_of(app, alice, tmp_path, "mine")
+    newest = model_of(app, alice, tmp_path, "newest")
+    with app.state.lanner.db.session() as session:  # trained on this dataset: the automatic pick
+        session.get(ModelRecord, newest).train_args = {"data": "ul://alice/datasets/shapes"}
+    secret = model_of(app, bob, tmp_path, "secret")
+    token = sign_in(client)
+    field = soup(client.get(f"{base}/map")).select_one("#map-compute select#map-model")
+    assert field["name"] == "model" and text(field.find_previous("label")) == "Model to embed with"
+    options = {o["value"]: text(o) for o in field.select("option")}
+    assert options == {"auto": "Automatic (newest trained on this dataset): ul://alice/models/newest",
+                       newest: "ul://alice/models/newest", mine: "ul://alice/models/mine"}  # not bob's
+    assert field.select_one("option[selected]")["value"] == "auto"
+
+    answer = client.post(f"{base}/embeddings", data={"csrf_token": token, "next": f"{base}/map", "model": secret})
+    assert answer.status_code == 404  # another user's private model
+    answer = client.post(f"{base}/embeddings", data={"csrf_token": token, "next": f"{base}/map", "model": mine},
+                         follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == f"{base}/map"
+    with app.state.lanner.db.session() as session:
+        job = session.scalar(select(EmbeddingJob).where(EmbeddingJob.status == jobs.QUEUED))
+        assert (job.model_id, job.chosen) == (mine, True)
+        assert jobs.cancel(session, job)
+    page = soup(client.get(base))  # the dataset page's form: the dataset's model, the one picked, selected
+    assert page.select_one("#embedding-health-start #embedding-model option[selected]")["value"] == mine
+    assert soup(client.get(f"{base}/map")).select_one("#map-model option[selected]")["value"] == mine

@@ -42,6 +42,13 @@ def _dataset(session, owner: str, slug: str) -> Dataset:
                           .where(User.username == owner, Dataset.slug == slug))
 
 
+def model_of(app, account, tmp_path, name: str, *, project: str = "models") -> str:
+    """A detection model of ``account``'s with weights (bytes no test loads): one to embed with; its id."""
+    weights = tmp_path / f"{account.username}-{name}.pt"
+    weights.write_bytes(f"weights of {account.username}/{name}".encode())
+    return attach_weights(app, account, weights, project=project, model=name)
+
+
 def embed(app, owner: str, slug: str, vector_of=None) -> dict[str, str]:
     """Vectors for every image of ``owner/slug`` (``vector_of(name) -> array``, else seeded random) and a
     completed analysis; returns name -> image id."""
@@ -204,8 +211,12 @@ def test_health_finds_near_duplicates_and_outliers_in_synthetic_vectors():
 def test_the_dataset_page_shows_the_embedding_findings_with_links(client, app, alice, tmp_path):
     base = add_dataset(app, tmp_path)
     sign_in(client)
+    before = soup(client.get(base)).select_one("#embedding-health")  # no model to embed with: what to do
+    assert before["data-state"] == "none" and not before.select_one("form#embedding-health-start")
+    assert before.select_one("#embedding-no-model a")["href"].startswith("/train?dataset=")
+    model_of(app, alice, tmp_path, "tiny")
     before = soup(client.get(base)).select_one("#embedding-health")
-    assert before["data-state"] == "none" and before.select_one("form#embedding-health-start")
+    assert before["data-state"] == "none" and before.select_one("form#embedding-health-start #embedding-model")
     hashes, matrix = synthetic()
     # train_0002 is a near-copy of train_0000 by its vector (other bytes), val_0002 the odd one
     # two crowds (the index centres vectors on the dataset's mean: one crowd alone would be noise around it);
@@ -230,6 +241,7 @@ def test_the_dataset_page_shows_the_embedding_findings_with_links(client, app, a
 def test_a_large_dataset_gets_its_findings_when_its_analysis_ends_not_from_a_page(client, app, alice, tmp_path,
                                                                                   monkeypatch):
     base = add_dataset(app, tmp_path)
+    model_of(app, alice, tmp_path, "tiny")
     embed(app, "alice", "shapes")
     monkeypatch.setattr(health, "LIVE_MAX", 0)  # every dataset is "large"
     monkeypatch.setattr(health, "_memo", {})
