@@ -23,7 +23,7 @@ from lanner.teams import service as teams_service
 from lanner.workflows import service as workflows_service
 from lanner.workflows.models import Workflow
 from lanner.workflows.schemas import Collect
-from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
+from tests.web.pages import PASSWORD, sign_in, soup, text
 from tests.web.test_dataset_pages import add_dataset
 from tests.web.test_grid_scores_pages import seed_scores
 from tests.web.test_similar_pages import embed, synthetic
