@@ -14,7 +14,10 @@ from sqlalchemy import select
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
+from lanner.datasets.models import Dataset, DatasetItem
+from lanner.db import utcnow
 from lanner.deployments.models import Deployment
+from lanner.review.models import ImageScore, ReviewJob
 from lanner.synthetic import make_detection_dataset
 from lanner.workflows import service as workflows_service
 from lanner.workflows.models import Workflow
@@ -32,14 +35,25 @@ def test_from_home_to_review_the_deployment_and_the_workflows(page: Any, web_ser
     model_id = a_run(web_server, alice, "tiny", 3, project="shapes")  # the model page the deployment belongs to
     with web_server.db.session() as session:  # a stopped endpoint of it, collecting into the dataset
         user = accounts_service.require_user(session, username="alice")
-        deployment = Deployment(owner_id=user.id, model_id=model_id, project_slug="shapes", model_slug="tiny", task="detect",
-                                slug="tiny-endpoint", name="Tiny endpoint", region="us-central1", backend="local",
-                                status="stopped", weights_sha256="e" * 64, artefact_sha256="e" * 64)
+        deployment = Deployment(owner_id=user.id, model_id=model_id, project_slug="shapes", model_slug="tiny",
+                                task="detect", slug="tiny-endpoint", name="Tiny endpoint", region="us-central1",
+                                backend="local", status="stopped", weights_sha256="e" * 64, artefact_sha256="e" * 64)
         session.add(deployment)
         session.flush()
         _, errors = workflows_service.save_collect(session, Principal.of(user), deployment, Collect(
             deployment="tiny-endpoint", dataset="shapes", daily_cap=25), enabled=True)
         assert not errors, errors
+        dataset = session.scalar(select(Dataset).where(Dataset.slug == "shapes"))
+        job = ReviewJob(dataset_id=dataset.id, owner_id=user.id, model_sha256="d" * 64, model_label="alice/shapes/tiny",
+                        revision=dataset.revision, total=3, processed=3, status="completed", completed_at=utcnow())
+        session.add(job)
+        session.flush()
+        keys = session.scalars(select(DatasetItem.key).where(DatasetItem.manifest_id == dataset.manifest_id)
+                               .order_by(DatasetItem.name).limit(3)).all()
+        for key, (mistaken, unique) in zip(keys, [(1.0, 0.35), (0.62, 1.0), (0.18, None)], strict=True):
+            session.add(ImageScore(dataset_id=dataset.id, key=key, job_id=job.id, mistakenness=mistaken,
+                                   uniqueness=unique, findings=[{"kind": "missing", "score": mistaken,
+                                                                 "bbox": [0.3, 0.3, 0.1, 0.1], "predictedClass": 0}]))
 
     signed_in(page, alice, "/")
     page.get_by_role("link", name="shapes", exact=True).first.click()
@@ -55,6 +69,8 @@ def test_from_home_to_review_the_deployment_and_the_workflows(page: Any, web_ser
     page.locator("#review-link").click()
     page.wait_for_url("**/datasets/alice/shapes/review")
     expect(page.locator("h1")).to_have_text("Review")
+    expect(page.locator("#review-top thead")).to_contain_text("Mistakenness (0–1)")
+    expect(page.locator("#review-scale")).to_contain_text("1 is the likeliest mistake here")
     screenshot(page, "leadon-review")
     page.get_by_role("link", name="shapes", exact=True).first.click()  # the header's way back
     page.wait_for_url("**/datasets/alice/shapes")
