@@ -40,7 +40,7 @@ from lanner.storage.signing import URLSigner
 from lanner.teams import permissions
 from lanner.training import trained_on
 from lanner.training.dependencies import CurrentCatalogue, Runtime
-from lanner.web import assistant_panel, autolabel_dialog, grid_scores, similar_strip, workspaces
+from lanner.web import assistant_panel, autolabel_dialog, grid_scores, next_steps, similar_strip, workspaces
 from lanner.web.templating import PageUser, is_fragment_request, redirect, render
 from lanner.web.workspaces import trash_path
 
@@ -208,6 +208,7 @@ def _page(request: Request, session: Session, user: Principal, dataset: Dataset,
         "autolabel": autolabel_dialog.offer(request, session, user, dataset, is_owner),  # the Auto-annotate dialog
         "embedding_health": findings, "embed": similar_strip.model_choice(  # its "Analyse the dataset" form's select
             session, user, dataset, owner.lower(), is_owner and bool(findings) and findings["state"] != "fresh"),
+        **next_steps.offer(request, session, user, dataset, _base(dataset, owner)),  # Review, the collect line
     }, fragment="_dataset_grid.html", status_code=status_code, user=user, active="datasets")
 
 

@@ -1,4 +1,9 @@
-"""A deployment's "Collect uncertain images" page (``/{owner}/{project}/{model}/deployments/{deployment}/collect``):
+"""The workspace's Workflows page (``/workflows``, a team's with ``?owner=``: ``web.workspaces``, 404 elsewhere):
+each saved workflow (``agents.save``, or a deployment's collect form) with its template, deployment, target
+dataset, whether it collects and today's images of its daily cap; an editor deletes one (``agents.delete``: it
+stops collecting). A viewer lists; the delete of someone else's workflow is the 404 of one that does not exist.
+
+A deployment's "Collect uncertain images" page (``/{owner}/{project}/{model}/deployments/{deployment}/collect``):
 the collect template's form (on or off, the dataset, the confidence band, whether an answer with no detection
 counts, the sampling rate, the daily cap) and its counters (captured today out of the cap, in all, last). The
 form posts normally (a redirect back with a message) and saves the deployment's workflow through the same
@@ -9,20 +14,50 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from lanner.db import after_commit
 from lanner.deployments import service as deployments_service
 from lanner.http.deps import DbSession
 from lanner.projects import service as projects_service
-from lanner.web import paths  # noqa: F401  (paths registers the {owner:owner} convertor)
+from lanner.web import (
+    paths,  # noqa: F401  (paths registers the {owner:owner} convertor)
+    workspaces,
+)
 from lanner.web.templating import PageUser, redirect, render
 from lanner.workflows import service, views
 from lanner.workflows.schemas import MAX_CAP, SPLITS, Collect
 
 router = APIRouter(include_in_schema=False)
 PAGE = "/{owner:owner}/{project}/{model}/deployments/{deployment}/collect"
+LIST = "/workflows"
+
+
+def _list_url(user: Any, owner: str) -> str:
+    return LIST + (f"?owner={owner}" if owner != user.username else "")
+
+
+@router.get(LIST, response_class=HTMLResponse)
+def workflows_page(request: Request, user: PageUser, session: DbSession,
+                   owner: Annotated[str | None, Query(max_length=64)] = None) -> Response:
+    ws = workspaces.workspace(session, user, owner)
+    owner_id, _ = service.workspace(session, user, ws["owner"], "read")
+    rows = views.listing(session, owner_id, request.app.state.workflows.clock())
+    return render(request, "workflows.html", {"ws": ws, "list_base": LIST, "workflows": rows,
+                                              "limit": service.LIST_LIMIT}, user=user, active="workflows")
+
+
+@router.post(LIST + "/{workflow_id}/delete")
+def delete_workflow(request: Request, workflow_id: str, user: PageUser, session: DbSession,
+                    owner: Annotated[str, Form(max_length=64)] = "") -> Response:
+    """As ``agents.delete``: an editor's; a viewer gets the 403 naming the role, anyone else the 404."""
+    found = service.list_workflows(session, user, owner=owner or None, id=workflow_id[:32], search=None)
+    service.delete(session, user, owner=owner or None, workflow_id=workflow_id[:32])
+    after_commit(session, request.app.state.workflows.forget)
+    name = found["workflows"][0]["name"]
+    return redirect(request, _list_url(user, found["workflows"][0]["username"]),
+                    f"Workflow “{name}” deleted: it no longer collects.")
 
 
 def _deployment(session: Any, user: Any, owner: str, project: str, model: str, deployment: str) -> tuple[Any, Any]:

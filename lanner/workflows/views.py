@@ -69,3 +69,53 @@ def form(session: Session, deployment: Deployment, now: datetime) -> dict[str, A
         "queue_url": f"/datasets/{owner}/{target.slug}/annotate" if target is not None else None,
         "dataset_url": f"/datasets/{owner}/{target.slug}" if target is not None else None,
     }
+
+
+def feeding(session: Session, dataset: Dataset, now: datetime) -> list[dict[str, Any]]:
+    """What the dataset page says of the collect workflows filling it, one entry per deployment: its name and
+    slugs (for the links), how many active workflows collect from it, and today's images of their daily caps."""
+    rows = session.execute(select(Workflow, Deployment, User.username)
+                           .join(Deployment, Workflow.deployment_id == Deployment.id)
+                           .join(User, User.id == Deployment.owner_id)
+                           .where(Workflow.dataset_id == dataset.id, Workflow.active.is_(True),
+                                  Workflow.deleted_at.is_(None), Deployment.deleted_at.is_(None))
+                           .order_by(Deployment.name, Deployment.slug))
+    found: dict[str, dict[str, Any]] = {}
+    for workflow, deployment, owner in rows:
+        entry = found.setdefault(deployment.id, {
+            "deployment": deployment.name, "owner": owner, "owner_id": deployment.owner_id, "slug": deployment.slug,
+            "project": deployment.project_slug, "model": deployment.model_slug, "workflows": 0, "today": 0, "cap": 0})
+        entry["workflows"] += 1
+        entry["today"] += captured_today(workflow, now)
+        entry["cap"] += workflow.daily_cap
+    return list(found.values())
+
+
+def listing(session: Session, owner_id: str, now: datetime) -> list[dict[str, Any]]:
+    """The Workflows page's rows (``service.LIST_LIMIT``, most recently changed first): each workflow's name, the
+    template it resolved to (None: a graph Lanner saves but does not run), its deployment and target dataset
+    (slugs for the links; None when unset or gone), whether it collects, and today's count of the cap."""
+    workflows = list(session.scalars(select(Workflow).where(Workflow.owner_id == owner_id,
+                                                            Workflow.deleted_at.is_(None))
+                                     .order_by(Workflow.updated_at.desc(), Workflow.id).limit(service.LIST_LIMIT)))
+    deployments = {d.id: d for d in session.scalars(select(Deployment).where(
+        Deployment.id.in_({w.deployment_id for w in workflows if w.deployment_id}),
+        Deployment.deleted_at.is_(None)))}
+    datasets = {d.id: (d, owner) for d, owner in session.execute(
+        select(Dataset, User.username).join(User, User.id == Dataset.owner_id).where(
+            Dataset.id.in_({w.dataset_id for w in workflows if w.dataset_id}), Dataset.deleted_at.is_(None)))}
+    rows = []
+    for workflow in workflows:
+        collect = service.collect_of(workflow)
+        deployment = deployments.get(workflow.deployment_id or "")
+        dataset, dataset_owner = datasets.get(workflow.dataset_id or "", (None, ""))
+        rows.append({
+            "id": workflow.id, "name": workflow.name, "collect": collect is not None,
+            "deployment": {"name": deployment.name, "slug": deployment.slug, "project": deployment.project_slug,
+                           "model": deployment.model_slug} if deployment else None,
+            "named_deployment": collect.deployment if collect else None,
+            "dataset": {"name": dataset.name, "url": f"/datasets/{dataset_owner}/{dataset.slug}"} if dataset else None,
+            "named_dataset": collect.dataset if collect else None,
+            "active": workflow.active, "today": captured_today(workflow, now), "cap": workflow.daily_cap,
+            "total": workflow.captured_total, "updated": iso(workflow.updated_at)})
+    return rows

@@ -7,7 +7,8 @@ bytes; the blurred photo is a new revision of the same image (key, name, labels)
 keeps the original bytes; each image is billed once; a preview changes nothing and charges nothing, and
 applying it with ``previewJobId`` uses its exact images (never blurred again, never billed twice); a worker
 killed mid-run is relaunched for the rest only; a cancelled run's worker is refused; a cascade the operator
-names that is not there is a 422 before anything runs."""
+names that is not there is a 422 before anything runs, and one that is there (a copy of the bundled cascade
+elsewhere) is the one that blurs."""
 
 from __future__ import annotations
 
@@ -302,3 +303,29 @@ def test_an_operator_cascade_that_is_not_there_is_422_before_anything_runs(app, 
         assert refused.value.status_code == 422 and "LANNER_FACE_CASCADE" in refused.value.json["error"]
     with app.state.lanner.db.session() as session:
         assert session.scalar(select(func.count()).select_from(DatasetVersion)) == 0
+
+
+def test_an_operator_installed_cascade_blurs_the_face(app, client, world, monkeypatch, tmp_path):
+    """``LANNER_FACE_CASCADE`` pointing at a cascade the operator installed (OpenCV's frontal-face cascade copied
+    elsewhere): the run's spec names it, the worker loads it, the face is blurred. The bundled folder is emptied
+    first, so the blur cannot come from the fallback."""
+    alice, platform = world
+    installed = tmp_path / "operator" / "my-faces.xml"
+    installed.parent.mkdir()
+    shutil.copy(faces.cascade_path(None), installed)
+    monkeypatch.setattr(cv2.data, "haarcascades", str(tmp_path / "no-bundled-cascades") + "/")
+    assert faces.cascade_path(None) is None
+    app.state.lanner.settings.face_cascade = installed
+    before = _items(app)
+    photo = _photo_key(before)
+    executor = use_fake_executor(app)
+    platform.datasets.create_batch("alice", "faces", body={"operation": "blur"})
+    app.state.autolabel.one_pass()
+    spec = launched_spec(executor)
+    assert spec["cascade"] == str(installed)
+    run_worker(monkeypatch, InProcessHTTP(client), spec, tmp_path / "worker")
+    after = _items(app)
+    assert after[photo][1] != before[photo][1]
+    assert_face_blurred(_pixels(app, before[photo][1]), _pixels(app, after[photo][1]))
+    assert all(after[k] == before[k] for k in before if k != photo)
+    assert CREDIT - _available(app, alice) == 3 * ONE

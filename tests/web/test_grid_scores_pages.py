@@ -182,7 +182,7 @@ def test_an_outsider_reading_a_public_dataset_gets_no_scores_and_no_score_order(
 
 def test_a_team_viewer_sorts_by_fresh_scores_without_the_review_pages_link(client, app, make_account, tmp_path):
     """Team acme: olga owner, vic viewer. The scores are the team's to read (as on the map); only an editor
-    computes them, so vic is not sent to the Review page (his 404)."""
+    computes them, so vic is not offered to compute them (the Review page is read-only to him)."""
     for name in ("olga", "vic"):
         make_account(name, password=PASSWORD)
     with app.state.lanner.db.session() as session:
@@ -201,7 +201,8 @@ def test_a_team_viewer_sorts_by_fresh_scores_without_the_review_pages_link(clien
     assert names_of(page) == by_mistake(keys) and scores_of(page)[-1] == "not scored"
     note = page.select_one("#ds-scores-note")
     assert note["data-scores"] == "fresh" and "fresh" in text(note) and not note.select(f"a[href='{base}/review']")
-    assert client.get(f"{base}/review").status_code == 404
+    review = soup(client.get(f"{base}/review"))  # read-only: he reads the scores, an editor computes them
+    assert review.select_one("#review-read-only") and review.select_one("#review-compute") is None
     with app.state.lanner.db.session() as session:  # without scores he is told who computes them
         session.execute(delete(ReviewJob))
     note = soup(client.get(base)).select_one("#ds-scores-note")

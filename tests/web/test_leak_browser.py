@@ -36,6 +36,7 @@ from lanner.web.templating import money
 from tests.ledger import make_run, spend_on
 from tests.web.conftest import User, WebServer, a_run, screenshot, signed_in, webhook
 from tests.web.pages import token_of
+from tests.workflows.test_workflows_sdk import collect_graph
 
 pytestmark = pytest.mark.browser
 
@@ -54,6 +55,7 @@ OWN_PAGES: dict[str, str] = {
     "/gpus": "h100-sxm",  # the catalogue (the same for everyone) and the estimator's accuracy over all runs
     "/metrics": "lanner_endpoint_requests",  # his endpoints in Prometheus text (the metric names, with none)
     "/docs": "swagger-ui",  # the API reference: the same for everyone, nobody's data
+    "/workflows": "{workflow_name}",  # his workspace's saved workflows
 }
 # Pages for server admins only: anyone else gets 403 and nothing of them (tests/web/test_operator_pages.py checks
 # the 403 and what an admin sees; these pages show the server's pools, nobody's own things).
@@ -114,6 +116,7 @@ WRITES: dict[str, int] = {
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/start": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/delete": 404,
     "/{owner:owner}/{project}/{model}/deployments/{deployment}/collect": 404,  # its collect settings
+    "/workflows/{workflow_id}/delete": 404,  # deletes her workflow (the Workflows page's button)
     "/teams/{team}/members": 404,
     "/teams/{team}/members/{username}": 404,  # his team, her name: not a member, 404 like a name nobody has
     "/teams/{team}/members/{username}/remove": 404,
@@ -154,12 +157,14 @@ QUERY_PAGES: dict[str, int] = {
     "/projects?owner={owner}": 404,
     "/datasets?owner={team}": 404,
     "/projects?owner={team}": 404,
+    "/workflows?owner={owner}": 404,
+    "/workflows?owner={team}": 404,
 }
 # Path and query parameters -> the ``Workspace`` field that holds their value.
 PARAMETERS = {"owner": "username", "slug": "dataset", "image_id": "image_id", "image_key": "image_key",
               "project": "project", "model": "model", "dataset_id": "trashed_id", "key_id": "key_id",
               "deployment": "deployment", "team": "team", "username": "username",
-              "invitation_id": "invitation_id"}
+              "invitation_id": "invitation_id", "workflow_id": "workflow_id"}
 HTML = {"Accept": "text/html"}
 HTMX = {"HX-Request": "true"}
 
@@ -213,6 +218,8 @@ class Workspace:
     topup_description: str = ""
     team: str = ""  # a team the user owns, with a pending invitation
     invitation_id: str = ""
+    workflow_id: str = ""  # a saved workflow (its deployment exists nowhere: saved with a block error)
+    workflow_name: str = ""
     amounts: list[str] = field(default_factory=list)
 
     def secrets(self) -> set[str]:
@@ -220,7 +227,7 @@ class Workspace:
                 self.version_description, self.trashed_name, self.trashed_id, self.project, self.model,
                 self.model_id, self.billed_model, self.console, self.key_name, self.key_id, self.key,
                 self.key[:7], self.user.key, self.user.key[:7], self.topup_description, self.team,
-                self.invitation_id, *self.amounts}
+                self.invitation_id, self.workflow_id, self.workflow_name, *self.amounts}
 
     def url(self, template: str, **others: str) -> str:
         """``template`` with this workspace's values, except the parameters given in ``others``."""
@@ -242,7 +249,8 @@ def _workspace(web_server: WebServer, username: str, folder: Path, *, seed: int,
                       class_name=f"{secret}-{CLASSES[0]}", version_description=f"{secret}-version",
                       trashed_name=f"{secret}-trashed", project=f"{secret}-project", model=f"{secret}-model",
                       billed_model=f"{secret}-billed", console=f"{secret}-console", key_name=f"{secret}-key",
-                      deployment=f"{secret}-endpoint", topup_description=f"{secret}-topup", team=f"{secret}-team")
+                      deployment=f"{secret}-endpoint", topup_description=f"{secret}-topup", team=f"{secret}-team",
+                      workflow_name=f"{secret}-workflow")
     root = make_detection_dataset(folder / username, train=4, val=2, size=64, seed=seed).parent
     data_yaml = root / "data.yaml"
     names = "".join(f"  {i}: {secret}-{name}\n" for i, name in enumerate(CLASSES))
@@ -269,6 +277,8 @@ def _workspace(web_server: WebServer, username: str, folder: Path, *, seed: int,
     with web_server.db.session() as session:
         owner = Principal.of(accounts_service.require_user(session, username=username))
         space.invitation_id = team_queries.pending_invitations(session, owner, space.team)[0]["id"]
+    space.workflow_id = ok("PUT", "/api/workflows", name=space.workflow_name, version=0,
+                           graph=collect_graph(space.deployment, space.dataset))["id"]
     created = ok("POST", "/api/api-keys", name=space.key_name)
     space.key_id, space.key = created["keyId"], created["key"]
     with web_server.db.session() as session:
@@ -473,3 +483,4 @@ def test_bobs_writes_aimed_at_alices_things_change_nothing(page: Any, web_server
     names = [d["name"] for d in web_server.api(bob.user, "GET", "/api/datasets/bob").json()["datasets"]]
     assert names == [bob.dataset_name]  # no clone of hers in his workspace
     assert web_server.api(bob.user, "GET", "/api/projects/bob/mine").status_code == 404  # no launch either
+    assert [w["id"] for w in as_alice("/api/workflows")["workflows"]] == [alice.workflow_id]  # not deleted

@@ -92,7 +92,8 @@ def test_home_lists_only_the_users_own_datasets_and_projects(client, alice, make
     assert [(text(r.select_one("a")), r.select_one("a")["href"]) for r in projects] == [("Detector", "/alice/detector")]
     assert "Bobs" not in page.get_text()
     nav = {a.get_text(strip=True): a["href"] for a in page.select("header nav a")}
-    assert nav == {"Home": "/", "Datasets": "/datasets", "Projects": "/projects", "GPUs": "/gpus"}
+    assert nav == {"Home": "/", "Datasets": "/datasets", "Projects": "/projects", "Workflows": "/workflows",
+                   "GPUs": "/gpus"}
     assert page.select_one('header nav a[aria-current="page"]')["href"] == "/"
     assert "$20.00" in text(page.select_one(".stat"))
 
