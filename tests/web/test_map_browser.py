@@ -234,3 +234,16 @@ def test_label_these_from_the_lasso_walks_only_the_selection(page: Any, web_serv
     expect(copied).to_have_count(2)
     assert sorted(b.get_attribute("value").split("-", 1)[1] for b in copied.all()) == picked
     screenshot(page, "dataset-from-selection")
+
+    # ... and three ticked added to that one: the two it holds already are skipped, and said so
+    page.goto(web_server.url + "/datasets/alice/picks")
+    for n in range(3):
+        ticked.nth(n).check()
+    expect(page.locator("#ds-bulk-adopt")).to_have_text("Add 3 selected to")
+    page.locator("#ds-bulk-target").select_option("alice/picks-selection")
+    screenshot(page, "dataset-add-selection-to")
+    page.locator("#ds-bulk-adopt").click()
+    page.wait_for_url("**/datasets/alice/picks-selection")
+    expect(page.locator("body")).to_contain_text(
+        "Added 1 image from picks to picks (selection), with their labels and splits; 2 were already there.")
+    expect(copied).to_have_count(3)
