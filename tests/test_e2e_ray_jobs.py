@@ -1,8 +1,9 @@
 """The worker jobs beside training on a real local Ray head (``LANNER_EXECUTOR=ray``) whose node offers Lanner's
-``cpu`` type (README: a node that takes CPU jobs declares ``lanner-gpu:cpu``): embeddings, auto-annotation
-and an export each run as a Ray Job (the same executor interface as training, ``job_queue.worker_executor``),
-deliver through the API as they do on the local executor, and leave the dataset and the model as a local run
-would: every image embedded, every unlabelled image labelled once by the model, the export's file downloadable."""
+``cpu`` type (README: a node that takes CPU jobs declares ``lanner-gpu:cpu``): embeddings, auto-annotation,
+review scores and an export each run as a Ray Job (the same executor interface as training,
+``job_queue.worker_executor``), deliver through the API as they do on the local executor, and leave the dataset
+and the model as a local run would: every image embedded, every unlabelled image labelled once by the model,
+every labelled image scored, the export's file downloadable."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def test_embeddings_auto_annotation_and_exports_run_as_ray_jobs(tmp_path: Path, 
     server, key = server_with_credit(
         tmp_path, usd="5", LANNER_EXECUTOR="ray", LANNER_RAY_ADDRESS=ray_head_with_cpu, LANNER_RAY_NUM_GPUS="0",
         LANNER_RAY_WORKER_DIR=str(tmp_path / "ray-node"), LANNER_EMBEDDING_POLL_SECONDS="0.2",
-        LANNER_EMBEDDING_IMGSZ="64", LANNER_AUTOLABEL_POLL_SECONDS="0.3", LANNER_EXPORT_POLL_SECONDS="0.3")
+        LANNER_EMBEDDING_IMGSZ="64", LANNER_AUTOLABEL_POLL_SECONDS="0.3", LANNER_EXPORT_POLL_SECONDS="0.3",
+        LANNER_REVIEW_POLL_SECONDS="0.3")
     try:
         lanner_cli(server.home, "models", "add-official", str(official))
         platform = Platform(base_url=server.url, api_key=key, timeout=60)
@@ -89,6 +91,15 @@ def test_embeddings_auto_annotation_and_exports_run_as_ray_jobs(tmp_path: Path, 
                                                        and s["lastRun"] else None)(
             platform.datasets.batch("alice", "shapes")))
         assert not batch["failed"] and batch["results"]["processed"] == UNLABELLED, batch
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as api:
+            review = "/api/datasets/alice/shapes/review"  # every image is labelled now: all are scored
+            api.post(review, json={"modelId": "ul://alice/shapes/tiny"}).raise_for_status()
+            scored = _until("the review scores", lambda: (lambda s: s if s["scores"] == "fresh"
+                                                          and s["activeJob"] is None else None)(
+                api.get(review).raise_for_status().json()))
+            assert scored["model"], scored
+            assert len(api.get(review + "/images", params={"limit": 100}).raise_for_status().json()["images"]) \
+                == IMAGES
         done = _until("the export", lambda: (lambda e: e if e["status"] in ("completed", "failed") else None)(
             platform.exports.retrieve("alice", "shapes", "tiny", export["id"])["export"]))
         assert done["status"] == "completed", done.get("error")
@@ -100,6 +111,8 @@ def test_embeddings_auto_annotation_and_exports_run_as_ray_jobs(tmp_path: Path, 
         entrypoints = [job.entrypoint for job in JobSubmissionClient(ray_head_with_cpu).list_jobs()]
         for worker in ("lanner.embeddings.worker", "lanner.autolabel.worker", "lanner.exports.worker"):
             assert any(worker in entry for entry in entrypoints), (worker, entrypoints)
-        assert not (server.home / "embeddings" / "jobs").exists()  # nothing ran on the local executor
+        assert sum("lanner.autolabel.worker" in entry for entry in entrypoints) == 2  # labels, then the scores
+        for folder in ("embeddings/jobs", "review"):  # nothing ran on the local executor
+            assert not (server.home / folder).exists(), folder
     finally:
         server.stop()
