@@ -243,7 +243,7 @@ def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str,
 
 def warm(ctx: AppContext, dataset_id: str, model_sha256: str) -> None:
     """Build the index of a dataset that was just analysed, so the first query does not wait for it."""
-    with ctx.db.session() as session:
+    with ctx.db.read_session() as session:  # no write lock held through a 30 s build
         dataset = session.get(Dataset, dataset_id)
         if dataset is not None:
             load(session, ctx, dataset, model_sha256, build_large=True)
@@ -253,8 +253,10 @@ def build_stale(ctx: AppContext) -> int:
     """The embedding queue's pass: build the index of every analysed dataset (under its latest analysis's model
     digest) whose current revision has no index file, i.e. whose images changed since its index was built, or
     that was never built here. The vectors are read in a session closed before the build (30 s at 100,000): no
-    transaction stays open through it. Returns how many were built or taken over."""
-    with ctx.db.session() as session:
+    transaction stays open through it, and they are read without SQLite's write lock (``read_session``): a
+    request holding that lock may be waiting for this build (``_building``). Returns how many were built or
+    taken over."""
+    with ctx.db.read_session() as session:
         latest: dict[str, str] = {}
         for dataset_id, model_sha256 in session.execute(
                 select(EmbeddingJob.dataset_id, EmbeddingJob.model_sha256)
@@ -265,7 +267,7 @@ def build_stale(ctx: AppContext) -> int:
                                                                                   latest[d.id]).exists()]
     done = 0
     for dataset_id, model_sha256 in todo:
-        with ctx.db.session() as session:
+        with ctx.db.read_session() as session:
             dataset = session.get(Dataset, dataset_id)
             hashes = vectors.dataset_hashes(session, dataset.manifest_id, model_sha256) if dataset else []
             if dataset is not None:
@@ -283,5 +285,5 @@ def build_stale(ctx: AppContext) -> int:
 
 
 def _vectors(ctx: AppContext, manifest_id: int, model_sha256: str) -> tuple[list[str], np.ndarray]:
-    with ctx.db.session() as session:  # closed before the build starts
+    with ctx.db.read_session() as session:  # closed before the build starts
         return vectors.dataset_vectors(session, manifest_id, model_sha256)

@@ -4,14 +4,16 @@ one, and two queries that find the same small index missing build it once."""
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from typing import Any
 
 import pytest
 from ultralytics import YOLO
 
 from lanner.datasets.models import Dataset
-from lanner.embeddings import index, vectors
+from lanner.embeddings import index
 from lanner.embeddings.models import EmbeddingJob
 from tests.embeddings.conftest import drive_worker, finish, launch
 from tests.embeddings.test_embeddings_api import shapes, trained_on_shapes  # noqa: F401 (a fixture)
@@ -76,21 +78,8 @@ def test_two_queries_that_find_a_small_index_missing_build_it_once(
     images = analysed(app, client, shapes, alice, tiny_weights)  # 18 images: an exact index, built inline
     shapes.images.delete(images[1]["id"])
     builds: list[int] = []
-    building, second_came = threading.Event(), threading.Event()
-    real_build, real_hashes = index.build, vectors.dataset_hashes
-
-    def slow_build(matrix: Any) -> Any:
-        building.set()
-        assert second_came.wait(60), "the second query never came"
-        return real_build(matrix)
-
-    def hashes(*args: Any) -> list[str]:
-        if building.is_set():  # the second query, past its look in memory and on disk, while the first builds
-            second_came.set()
-        return real_hashes(*args)
-
-    monkeypatch.setattr(vectors, "dataset_hashes", hashes)
     found: list[index.DatasetIndex] = []
+    real_build = index.build
 
     def query() -> None:
         with app.state.lanner.db.session() as session:
@@ -98,13 +87,33 @@ def test_two_queries_that_find_a_small_index_missing_build_it_once(
             model = session.query(EmbeddingJob).one().model_sha256
             found.append(index.load(session, app.state.lanner, dataset, model))
 
-    monkeypatch.setattr(index, "build", lambda matrix: (builds.append(len(matrix)), slow_build(matrix))[1])
-    first = threading.Thread(target=query)
+    first, second = threading.Thread(target=query), threading.Thread(target=query)
+    building = threading.Event()
+
+    def waits_for_the_build(thread: threading.Thread) -> bool:
+        frame = sys._current_frames().get(thread.ident or -1)
+        while frame is not None:
+            if frame.f_code.co_name == "_building":
+                return True
+            frame = frame.f_back
+        return False
+
+    def slow_build(matrix: Any) -> Any:
+        """The first query's build holds on until the second one builds too, or waits for this build."""
+        builds.append(len(matrix))
+        if threading.current_thread() is first:
+            building.set()
+            deadline = time.monotonic() + 60
+            while len(builds) < 2 and not waits_for_the_build(second):
+                assert time.monotonic() < deadline, "the second query neither built nor waited"
+                time.sleep(0.01)
+        return real_build(matrix)
+
+    monkeypatch.setattr(index, "build", slow_build)
     first.start()
     assert building.wait(60)
-    second = threading.Thread(target=query)
     second.start()
     first.join(60)
     second.join(60)
-    assert builds == [17] and len(found) == 2
+    assert builds == [17] and len(found) == 2  # the second query found the first one's index, built once
     assert all(f.allowed is None and len(f.hashes) == 17 for f in found)
