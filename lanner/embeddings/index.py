@@ -6,32 +6,46 @@ Below ``HNSW_FROM`` vectors the index is exact (``IndexFlatIP``: no build time, 
 HNSW graph (M 32), whose build (about 30 s at 100,000 on two cores, docs/benchmarks.md) is paid once, when the
 job completes (``warm``), and whose queries take about a millisecond. Files live under
 ``<home>/embeddings/indexes/<model digest>/<dataset id>-r<revision>.faiss`` beside a ``.npz`` of the digests in
-index order and the mean; a process keeps the last few it used in memory."""
+index order and the mean; a process keeps the ones it searched last in memory, up to
+``embedding_index_cache_mb`` (``nbytes``: about 230 MB for 100,000 x 512 under HNSW).
+
+A request never builds an HNSW index. When a dataset's images changed since its index was built (an image
+removed, replaced or added: its revision moved and its digests differ), the request answers from the index it
+has, restricted to the digests the dataset holds now (``allowed``), and the embedding queue's pass
+(``build_stale``) builds the new one in the background, one build at a time per dataset (``_building``: a
+thread lock and a file lock), the old one answering until the new one replaces it. Exact indexes (below
+``HNSW_FROM``: a few ms to build, docs/benchmarks.md) are still built inside the request that needs them."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lanner.context import AppContext
 from lanner.datasets.models import Dataset
-from lanner.embeddings import vectors
+from lanner.embeddings import jobs, vectors
+from lanner.embeddings.models import EmbeddingJob
 
 HNSW_FROM = 20_000
 HNSW_M = 32
 EF_CONSTRUCTION = 40
 EF_SEARCH = 64
-KEEP_IN_MEMORY = 8
+MARGIN = 16  # extra neighbours asked for when some rows are no longer the dataset's
 
 _lock = threading.Lock()
-_cache: OrderedDict[tuple[str, int, str], DatasetIndex] = OrderedDict()
+_cache: OrderedDict[tuple[str, str], tuple[int, DatasetIndex]] = OrderedDict()  # (dataset, model) -> revision's
+_builders: dict[tuple[str, str], threading.Lock] = {}
 
 
 @dataclass
@@ -44,14 +58,32 @@ class DatasetIndex:
     hashes: list[str]
     mean: np.ndarray
     index: Any  # a faiss index over the same rows
+    allowed: frozenset[str] | None = None  # the digests the dataset holds now, when its index predates a change
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """The ``k`` nearest images to ``query``: (digest, cosine similarity of the centred vectors), best first."""
+        """The ``k`` nearest images to ``query``: (digest, cosine similarity of the centred vectors), best first,
+        only ones in ``allowed`` when it is set: ``2k + MARGIN`` neighbours are asked for, and four times more
+        while fewer than ``k`` of them are still the dataset's (a removal of most of a dataset is rare and
+        short-lived: the queue's next pass builds its index)."""
         if not self.hashes:
             return []
-        scores, rows = self.index.search(centred(query.reshape(1, -1), self.mean), min(k, len(self.hashes)))
-        return [(self.hashes[int(row)], float(score))
-                for row, score in zip(rows[0], scores[0], strict=True) if row >= 0]
+        vector = centred(query.reshape(1, -1), self.mean)
+        wanted = k if self.allowed is None else 2 * k + MARGIN
+        while True:
+            asked = min(wanted, len(self.hashes))
+            scores, rows = self.index.search(vector, asked)
+            found = [(self.hashes[int(row)], float(score)) for row, score in zip(rows[0], scores[0], strict=True)
+                     if row >= 0 and (self.allowed is None or self.hashes[int(row)] in self.allowed)]
+            if len(found) >= k or asked == len(self.hashes):
+                return found[:k]
+            wanted *= 4
+
+    def nbytes(self) -> int:
+        """About what it holds in memory: the vectors, HNSW's level-0 links (2M int32 a row), the digests."""
+        if self.index is None:
+            return 0
+        links = 2 * HNSW_M * 4 if hasattr(self.index, "hnsw") else 0
+        return int(self.index.ntotal) * (int(self.index.d) * 4 + links) + 120 * len(self.hashes)
 
 
 def centred(matrix: np.ndarray, mean: np.ndarray) -> np.ndarray:
@@ -105,46 +137,153 @@ def _save(path: Path, found: DatasetIndex) -> None:
     partial.replace(path)  # the index last: an index file is never read without its digests
 
 
-def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str) -> DatasetIndex:
-    """The index of ``dataset`` as it is now under ``model_sha256``: from memory, from its file, else from the
-    file of an earlier revision when the images with a vector are still the same ones (a label edit bumps the
-    revision and changes no vector: renaming beats a 30 s HNSW build), else built from the stored vectors. Read
-    in the caller's ``session`` (a second session would wait for the first's SQLite write lock)."""
-    key = (dataset.id, dataset.revision, model_sha256)
+def _remember(ctx: AppContext, key: tuple[str, str], revision: int, found: DatasetIndex) -> None:
+    """Keep ``found`` as the dataset's index (replacing an older revision's), then drop the least recently
+    searched ones beyond ``embedding_index_cache_mb`` (the one just kept stays, however large)."""
+    budget = ctx.settings.embedding_index_cache_mb * 1024 * 1024
     with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    path = _path(ctx, *key)
-    found = _read(path)
-    if found is None:
-        hashes = vectors.dataset_hashes(session, dataset.manifest_id, model_sha256)
-        if not hashes:
-            return DatasetIndex([], np.zeros(0, np.float32), None)
-        for older in sorted(path.parent.glob(f"{dataset.id}-r*.faiss")):
-            previous = _read(older)
-            if previous is not None and previous.hashes == hashes:
-                found = previous
-                _save(path, found)
-                break
-        if found is None:
-            hashes, matrix = vectors.dataset_vectors(session, dataset.manifest_id, model_sha256)
-            found = DatasetIndex(hashes, *build(matrix))
+        _cache[key] = (revision, found)
+        _cache.move_to_end(key)
+        total = sum(held.nbytes() for _, held in _cache.values())
+        while total > budget and len(_cache) > 1:
+            _, (_, dropped) = _cache.popitem(last=False)
+            total -= dropped.nbytes()
+
+
+def _newest_file(path: Path, dataset_id: str) -> DatasetIndex | None:
+    """The saved index of the dataset's latest revision before ``path``'s, if any."""
+    def revision(file: Path) -> int:
+        try:
+            return int(file.stem.rpartition("-r")[2])
+        except ValueError:
+            return -1
+    for older in sorted(path.parent.glob(f"{dataset_id}-r*.faiss"), key=revision, reverse=True):
+        if older != path and (found := _read(older)) is not None:
+            return found
+    return None
+
+
+def _forget_older(path: Path, dataset_id: str) -> None:
+    for old in path.parent.glob(f"{dataset_id}-r*.faiss"):  # older revisions are never asked again
+        if old != path:
+            old.unlink(missing_ok=True)
+            old.with_suffix(".npz").unlink(missing_ok=True)
+
+
+@contextmanager
+def _building(path: Path, key: tuple[str, str]) -> Iterator[None]:
+    """One build of a dataset's index at a time: a lock per (dataset, model) in this process, and a lock on a
+    file beside the indexes for the processes sharing this home. Whoever waited checks for the file after."""
+    with _lock:
+        mine = _builders.setdefault(key, threading.Lock())
+    with mine:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.parent / f"{key[0]}.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _take_over_or_build(ctx: AppContext, dataset: Dataset, model_sha256: str, hashes: list[str],
+                        previous: DatasetIndex | None, read_vectors: Any) -> DatasetIndex:
+    """Under ``_building``: the file another builder saved meanwhile, else ``previous`` saved again under the
+    current revision when it holds the same images (a label edit bumps the revision and changes no vector:
+    renaming beats a 30 s HNSW build), else a new index of ``read_vectors()``."""
+    key, path = (dataset.id, model_sha256), _path(ctx, dataset.id, dataset.revision, model_sha256)
+    with _building(path, key):
+        found = _read(path)
+        if found is None and previous is not None and previous.hashes == hashes:
+            found = DatasetIndex(previous.hashes, previous.mean, previous.index)
             _save(path, found)
-        for old in path.parent.glob(f"{dataset.id}-r*.faiss"):  # older revisions are never asked again
-            if old != path:
-                old.unlink(missing_ok=True)
-                old.with_suffix(".npz").unlink(missing_ok=True)
-    with _lock:
-        _cache[key] = found
-        while len(_cache) > KEEP_IN_MEMORY:
-            _cache.popitem(last=False)
+        if found is None:
+            built_hashes, matrix = read_vectors()
+            found = DatasetIndex(built_hashes, *build(matrix))
+            _save(path, found)
+        _forget_older(path, dataset.id)
+        _remember(ctx, key, dataset.revision, found)
     return found
+
+
+def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str, *,
+         build_large: bool = False) -> DatasetIndex:
+    """The index of ``dataset`` as it is now under ``model_sha256``: from memory, else from its file, else the
+    previous revision's when it holds the same images, else built now when it is exact (small) or when
+    ``build_large`` (the queue, a job: never a request). Otherwise the previous index answers restricted to the
+    current digests (``allowed``) until ``build_stale`` replaces it; with no previous one at all, an empty index
+    (the dataset is left out until the queue's pass built it). Read in the caller's ``session`` (a second
+    session would wait for the first's SQLite write lock)."""
+    key = (dataset.id, model_sha256)
+    path = _path(ctx, dataset.id, dataset.revision, model_sha256)
+    with _lock:
+        held = _cache.get(key)
+        if held is not None:
+            _cache.move_to_end(key)
+    if held is not None and held[0] == dataset.revision:
+        if held[1].allowed is None or not (build_large or path.exists()):  # exists: built by another process
+            return held[1]
+    found = _read(path)
+    if found is not None:
+        _remember(ctx, key, dataset.revision, found)
+        return found
+    hashes = vectors.dataset_hashes(session, dataset.manifest_id, model_sha256)
+    if not hashes:
+        return DatasetIndex([], np.zeros(0, np.float32), None)
+    previous = held[1] if held is not None else _newest_file(path, dataset.id)
+    if (previous is not None and previous.hashes == hashes) or len(hashes) < HNSW_FROM or build_large:
+        return _take_over_or_build(ctx, dataset, model_sha256, hashes, previous,
+                                   lambda: vectors.dataset_vectors(session, dataset.manifest_id, model_sha256))
+    if previous is None:
+        return DatasetIndex([], np.zeros(0, np.float32), None)
+    stale = DatasetIndex(previous.hashes, previous.mean, previous.index, frozenset(hashes))
+    _remember(ctx, key, dataset.revision, stale)
+    return stale
 
 
 def warm(ctx: AppContext, dataset_id: str, model_sha256: str) -> None:
     """Build the index of a dataset that was just analysed, so the first query does not wait for it."""
-    with ctx.db.session() as session:
+    with ctx.db.read_session() as session:  # no write lock held through a 30 s build
         dataset = session.get(Dataset, dataset_id)
         if dataset is not None:
-            load(session, ctx, dataset, model_sha256)
+            load(session, ctx, dataset, model_sha256, build_large=True)
+
+
+def build_stale(ctx: AppContext) -> int:
+    """The embedding queue's pass: build the index of every analysed dataset (under its latest analysis's model
+    digest) whose current revision has no index file, i.e. whose images changed since its index was built, or
+    that was never built here. The vectors are read in a session closed before the build (30 s at 100,000): no
+    transaction stays open through it, and they are read without SQLite's write lock (``read_session``): a
+    request holding that lock may be waiting for this build (``_building``). Returns how many were built or
+    taken over."""
+    with ctx.db.read_session() as session:
+        latest: dict[str, str] = {}
+        for dataset_id, model_sha256 in session.execute(
+                select(EmbeddingJob.dataset_id, EmbeddingJob.model_sha256)
+                .where(EmbeddingJob.status == jobs.COMPLETED).order_by(EmbeddingJob.completed_at, EmbeddingJob.id)):
+            latest[dataset_id] = model_sha256
+        todo = [(d.id, latest[d.id]) for d in session.scalars(select(Dataset).where(
+            Dataset.id.in_(latest), Dataset.deleted_at.is_(None))) if not _path(ctx, d.id, d.revision,
+                                                                                  latest[d.id]).exists()]
+    done = 0
+    for dataset_id, model_sha256 in todo:
+        with ctx.db.read_session() as session:
+            dataset = session.get(Dataset, dataset_id)
+            hashes = vectors.dataset_hashes(session, dataset.manifest_id, model_sha256) if dataset else []
+            if dataset is not None:
+                session.expunge(dataset)
+        if not hashes:
+            continue
+        with _lock:
+            held = _cache.get((dataset_id, model_sha256))
+        path = _path(ctx, dataset.id, dataset.revision, model_sha256)
+        previous = held[1] if held is not None else _newest_file(path, dataset.id)
+        _take_over_or_build(ctx, dataset, model_sha256, hashes, previous,
+                            lambda manifest=dataset.manifest_id, model=model_sha256: _vectors(ctx, manifest, model))
+        done += 1
+    return done
+
+
+def _vectors(ctx: AppContext, manifest_id: int, model_sha256: str) -> tuple[list[str], np.ndarray]:
+    with ctx.db.read_session() as session:  # closed before the build starts
+        return vectors.dataset_vectors(session, manifest_id, model_sha256)

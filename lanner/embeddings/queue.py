@@ -9,6 +9,9 @@ subprocess by default, a Ray Job on a cluster). Each pass:
    attempt embeds only the images still missing; a cancelled job's worker is stopped.
 2. dispatch: queued jobs are claimed (a compare-and-set) and launched while the executor has room.
 3. maps that ``datasets.clustering`` asked for (an analysis older than its map) are computed.
+4. stale indexes: a dataset whose images changed since its similar-images index was built (an image removed,
+   replaced, added) gets a new one (``index.build_stale``; requests answer from the old one meanwhile, without
+   the images that are gone).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class EmbeddingQueue(WorkerJobQueue):
     def one_pass(self) -> None:
         super().one_pass()
         maps.build_pending(self.ctx)
+        index.build_stale(self.ctx)
 
     def slots(self) -> dict[str, int]:
         slots = self.executor.capacity().get("cpu")

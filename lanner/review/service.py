@@ -205,7 +205,7 @@ def add_uniqueness(session: Session, ctx: AppContext, dataset: Dataset) -> int:
     analysis = embeddings_service.latest_analysis(session, dataset)
     if analysis is None:
         return 0
-    found = index.load(session, ctx, dataset, analysis.model_sha256)
+    found = index.load(session, ctx, dataset, analysis.model_sha256, build_large=True)  # a job: it may wait
     n = len(found.hashes)
     if n < 2:
         return 0
