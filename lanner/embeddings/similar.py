@@ -66,7 +66,14 @@ def holding(session: Session, datasets: Iterable[Dataset], sha256: str) -> set[s
     if not by_manifest:
         return set()
     return {by_manifest[m] for m in session.scalars(select(DatasetItem.manifest_id).where(
-        DatasetItem.manifest_id.in_(by_manifest), DatasetItem.sha256 == sha256).distinct())}
+        by_digest(DatasetItem.manifest_id).in_(by_manifest), DatasetItem.sha256 == sha256).distinct())}
+
+
+def by_digest(manifest_id: Any) -> Any:
+    """``manifest_id`` as an expression no index serves, beside a condition on a few digests: the digests' index
+    then finds the rows. Given the column, SQLite (no statistics) walks the manifest's index instead, every item
+    of the dataset (100,000 rows: 30-40 ms a query), to save sorting 20."""
+    return manifest_id + 0
 
 
 def search(session: Session, ctx: AppContext, datasets: list[Dataset], model_sha256: str, query: np.ndarray, *,
@@ -83,7 +90,7 @@ def search(session: Session, ctx: AppContext, datasets: list[Dataset], model_sha
         rows = session.execute(
             select(DatasetItem.key, DatasetItem.name, DatasetItem.sha256, ImageBlob.width, ImageBlob.height,
                    ImageBlob.thumb_sha256).join(ImageBlob, ImageBlob.sha256 == DatasetItem.sha256)
-            .where(DatasetItem.manifest_id == dataset.manifest_id, DatasetItem.sha256.in_(scores))
+            .where(by_digest(DatasetItem.manifest_id) == dataset.manifest_id, DatasetItem.sha256.in_(scores))
             .order_by(DatasetItem.name, DatasetItem.key)).all()
         seen: set[str] = set()
         for row in rows:
