@@ -33,7 +33,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-ENCODING = "backbone-bands-std-flip-rp512/1"
+ENCODING = "backbone-softbands-std-flip-rp512/2"
 BANDS = 2
 DIM = 512  # a vector's length, whatever the model: what the database and the index hold per image
 
@@ -75,12 +75,20 @@ def _features(net: Any, x: Any) -> list[Any]:
 
 
 def _summary(features: Any) -> Any:
-    """Each channel's standard deviation in each of ``BANDS`` horizontal bands of the image (top to bottom: where
-    things are up or down survives a mirror image, and mostly a crop); n x (channels x bands)."""
+    """Each channel's standard deviation in each of ``BANDS`` soft horizontal bands (top to bottom: where things
+    are up or down survives a mirror image); n x (channels x bands). A row belongs to the bands on either side of
+    it in proportion to its distance from their centres (tent weights, the bilinear spatial binning of SIFT's
+    cells): content moved up or down by a crop shifts the summary in proportion, where hard halves flip a whole
+    object from one half to the other once it crosses the middle."""
     import torch  # start-up cost: the server imports this module (vector_key) and never embeds
 
-    pool = torch.nn.functional.adaptive_avg_pool2d  # overlapping bands when a map has fewer rows than BANDS
-    mean, square = pool(features, (BANDS, 1)), pool(features * features, (BANDS, 1))
+    height = features.shape[2]
+    rows = (torch.arange(height, dtype=features.dtype, device=features.device) + 0.5) / height  # row centres
+    centres = torch.linspace(0, 1, BANDS, dtype=features.dtype, device=features.device)
+    weights = (1 - (rows[None, :] - centres[:, None]).abs() * (BANDS - 1)).clamp(min=0)  # bands x rows
+    weights = weights / weights.sum(1, keepdim=True)
+    mean = features.mean(3) @ weights.T  # n x channels x bands: each band's weighted mean
+    square = (features * features).mean(3) @ weights.T
     return (square - mean * mean).clamp(min=0).sqrt().flatten(1)
 
 
