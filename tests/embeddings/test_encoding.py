@@ -65,6 +65,21 @@ def test_a_mirror_image_has_the_same_vector_and_a_brighter_one_nearly():
     assert float(plain @ lit) > 0.99
 
 
+def test_an_object_crossing_the_middle_of_the_image_moves_its_summary_gradually():
+    """A crop shifts content up or down: a channel active on one row just above the middle and the same one row
+    below must summarise nearly alike (soft bands), not as opposite halves (hard ones: cosine 0)."""
+    import torch
+
+    def summary(row: int):
+        features = torch.zeros(1, 1, 16, 8)
+        features[0, 0, row, 2:5] = 1.0
+        return encoding._summary(features)[0]
+
+    above, below, far = summary(7), summary(8), summary(15)
+    assert float(torch.nn.functional.cosine_similarity(above, below, dim=0)) > 0.95
+    assert float(torch.nn.functional.cosine_similarity(above, far, dim=0)) < 0.9  # position still counts
+
+
 def test_the_vector_key_names_the_encoding(monkeypatch):
     weights = "a" * 64
     key = encoding.vector_key(weights)
