@@ -72,7 +72,7 @@ def add_selection_to(owner: str, slug: str, request: Request, user: PageUser, se
                      sel: Annotated[str, Form(max_length=32)] = "",
                      target: Annotated[str, Form(max_length=200)] = "") -> Response:
     """The selection's images copied into ``target`` (``owner/slug``, a dataset the visitor may change); on to
-    it. A target they may not change answers as a missing one, on this page."""
+    it. A target they may not see, may not change, or whose task differs is refused on this page, saying why."""
     dataset = editable_dataset(session, user, owner=owner, slug=slug, write=True)
     chosen = selections.get(session, user, dataset, sel)
     back = f"/datasets/{owner.lower()}/{dataset.slug}?sel={chosen.id}"
