@@ -10,6 +10,7 @@ installs it; Playwright never downloads a browser) against a real ``lanner serve
   is recorded, and any to another host is blocked and fails the test at teardown, as does any error in the
   browser's console (a Content-Security-Policy violation among them), an uncaught script error or a static file
   that did not load; ``new_context``/``check_recorder`` do the same for a context a test opens itself;
+- ``bob``: the second user, with ``PASSWORD`` as ``alice`` has (tests/conftest.py), so page tests sign in as either;
 - ``signed_in(page, user)``: signs in through the form;
 - ``screenshot(page, name)``: writes ``docs/screenshots/<name>.png`` when ``LANNER_SCREENSHOTS=1`` (``make
   screenshots``), else a temporary file, so a test run leaves the committed images alone;
@@ -42,6 +43,11 @@ VIEWPORT = {"width": 1280, "height": 800}
 SCREENSHOTS = REPOSITORY / "docs" / "screenshots"
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 ASSET_TYPES = ("stylesheet", "script", "image", "font", "media")
+
+
+@pytest.fixture
+def bob(make_account: Any) -> Any:
+    return make_account("bob", password=PASSWORD)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.web.pages import sign_in, soup
-from tests.web.test_dataset_pages import add_dataset, alice, bob  # noqa: F401 (fixtures)
+from tests.web.test_dataset_pages import add_dataset
 
 
 def test_the_editor_page_frame_and_who_may_open_it(client, app, alice, bob, tmp_path):  # noqa: F811

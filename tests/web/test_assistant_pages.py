@@ -21,7 +21,7 @@ from lanner.datasets.models import Dataset, DatasetItem
 from lanner.db import utcnow
 from lanner.projects import service as projects_service
 from tests.web.pages import sign_in, soup, text
-from tests.web.test_dataset_pages import TRAIN, VAL, add_dataset, alice, bob  # noqa: F401 (fixtures)
+from tests.web.test_dataset_pages import TRAIN, VAL, add_dataset
 
 LABELLED = TRAIN + VAL + 1  # every image but bare.jpg
 HTMX = {"HX-Request": "true"}

@@ -3,16 +3,9 @@ field; API keys never do; API responses set no cookie."""
 
 from __future__ import annotations
 
-import pytest
-
 from lanner.accounts.csrf import CSRF_COOKIE
 from lanner.accounts.sessions import SESSION_COOKIE
 from tests.web.pages import PASSWORD, sign_in, token_of
-
-
-@pytest.fixture
-def alice(make_account):
-    return make_account("alice", password=PASSWORD)
 
 
 def _refused(response) -> None:

@@ -7,27 +7,15 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
-
 from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
 from lanner.datasets import service as datasets_service
 from lanner.datasets.imports.ingest import commit_import, prepare_import
 from lanner.synthetic import make_detection_dataset
 from lanner.web import dataset_pages
-from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
+from tests.web.pages import sign_in, soup, text, token_of
 
 TRAIN, VAL = 6, 3  # plus a copy of train_0000 in val (duplicate, leakage) and of train_0001 in train, unlabelled
-
-
-@pytest.fixture
-def alice(make_account):
-    return make_account("alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(make_account):
-    return make_account("bob", password=PASSWORD)
 
 
 def add_dataset(app, tmp_path: Path, username: str = "alice", slug: str = "shapes",

@@ -6,7 +6,6 @@ reading a public dataset gets the plain grid, as if the parameters were not ther
 
 from __future__ import annotations
 
-import pytest
 from sqlalchemy import delete, select
 
 from lanner.accounts import service as accounts
@@ -34,16 +33,6 @@ NAMES = sorted([*SCORES, "bare.jpg"])
 def by_mistake(keys: dict[str, str]) -> list[str]:
     """The grid's order: highest first, ties by key (the listing's tiebreak), the unscored image last."""
     return [*sorted(SCORES, key=lambda name: (-SCORES[name][0], keys[name])), "bare.jpg"]
-
-
-@pytest.fixture
-def alice(make_account):
-    return make_account("alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(make_account):
-    return make_account("bob", password=PASSWORD)
 
 
 def keys_by_name(app, owner: str = "alice") -> dict[str, str]:

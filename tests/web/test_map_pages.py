@@ -7,7 +7,6 @@ placement, so no UMAP runs here (tests/embeddings/test_clustering.py covers comp
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from sqlalchemy import select
 
 from lanner.datasets.models import DatasetItem, ImageSelection
@@ -15,21 +14,11 @@ from lanner.db import utcnow
 from lanner.embeddings import jobs, maps
 from lanner.embeddings.models import EmbeddingJob, EmbeddingLayout
 from lanner.projects.models import ModelRecord
-from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
+from tests.web.pages import sign_in, soup, text, token_of
 from tests.web.test_dataset_pages import TRAIN, VAL, add_dataset, thumbs
 from tests.web.test_similar_pages import DIGEST, _dataset, embed, model_of
 
 IMAGES = TRAIN + VAL + 2
-
-
-@pytest.fixture
-def alice(make_account):
-    return make_account("alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(make_account):
-    return make_account("bob", password=PASSWORD)
 
 
 def queue_job(app, owner: str = "alice", slug: str = "shapes") -> str:

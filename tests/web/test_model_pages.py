@@ -21,11 +21,6 @@ EPOCH = {**METRICS, "metrics/mAP50-95(B)": 0.2, "metrics/precision(B)": 0.5, "me
 
 
 @pytest.fixture
-def alice(make_account):
-    return make_account("alice", password=PASSWORD)
-
-
-@pytest.fixture
 def runs(sdk, alice):
     """Two runs of alice/shapes: ``train`` (2 epochs, running, with console) and ``train-2`` (1 epoch)."""
     platform = sdk(alice)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime
 
 import numpy as np
-import pytest
 from sqlalchemy import select
 
 from lanner.accounts import service as accounts
@@ -27,16 +26,6 @@ from tests.web.pages import PASSWORD, sign_in, soup, text
 from tests.web.test_dataset_pages import add_dataset
 from tests.web.test_grid_scores_pages import seed_scores
 from tests.web.test_similar_pages import embed, synthetic
-
-
-@pytest.fixture
-def alice(make_account):
-    return make_account("alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(make_account):
-    return make_account("bob", password=PASSWORD)
 
 
 def team_with_viewer(app, make_account) -> None:

@@ -7,22 +7,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from sqlalchemy import select, update
 
 from lanner.datasets.models import Dataset, DatasetItem
-from tests.web.pages import PASSWORD, sign_in, soup, text, token_of
+from tests.web.pages import sign_in, soup, text, token_of
 from tests.web.test_dataset_pages import add_dataset, thumbs
-
-
-@pytest.fixture
-def alice(make_account):
-    return make_account("alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(make_account):
-    return make_account("bob", password=PASSWORD)
 
 
 def _items(app, slug: str = "shapes") -> list:

@@ -8,7 +8,6 @@ is covered in tests/embeddings."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from sqlalchemy import select
 
 from lanner.accounts.models import User
@@ -19,22 +18,12 @@ from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
 from lanner.training.executors.base import JobState
 from tests.embeddings.conftest import finish, launch, settings  # noqa: F401 (settings: the queue off)
 from tests.trained import attach_weights
-from tests.web.pages import PASSWORD, sign_in, soup, text
+from tests.web.pages import sign_in, soup, text
 from tests.web.test_dataset_pages import add_dataset
 
 DIGEST = "d" * 64
 DIM = 16
 HTMX = {"HX-Request": "true"}
-
-
-@pytest.fixture
-def alice(make_account):
-    return make_account("alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(make_account):
-    return make_account("bob", password=PASSWORD)
 
 
 def _dataset(session, owner: str, slug: str) -> Dataset:
