@@ -118,6 +118,17 @@ def test_a_worker_lost_after_its_upload_still_delivers(app: Any, alice: Any, sdk
     assert done.status == jobs.COMPLETED and done.attempt == 1 and done.size == len(b"onnx bytes")
 
 
+def _running(app: Any, alice: Any, sdk: Any, fake_executor: Any, tmp_path: Path) -> tuple[int, str]:
+    """A run of alice's on a small uploaded dataset, launched on the fake executor: its id and the key its
+    trainer reports with."""
+    platform = sdk(alice)
+    upload_dataset(platform, httpx, "alice", "shapes", package(
+        make_detection_dataset(tmp_path / "shapes", train=4, val=2, size=64).parent, tmp_path / "zip"))
+    run_id = started_run(platform, app, alice)
+    app.state.training.supervisor.run_once()
+    return run_id, fake_executor.launched[0].env["ULTRALYTICS_API_KEY"]
+
+
 def _checkpoint_slot(client: Any, key: str, run_id: int, **body: Any) -> dict[str, Any]:
     slot = client.post(SLOT, headers={"Authorization": f"Bearer {key}"},
                        json={"runId": run_id, "filename": "last.pt", **body})
@@ -133,13 +144,8 @@ def _complete(client: Any, key: str, slot: dict[str, Any]) -> Any:
 def test_a_resume_checkpoint_goes_into_the_bucket_and_a_relaunch_fetches_it_from_there(
         app: Any, client: Any, alice: Any, bob: Any, sdk: Any, fake_executor: Any, tmp_path: Path,
         moto_endpoint: str, bucket: str) -> None:
-    platform = sdk(alice)
-    upload_dataset(platform, httpx, "alice", "shapes", package(
-        make_detection_dataset(tmp_path / "shapes", train=4, val=2, size=64).parent, tmp_path / "zip"))
     supervisor = app.state.training.supervisor
-    run_id = started_run(platform, app, alice)
-    supervisor.run_once()
-    key = fake_executor.launched[0].env["ULTRALYTICS_API_KEY"]
+    run_id, key = _running(app, alice, sdk, fake_executor, tmp_path)
 
     trainers = _checkpoint_slot(client, key, run_id)  # the trainer's: into the bucket, settled by its event
     assert trainers["uploadUrl"].startswith(f"{moto_endpoint}/{bucket}/lanner/staging/") and "direct" not in trainers
@@ -183,12 +189,7 @@ def test_the_trainers_own_checkpoints_go_into_the_bucket_and_its_events_settle_t
     blobs in a bucket the slot is a presigned bucket PUT, and the event settles it before it is applied."""
     from ultralytics.utils.uploads import safe_upload
 
-    platform = sdk(alice)
-    upload_dataset(platform, httpx, "alice", "shapes", package(
-        make_detection_dataset(tmp_path / "shapes", train=4, val=2, size=64).parent, tmp_path / "zip"))
-    run_id = started_run(platform, app, alice)
-    app.state.training.supervisor.run_once()
-    key = fake_executor.launched[0].env["ULTRALYTICS_API_KEY"]
+    run_id, key = _running(app, alice, sdk, fake_executor, tmp_path)
 
     mid = tmp_path / "last.pt"
     mid.write_bytes(b"PK\x03\x04 last.pt of epoch 2" * 100)
@@ -226,12 +227,7 @@ def test_a_checkpoint_the_bucket_cannot_give_back_leaves_training_complete_appli
     completion), and the model keeps the weights it had."""
     from ultralytics.utils.uploads import safe_upload
 
-    platform = sdk(alice)
-    upload_dataset(platform, httpx, "alice", "shapes", package(
-        make_detection_dataset(tmp_path / "shapes", train=4, val=2, size=64).parent, tmp_path / "zip"))
-    run_id = started_run(platform, app, alice)
-    app.state.training.supervisor.run_once()
-    key = fake_executor.launched[0].env["ULTRALYTICS_API_KEY"]
+    run_id, key = _running(app, alice, sdk, fake_executor, tmp_path)
     best = tmp_path / "best.pt"
     best.write_bytes(b"PK\x03\x04 best.pt")
     slot = _checkpoint_slot(client, key, run_id, filename="best.pt")
