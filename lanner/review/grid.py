@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import false, func, select
 from sqlalchemy.orm import Session
 
+from lanner.datasets import service as datasets_service
 from lanner.datasets.listing import Ranking
 from lanner.datasets.models import Dataset, DatasetItem
 from lanner.review import service
@@ -40,7 +41,7 @@ def summary(session: Session, dataset: Dataset) -> dict[str, Any] | None:
     here = select(DatasetItem.key).where(DatasetItem.manifest_id == dataset.manifest_id)
     scored, unique = session.execute(select(func.count(), func.count(ImageScore.uniqueness)).where(
         ImageScore.dataset_id == dataset.id, ImageScore.key.in_(here))).one()
-    images = session.scalar(select(func.count()).select_from(here.subquery())) or 0
+    images = datasets_service.dataset_counts(session, dataset)["images"]  # remembered per revision
     return {"state": state, "model": job.model_label, "revision": job.revision, "images": int(images),
             "scored": int(scored), "unique": int(unique), "cutoff": cutoff(session, dataset, int(scored))}
 
