@@ -61,7 +61,10 @@ TARGETS_MAX = 200  # datasets offered per workspace in the "Add these to" list
 def targets(session: Session, user: Principal, dataset: Dataset) -> list[dict[str, str]]:
     """The datasets the grid's "Add these to" offers for ``dataset``'s images: the visitor's own and, for a
     team's dataset, the team's, that they may change and whose task is the dataset's (labels fit no other), the
-    dataset itself left out."""
+    dataset itself left out. Nothing for a visitor who may not change ``dataset`` (the grid shows them no bulk
+    actions): the lists are not read for every viewer's page."""
+    if not permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write"):
+        return []
     owners = dict.fromkeys([service.owner_name(session, dataset), user.username])
     found = []
     for owner in owners:
