@@ -225,6 +225,11 @@ class Settings(BaseSettings):
                                           "an index that is not kept is read from its file by the next query.")
     embedding_batch: int = Field(default=32, ge=1, le=1024, description="Images the embedding worker fetches, "
                                  "embeds and delivers at a time: a crashed job resumes after its last page.")
+    embedding_head_min_images: int = Field(default=200, ge=2, description="The fewest images a dataset needs for "
+                                           "its first analysis with a model to also train that model's "
+                                           "copy-detection head (edited copies of up to 2,000 of its images, "
+                                           "16,000 more embeddings, once per model), which similar images and "
+                                           "near-duplicates then search with.")
     assistant_poll_seconds: float = Field(
         default=5.0, ge=0, description="How often datasets' labelling assistants look for new labels to train a "
         "round on, watch the round that trains and score the unlabelled images with its model (0: never).")

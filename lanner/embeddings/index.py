@@ -5,9 +5,12 @@ store: the index is a cache any server process can rebuild, never a blob of its 
 Below ``HNSW_FROM`` vectors the index is exact (``IndexFlatIP``: no build time, a few ms per query); from there an
 HNSW graph (M 32), whose build (about 30 s at 100,000 on two cores, docs/benchmarks.md) is paid once, when the
 job completes (``warm``), and whose queries take about a millisecond. Files live under
-``<home>/embeddings/indexes/<model digest>/<dataset id>-r<revision>.faiss`` beside a ``.npz`` of the digests in
-index order and the mean; a process keeps the ones it searched last in memory, up to
-``embedding_index_cache_mb`` (``nbytes``: about 230 MB for 100,000 x 512 under HNSW).
+``<home>/embeddings/indexes/<space>/<dataset id>-r<revision>.faiss`` beside a ``.npz`` of the digests in
+index order and the mean, where the space is the vector key, and the digest of its copy-detection head once one
+was trained (``embeddings.head``: the index then holds the head's vectors of the stored ones, and a query is
+mapped by the same head; the head's arrival names a new space, so every index of the key is built again); a
+process keeps the ones it searched last in memory, up to ``embedding_index_cache_mb`` (``nbytes``: about 230 MB
+for 100,000 x 512 under HNSW).
 
 A request never builds an HNSW index. When a dataset's images changed since its index was built (an image
 removed, replaced or added: its revision moved and its digests differ), the request answers from the index it
@@ -34,7 +37,7 @@ from sqlalchemy.orm import Session
 
 from lanner.context import AppContext
 from lanner.datasets.models import Dataset
-from lanner.embeddings import jobs, vectors
+from lanner.embeddings import head, jobs, vectors
 from lanner.embeddings.models import EmbeddingJob
 
 HNSW_FROM = 20_000
@@ -44,7 +47,7 @@ EF_SEARCH = 64
 MARGIN = 16  # extra neighbours asked for when some rows are no longer the dataset's
 
 _lock = threading.Lock()
-_cache: OrderedDict[tuple[str, str], tuple[int, DatasetIndex]] = OrderedDict()  # (dataset, model) -> revision's
+_cache: OrderedDict[tuple[str, str], tuple[int, DatasetIndex]] = OrderedDict()  # (dataset, space) -> revision's
 _builders: dict[tuple[str, str], threading.Lock] = {}
 
 
@@ -59,6 +62,7 @@ class DatasetIndex:
     mean: np.ndarray
     index: Any  # a faiss index over the same rows
     allowed: frozenset[str] | None = None  # the digests the dataset holds now, when its index predates a change
+    head: dict[str, np.ndarray] | None = None  # the vector key's copy-detection head, which queries go through
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The ``k`` nearest images to ``query``: (digest, cosine similarity of the centred vectors), best first,
@@ -67,7 +71,7 @@ class DatasetIndex:
         short-lived: the queue's next pass builds its index)."""
         if not self.hashes:
             return []
-        vector = centred(query.reshape(1, -1), self.mean)
+        vector = centred(query.reshape(1, -1) if self.head is None else head.apply(self.head, query), self.mean)
         wanted = k if self.allowed is None else 2 * k + MARGIN
         while True:
             asked = min(wanted, len(self.hashes))
@@ -91,10 +95,13 @@ def centred(matrix: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12))
 
 
-def build(matrix: np.ndarray) -> tuple[np.ndarray, Any]:
-    """(mean, index) of the rows of ``matrix``: exact below ``HNSW_FROM`` rows, HNSW from there."""
+def build(matrix: np.ndarray, mapping: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, Any]:
+    """(mean, index) of the rows of ``matrix`` (through the head ``mapping`` when there is one): exact below
+    ``HNSW_FROM`` rows, HNSW from there."""
     import faiss  # a second of start-up: only once a dataset is searched
 
+    if mapping is not None:
+        matrix = head.apply(mapping, matrix)
     dim = matrix.shape[1]
     if matrix.shape[0] < HNSW_FROM:
         index = faiss.IndexFlatIP(dim)
@@ -107,11 +114,17 @@ def build(matrix: np.ndarray) -> tuple[np.ndarray, Any]:
     return mean, index
 
 
-def _path(ctx: AppContext, dataset_id: str, revision: int, model_sha256: str) -> Path:
-    return ctx.settings.resolved_home / "embeddings" / "indexes" / model_sha256 / f"{dataset_id}-r{revision}.faiss"
+def space(session: Session, model_sha256: str) -> tuple[str, dict[str, np.ndarray] | None]:
+    """(the name of the space the key's indexes live in, the key's head or None)."""
+    trained = vectors.head_of(session, model_sha256)
+    return (model_sha256, None) if trained is None else (f"{model_sha256}-head-{trained[0][:16]}", trained[1])
 
 
-def _read(path: Path) -> DatasetIndex | None:
+def _path(ctx: AppContext, dataset_id: str, revision: int, where: str) -> Path:
+    return ctx.settings.resolved_home / "embeddings" / "indexes" / where / f"{dataset_id}-r{revision}.faiss"
+
+
+def _read(path: Path, mapping: dict[str, np.ndarray] | None) -> DatasetIndex | None:
     """The index saved at ``path`` (and its ``.npz``), or None when either file is missing."""
     import faiss  # a second of start-up: only once a dataset is searched
 
@@ -119,7 +132,7 @@ def _read(path: Path) -> DatasetIndex | None:
     try:
         with np.load(facts, allow_pickle=False) as saved:
             hashes, mean = [str(h) for h in saved["hashes"].tolist()], saved["mean"]
-        return DatasetIndex(hashes, mean, faiss.read_index(str(path)))
+        return DatasetIndex(hashes, mean, faiss.read_index(str(path)), head=mapping)
     except (FileNotFoundError, RuntimeError):  # faiss raises RuntimeError for a missing file
         return None
 
@@ -150,7 +163,7 @@ def _remember(ctx: AppContext, key: tuple[str, str], revision: int, found: Datas
             total -= dropped.nbytes()
 
 
-def _newest_file(path: Path, dataset_id: str) -> DatasetIndex | None:
+def _newest_file(path: Path, dataset_id: str, mapping: dict[str, np.ndarray] | None) -> DatasetIndex | None:
     """The saved index of the dataset's latest revision before ``path``'s, if any."""
     def revision(file: Path) -> int:
         try:
@@ -158,7 +171,7 @@ def _newest_file(path: Path, dataset_id: str) -> DatasetIndex | None:
         except ValueError:
             return -1
     for older in sorted(path.parent.glob(f"{dataset_id}-r*.faiss"), key=revision, reverse=True):
-        if older != path and (found := _read(older)) is not None:
+        if older != path and (found := _read(older, mapping)) is not None:
             return found
     return None
 
@@ -186,22 +199,24 @@ def _building(path: Path, key: tuple[str, str]) -> Iterator[None]:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _take_over_or_build(ctx: AppContext, dataset: Dataset, model_sha256: str, hashes: list[str],
-                        previous: DatasetIndex | None, read_vectors: Any) -> DatasetIndex:
+def _take_over_or_build(ctx: AppContext, dataset: Dataset, where: tuple[str, dict[str, np.ndarray] | None],
+                        hashes: list[str], previous: DatasetIndex | None, read_vectors: Any) -> DatasetIndex:
     """Under ``_building``: the file another builder saved meanwhile, else ``previous`` saved again under the
     current revision when it holds the same images (a label edit bumps the revision and changes no vector:
     renaming beats a 30 s HNSW build), else a new index of ``read_vectors()``."""
-    key, path = (dataset.id, model_sha256), _path(ctx, dataset.id, dataset.revision, model_sha256)
+    key, path = (dataset.id, where[0]), _path(ctx, dataset.id, dataset.revision, where[0])
     with _building(path, key):
-        found = _read(path)
+        found = _read(path, where[1])
         if found is None and previous is not None and previous.hashes == hashes:
-            found = DatasetIndex(previous.hashes, previous.mean, previous.index)
+            found = DatasetIndex(previous.hashes, previous.mean, previous.index, head=where[1])
             _save(path, found)
         if found is None:
             built_hashes, matrix = read_vectors()
-            found = DatasetIndex(built_hashes, *build(matrix))
+            found = DatasetIndex(built_hashes, *build(matrix, where[1]), head=where[1])
             _save(path, found)
         _forget_older(path, dataset.id)
+        if where[1] is not None:  # the key's indexes from before its head: never searched again
+            _forget_older(path.parent.parent / where[0].partition("-head-")[0] / path.name, dataset.id)
         _remember(ctx, key, dataset.revision, found)
     return found
 
@@ -214,8 +229,9 @@ def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str,
     current digests (``allowed``) until ``build_stale`` replaces it; with no previous one at all, an empty index
     (the dataset is left out until the queue's pass built it). Read in the caller's ``session`` (a second
     session would wait for the first's SQLite write lock)."""
-    key = (dataset.id, model_sha256)
-    path = _path(ctx, dataset.id, dataset.revision, model_sha256)
+    where = space(session, model_sha256)
+    key = (dataset.id, where[0])
+    path = _path(ctx, dataset.id, dataset.revision, where[0])
     with _lock:
         held = _cache.get(key)
         if held is not None:
@@ -223,20 +239,20 @@ def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str,
     if held is not None and held[0] == dataset.revision:
         if held[1].allowed is None or not (build_large or path.exists()):  # exists: built by another process
             return held[1]
-    found = _read(path)
+    found = _read(path, where[1])
     if found is not None:
         _remember(ctx, key, dataset.revision, found)
         return found
     hashes = vectors.dataset_hashes(session, dataset.manifest_id, model_sha256)
     if not hashes:
         return DatasetIndex([], np.zeros(0, np.float32), None)
-    previous = held[1] if held is not None else _newest_file(path, dataset.id)
+    previous = held[1] if held is not None else _newest_file(path, dataset.id, where[1])
     if (previous is not None and previous.hashes == hashes) or len(hashes) < HNSW_FROM or build_large:
-        return _take_over_or_build(ctx, dataset, model_sha256, hashes, previous,
+        return _take_over_or_build(ctx, dataset, where, hashes, previous,
                                    lambda: vectors.dataset_vectors(session, dataset.manifest_id, model_sha256))
     if previous is None:
         return DatasetIndex([], np.zeros(0, np.float32), None)
-    stale = DatasetIndex(previous.hashes, previous.mean, previous.index, frozenset(hashes))
+    stale = DatasetIndex(previous.hashes, previous.mean, previous.index, frozenset(hashes), where[1])
     _remember(ctx, key, dataset.revision, stale)
     return stale
 
@@ -262,9 +278,10 @@ def build_stale(ctx: AppContext) -> int:
                 select(EmbeddingJob.dataset_id, EmbeddingJob.model_sha256)
                 .where(EmbeddingJob.status == jobs.COMPLETED).order_by(EmbeddingJob.completed_at, EmbeddingJob.id)):
             latest[dataset_id] = model_sha256
+        spaces = {model: space(session, model) for model in set(latest.values())}
         todo = [(d.id, latest[d.id]) for d in session.scalars(select(Dataset).where(
             Dataset.id.in_(latest), Dataset.deleted_at.is_(None))) if not _path(ctx, d.id, d.revision,
-                                                                                  latest[d.id]).exists()]
+                                                                                  spaces[latest[d.id]][0]).exists()]
     done = 0
     for dataset_id, model_sha256 in todo:
         with ctx.db.read_session() as session:
@@ -274,11 +291,12 @@ def build_stale(ctx: AppContext) -> int:
                 session.expunge(dataset)
         if not hashes:
             continue
+        where = spaces[model_sha256]
         with _lock:
-            held = _cache.get((dataset_id, model_sha256))
-        path = _path(ctx, dataset.id, dataset.revision, model_sha256)
-        previous = held[1] if held is not None else _newest_file(path, dataset.id)
-        _take_over_or_build(ctx, dataset, model_sha256, hashes, previous,
+            held = _cache.get((dataset_id, where[0]))
+        path = _path(ctx, dataset.id, dataset.revision, where[0])
+        previous = held[1] if held is not None else _newest_file(path, dataset.id, where[1])
+        _take_over_or_build(ctx, dataset, where, hashes, previous,
                             lambda manifest=dataset.manifest_id, model=model_sha256: _vectors(ctx, manifest, model))
         done += 1
     return done

@@ -76,3 +76,19 @@ class EmbeddingLayout(TimestampMixin, Base):
     data: Mapped[bytes | None] = mapped_column(LargeBinary)
     error: Mapped[str | None] = mapped_column(Text)
     computed_at: Mapped[datetime | None]
+
+
+class EmbeddingHead(Base):
+    """The copy-detection head of one vector key (``embeddings.head``): trained once, by the first embedding job
+    of that key to finish with enough images, and applied to every vector of that key a similar-images index
+    holds, whatever the dataset (one space per key, so datasets can be searched together). ``data`` is the
+    head's ``.npz`` (about 2.6 MB for a 512-number vector), ``sha256`` its digest (which names the indexes built
+    with it); ``images`` how many images it was trained on."""
+
+    __tablename__ = "embedding_heads"
+
+    model_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    images: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

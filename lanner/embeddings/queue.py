@@ -58,15 +58,20 @@ class EmbeddingQueue(WorkerJobQueue):
 
     def payload(self, session: Any, job: EmbeddingJob) -> dict[str, Any]:
         """The worker's spec. ``job.model_sha256`` names the weights and the encoding (``encoding.vector_key``);
-        the weights are the job's model's, and the worker checks that they and its encoding give that key."""
+        the weights are the job's model's, and the worker checks that they and its encoding give that key. The
+        sample and head links ask it to train the key's copy-detection head, which the key lacks."""
         settings, signer, slot = self.ctx.settings, self.ctx.signer, job.slot or ""
         model = session.get(ModelRecord, job.model_id) if job.model_id else None
         weights = (model.weights_sha256 if model is not None else None) or ""
-        return {"jobId": job.id, "attempt": job.attempt, "imgsz": job.imgsz, "batch": settings.embedding_batch,
+        spec = {"jobId": job.id, "attempt": job.attempt, "imgsz": job.imgsz, "batch": settings.embedding_batch,
                 "weightsUrl": signer.download_url(weights, "weights.pt", LINK_TTL_SECONDS),
                 "weightsSha256": weights, "vectorKey": job.model_sha256,
                 "manifestUrl": signer.sign("GET", jobs.worker_path(job.id, slot, "manifest"), LINK_TTL_SECONDS),
                 "vectorsUrl": signer.sign("PUT", jobs.worker_path(job.id, slot, "vectors"), LINK_TTL_SECONDS)}
+        if vectors.wants_head(session, job, settings.embedding_head_min_images):
+            spec["sampleUrl"] = signer.sign("GET", jobs.worker_path(job.id, slot, "sample"), LINK_TTL_SECONDS)
+            spec["headUrl"] = signer.sign("PUT", jobs.worker_path(job.id, slot, "head"), LINK_TTL_SECONDS)
+        return spec
 
     def succeeded(self, session: Any, job: EmbeddingJob) -> str | None:
         """The worker found no image left without a vector: the job completes, and the dataset's index, findings

@@ -1,5 +1,6 @@
 """SDK ``datasets.embeddings|create_embeddings|delete_embeddings``, ``images.find_similar_images`` and
-``models.find_similar_training_images``, and the embedding worker's two signed links. HTTP only: the logic is in
+``models.find_similar_training_images``, and the embedding worker's signed links (its pages of images and vectors,
+the sample and the copy-detection head). HTTP only: the logic is in
 ``embeddings.service`` and ``embeddings.similar``, the work in ``embeddings.queue`` and ``embeddings.worker``."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from lanner.accounts.dependencies import CurrentPrincipal
 from lanner.bounds import Count
 from lanner.db import after_commit
-from lanner.embeddings import maps, schemas, service, similar, vectors
+from lanner.embeddings import head, maps, schemas, service, similar, vectors
 from lanner.embeddings.jobs import worker_path
 from lanner.embeddings.queue import EmbeddingQueue
 from lanner.errors import Conflict, PayloadTooLarge
@@ -22,6 +23,7 @@ router = APIRouter(tags=["embeddings"])
 EMBEDDINGS = "/api/datasets/{owner}/{dataset}/embeddings"
 MAX_MAP_PAGE = 10_000  # points per datasets.clustering page: 200,000 images in 20 requests
 MAX_PAGE_BYTES = 64 * 1024 * 1024  # 1,024 vectors of 4,096 float32 and their digests, with room to spare
+MAX_HEAD_BYTES = 40 * 1024 * 1024  # a head on 4,096-number vectors: 16 MB of weights in its first layer
 
 
 async def get_queue(request: Request) -> EmbeddingQueue:
@@ -125,3 +127,30 @@ async def worker_vectors(job_id: str, slot: str, request: Request, ctx: Ctx) -> 
 
     return {"stored": await run_in_threadpool(store)}
 
+
+
+@router.get("/api/embeddings/jobs/{job_id}/{slot}/sample", include_in_schema=False)
+def worker_sample(job_id: str, slot: str, request: Request, session: DbSession, ctx: Ctx,
+                  limit: Annotated[int, Query(ge=1, le=head.IMAGES)] = head.IMAGES) -> dict[str, Any]:
+    """The images the worker trains the vector key's copy-detection head on (``vectors.sample``)."""
+    ctx.signer.require("GET", worker_path(job_id, slot, "sample"), request.query_params)
+    job = service.worker_job(session, job_id, slot)
+    link = ctx.signer.blob_links()
+    return {"images": [{"sha256": sha, "url": link(sha, "image")} for sha in vectors.sample(session, job, limit)]}
+
+
+@router.put("/api/embeddings/jobs/{job_id}/{slot}/head", include_in_schema=False)
+async def worker_head(job_id: str, slot: str, request: Request, ctx: Ctx) -> dict[str, Any]:
+    """The copy-detection head the worker trained (``head.to_bytes``), kept unless the key has one."""
+    ctx.signer.require("PUT", worker_path(job_id, slot, "head"), request.query_params)
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > MAX_HEAD_BYTES:
+            raise PayloadTooLarge(f"a head takes at most {MAX_HEAD_BYTES} bytes")
+
+    def store() -> bool:
+        with ctx.db.session() as session:
+            return vectors.store_head(session, service.worker_job(session, job_id, slot), bytes(body))
+
+    return {"kept": await run_in_threadpool(store)}

@@ -1,5 +1,6 @@
 """The vectors: which images of a dataset still lack one (the worker's manifest), storing a page the worker
-delivers, a job's progress, and a dataset's vectors for its index.
+delivers, a job's progress, a dataset's vectors for its index, and the copy-detection head of a vector key
+(``embeddings.head``: whether a job should train one, storing the one it delivers, reading it back).
 
 Vectors are keyed by (model digest, image sha256) (``ImageEmbedding``), float32 bytes, L2-normalised."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 from typing import Any
 
 import numpy as np
@@ -14,8 +16,11 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from lanner.datasets.models import Dataset, DatasetItem
-from lanner.embeddings.models import EmbeddingJob, ImageEmbedding
+from lanner.embeddings import head
+from lanner.embeddings.models import EmbeddingHead, EmbeddingJob, ImageEmbedding
 from lanner.errors import BadRequest, NotFound
+
+Head = tuple[str, dict[str, np.ndarray]]  # (digest, arrays)
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MAX_PAGE = 1024
@@ -121,3 +126,63 @@ def vectors_of(session: Session, model_sha256: str, hashes: list[str]) -> dict[s
     rows: Any = session.execute(select(ImageEmbedding.image_sha256, ImageEmbedding.vector).where(
         ImageEmbedding.model_sha256 == model_sha256, ImageEmbedding.image_sha256.in_(hashes)))
     return {sha: np.frombuffer(blob, np.float32) for sha, blob in rows}
+
+
+def sample(session: Session, job: EmbeddingJob, limit: int) -> list[str]:
+    """Up to ``limit`` (at most ``head.IMAGES``) distinct image digests of the job's dataset, the first in sha256
+    order: a sample as good as a random one (digests are), the same on every attempt."""
+    dataset = _dataset(session, job)
+    return list(session.scalars(select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id)
+                                .group_by(DatasetItem.sha256).order_by(DatasetItem.sha256)
+                                .limit(min(max(limit, 1), head.IMAGES))))
+
+
+def wants_head(session: Session, job: EmbeddingJob, min_images: int) -> bool:
+    """Whether the job's worker should train its vector key's head: the key has none yet, and the dataset holds
+    at least ``min_images`` images (fewer teach a network nothing it can use on other images)."""
+    if session.get(EmbeddingHead, job.model_sha256) is not None:
+        return False
+    dataset = _dataset(session, job)
+    hashes = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id).distinct().subquery()
+    return int(session.scalar(select(func.count()).select_from(hashes)) or 0) >= min_images
+
+
+def store_head(session: Session, job: EmbeddingJob, payload: bytes) -> bool:
+    """Keep the head the job's worker trained (``head.to_bytes``) as its vector key's, unless the key has one
+    already (two jobs of a key trained one each: the first delivered stays, so indexes built with it stay
+    right). Returns whether it was kept."""
+    try:
+        arrays = head.from_bytes(payload)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    sample_vector = session.scalar(select(ImageEmbedding.dim).where(ImageEmbedding.model_sha256 == job.model_sha256)
+                                   .limit(1))
+    if sample_vector is not None and arrays["mean"].shape[0] != sample_vector:
+        raise BadRequest(f"the head takes vectors of {arrays['mean'].shape[0]} numbers; this key's have "
+                         f"{sample_vector}")
+    if session.get(EmbeddingHead, job.model_sha256) is not None:
+        return False
+    session.add(EmbeddingHead(model_sha256=job.model_sha256, sha256=head.digest(payload),
+                              images=head.images_of(payload), data=payload))
+    session.flush()
+    return True
+
+
+_heads: dict[str, Head] = {}  # a key's head never changes once stored: kept once read
+_heads_lock = threading.Lock()
+
+
+def head_of(session: Session, model_sha256: str) -> Head | None:
+    """The vector key's head, if one was trained: (its digest, its arrays)."""
+    with _heads_lock:
+        known = _heads.get(model_sha256)
+    if known is not None:
+        return known
+    row = session.execute(select(EmbeddingHead.sha256, EmbeddingHead.data)
+                          .where(EmbeddingHead.model_sha256 == model_sha256)).first()
+    if row is None:
+        return None
+    found = (row.sha256, head.from_bytes(row.data))
+    with _heads_lock:
+        _heads[model_sha256] = found
+    return found

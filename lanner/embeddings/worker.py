@@ -12,6 +12,11 @@ job's vectors are stored under ``vectorKey``, which names the weights and the en
 a worker of another Lanner version (another ``encoding.ENCODING``), or one handed weights other than the job's,
 refuses the job rather than deliver vectors that would be stored under the wrong name.
 
+When the spec also has ``sampleUrl`` and ``headUrl`` (the server has no copy-detection head for the job's vector
+key yet, ``embeddings.head``), the worker then fetches a sample of the dataset's images, embeds ``head.VIEWS``
+edited copies of each, trains the head and PUTs it: the last step, so an attempt after a crash finds no page left
+and goes straight to it again.
+
 An image that cannot be fetched or decoded is counted (``failedDownloads``), one the model fails on too
 (``failedInference``); neither stops the job. On a failure that does, it prints ``ERROR_MARK`` and a JSON
 ``{"message": ...}`` and exits 3, as the export worker does."""
@@ -31,6 +36,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from lanner.embeddings import head
 from lanner.embeddings.encoding import ENCODING, embed, flush_denormals, vector_key
 from lanner.scratch import scratch_folder
 from lanner.training.executors import worker_io
@@ -53,8 +59,9 @@ def fetch_page(manifest_url: str, after: str, limit: int) -> list[dict[str, str]
     return with_retries("the job's image list could not be read", attempt, refuse=True)
 
 
-def fetch_image(url: str) -> np.ndarray | None:
-    """The image as BGR pixels (what ``YOLO`` takes for arrays), or None when it cannot be had."""
+def fetch_image(url: str, longest: int = 0) -> np.ndarray | None:
+    """The image as BGR pixels (what ``YOLO`` takes for arrays), or None when it cannot be had; with ``longest``,
+    shrunk (aspect kept) so that its longer side is at most that."""
     for _ in range(3):
         try:
             with urllib.request.urlopen(url, timeout=60) as response:
@@ -62,7 +69,12 @@ def fetch_image(url: str) -> np.ndarray | None:
         except (OSError, urllib.error.HTTPError):
             time.sleep(1.0)
             continue
-        return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)  # None: not an image
+        image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)  # None: not an image
+        if image is not None and longest and max(image.shape[:2]) > longest:
+            ratio = longest / max(image.shape[:2])
+            image = cv2.resize(image, (max(1, round(image.shape[1] * ratio)), max(1, round(image.shape[0] * ratio))),
+                               interpolation=cv2.INTER_AREA)
+        return image
     return None
 
 
@@ -107,7 +119,29 @@ def run(spec: dict[str, Any], home: Path) -> int:
                 delivered += len(kept)
                 print(f"lanner embeddings: {delivered} vectors ({delivered / (time.monotonic() - started):.1f}/s)",
                       flush=True)
+            if spec.get("headUrl"):
+                train_head(spec, pool, lambda images: embed(model, images, imgsz))
     return delivered
+
+
+def train_head(spec: dict[str, Any], pool: ThreadPoolExecutor, embed_images: Any) -> None:
+    """Train the vector key's copy-detection head on a sample of the dataset's images and deliver it. The images
+    are kept shrunk to twice the embedding size (``head.augment`` crops to 55 % of the area at least, which then
+    still has more pixels than the model is given), so 2,000 photos take about 400 MB, not tens of GB."""
+    started = time.monotonic()
+    listed = fetch_page(spec["sampleUrl"], "", head.IMAGES)
+    images = [p for p in pool.map(lambda image: fetch_image(image["url"], 2 * int(spec["imgsz"])), listed)
+              if p is not None]
+    edits = head.views(images, embed_images, batch=int(spec.get("batch") or 32))
+    print(f"lanner embeddings: {len(edits) * head.VIEWS} edited copies of {len(edits)} images embedded for the "
+          f"copy-detection head in {time.monotonic() - started:.0f} s", flush=True)
+    if len(edits) < 2:
+        return
+    trained = head.train(edits)
+    worker_io.put(head.to_bytes(trained, len(edits)), spec["headUrl"], what="the server refused the head",
+                  timeout=300, refuse=True)
+    print(f"lanner embeddings: copy-detection head trained on {len(edits)} images "
+          f"({time.monotonic() - started:.0f} s in all)", flush=True)
 
 
 def main() -> None:

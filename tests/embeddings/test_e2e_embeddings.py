@@ -1,6 +1,7 @@
 """Embeddings end to end: the official SDK against a real ``lanner serve`` whose queue runs the real worker
 (``python -m lanner.embeddings.worker``) through the local executor. The worker is killed mid-job: the job runs
-again and its second attempt embeds only the images the first did not deliver."""
+again and its second attempt embeds only the images the first did not deliver, then trains the model's
+copy-detection head, through which the similar images are then found."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_a_killed_worker_resumes_and_the_vectors_answer_similar_images(tmp_path:
     official.write_bytes(tiny_weights.read_bytes())
     lanner_cli(home, "models", "add-official", str(official))  # the model the server picks: nothing trained here
     server = start_server(home, LANNER_EMBEDDING_POLL_SECONDS="0.2", LANNER_EMBEDDING_IMGSZ="64",
-                          LANNER_EMBEDDING_BATCH="2")
+                          LANNER_EMBEDDING_BATCH="2", LANNER_EMBEDDING_HEAD_MIN_IMAGES=str(IMAGES))
     try:
         platform = Platform(base_url=server.url, api_key=key, timeout=60)
         make_detection_dataset(tmp_path / "shapes", train=IMAGES, val=0, size=64)
@@ -75,9 +76,16 @@ def test_a_killed_worker_resumes_and_the_vectors_answer_similar_images(tmp_path:
         log = (home / "embeddings" / "jobs" / job_id).rglob("*.log")
         second = [line for path in log for line in path.read_text().splitlines() if "attempt 2" in line]
         assert second, "the second attempt ran"
+        lines = [line for path in (home / "embeddings" / "jobs" / job_id).rglob("*.log")
+                 for line in path.read_text().splitlines()]
+        assert any(f"copy-detection head trained on {IMAGES} images" in line for line in lines), lines[-5:]
+        with sqlite3.connect(home / "lanner.db") as db:
+            assert db.execute("SELECT images FROM embedding_heads").fetchall() == [(IMAGES,)]
         image = platform.datasets.images("alice", "shapes", limit=1)["images"][0]
         similar = assert_sdk_type(platform.images.find_similar_images(image["id"], include_source_dataset="true"),
                                   "ImagesFindSimilarImagesResponse")["images"]
         assert len(similar) == 20 and image["hash"] not in {i["hash"] for i in similar}
+        spaces = [p.name for p in (home / "embeddings" / "indexes").iterdir()]
+        assert len(spaces) == 1 and "-head-" in spaces[0], spaces  # the index searched through the head
     finally:
         server.stop()

@@ -195,7 +195,7 @@ def test_a_reencoded_copy_is_its_originals_nearest_image(app, client, sdk, alice
         dataset.revision += 1
         revision = dataset.revision
     index._cache.clear()
-    monkeypatch.setattr(index, "build", lambda matrix: pytest.fail("the index was built again"))
+    monkeypatch.setattr(index, "build", lambda *args: pytest.fail("the index was built again"))
     assert platform.images.find_similar_images(ids[original], include_source_dataset="true")["images"][0][
         "name"] == copy
     files = list((app.state.lanner.settings.resolved_home / "embeddings" / "indexes").rglob("*.faiss"))

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 
-from lanner.embeddings import encoding, index, worker
+from lanner.embeddings import encoding, head, index, worker
 from lanner.training.executors.worker_io import WorkerFailed
 from tests.embeddings.near_duplicates import make_near_duplicates
 
@@ -32,7 +32,10 @@ def _model(which: str, localizer_weights: Path | None = None):
     return YOLO(str(localizer_weights))
 
 
-def _found_in_top5(model, root: Path, *, images: int, copies: int) -> int:
+def _found_in_top5(model, root: Path, *, images: int, copies: int, trained_head: bool = False) -> int:
+    """How many copies are among their original's 5 nearest; with ``trained_head``, through a copy-detection
+    head trained as the worker trains one (``worker.train_head``: edits of the dataset's images, copies
+    included, as a real dataset would hold them)."""
     pairs = make_near_duplicates(root, images=images, copies=copies, size=160)
     paths = sorted((root / "images" / "train").glob("*.jpg"))
     names = [p.name for p in paths]
@@ -40,7 +43,10 @@ def _found_in_top5(model, root: Path, *, images: int, copies: int) -> int:
     vectors = [v for start in range(0, len(pixels), 32) for v in encoding.embed(model, pixels[start:start + 32], IMGSZ)]
     matrix = np.stack(vectors)
     assert matrix.dtype == np.float32 and np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
-    found = index.DatasetIndex(names, *index.build(matrix))
+    mapping = None
+    if trained_head:
+        mapping = head.train(head.views(pixels, lambda batch: encoding.embed(model, batch, IMGSZ)))
+    found = index.DatasetIndex(names, *index.build(matrix, mapping), head=mapping)
     hits = 0
     for original, copy in pairs.items():
         nearest = [name for name, _ in found.search(matrix[names.index(original)], 6) if name != original]
@@ -53,6 +59,27 @@ def test_augmented_copies_are_among_their_originals_five_nearest(which, request,
     weights = request.getfixturevalue("localizer_weights") if which == "localizer" else None
     hits = _found_in_top5(_model(which, weights), tmp_path, images=300, copies=20)
     assert hits >= 19, f"{hits}/20 augmented copies in their original's top 5"
+
+
+@pytest.fixture
+def flushed_denormals():
+    """As the worker embeds: random and weakly trained weights are several times slower without it."""
+    import torch
+
+    encoding.flush_denormals()
+    yield
+    torch.set_flush_denormal(False)
+
+
+def test_a_copy_detection_head_finds_copies_the_backbone_alone_misses(localizer_weights, flushed_denormals,
+                                                                        tmp_path):
+    """100 copies among 1,000 images, the demo-like weights: the backbone's vectors alone miss about one in ten;
+    through a head trained on edits of these images (not the copies' own edits: ``head.augment`` crops wider
+    and jitters more), at least 95 are found (the issue's bar: docs/benchmarks.md measures it at 2,000)."""
+    model = _model("localizer", localizer_weights)
+    alone = _found_in_top5(model, tmp_path / "alone", images=1000, copies=100)
+    with_head = _found_in_top5(model, tmp_path / "head", images=1000, copies=100, trained_head=True)
+    assert with_head >= 95 and with_head > alone, f"{with_head}/100 with the head, {alone}/100 without"
 
 
 def test_a_mirror_image_has_the_same_vector_and_a_brighter_one_nearly():

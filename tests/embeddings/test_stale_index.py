@@ -31,9 +31,9 @@ def counting_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     builds: list[int] = []
     real = index.build
 
-    def counted(matrix: Any) -> Any:
+    def counted(matrix: Any, mapping: Any = None) -> Any:
         builds.append(len(matrix))
-        return real(matrix)
+        return real(matrix, mapping)
 
     monkeypatch.setattr(index, "build", counted)
     return builds
@@ -98,7 +98,7 @@ def test_two_queries_that_find_a_small_index_missing_build_it_once(
             frame = frame.f_back
         return False
 
-    def slow_build(matrix: Any) -> Any:
+    def slow_build(matrix: Any, mapping: Any = None) -> Any:
         """The first query's build holds on until the second one builds too, or waits for this build."""
         builds.append(len(matrix))
         if threading.current_thread() is first:
@@ -107,7 +107,7 @@ def test_two_queries_that_find_a_small_index_missing_build_it_once(
             while len(builds) < 2 and not waits_for_the_build(second):
                 assert time.monotonic() < deadline, "the second query neither built nor waited"
                 time.sleep(0.01)
-        return real_build(matrix)
+        return real_build(matrix, mapping)
 
     monkeypatch.setattr(index, "build", slow_build)
     first.start()
