@@ -60,17 +60,16 @@ def augment(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def views(images: list[np.ndarray], embed: Callable[[list[np.ndarray]], list[np.ndarray | None]], *,
           seed: int = 0, batch: int = 32) -> np.ndarray:
-    """``VIEWS`` embedded edits of each image: n x VIEWS x dim, the images ``embed`` failed on left out."""
+    """``VIEWS`` embedded edits of each image: n x VIEWS x dim, the images ``embed`` failed on left out. Edited a
+    batch at a time: only one batch's edits are held at once."""
     rng = np.random.default_rng(seed)
-    per_view = []
-    for _ in range(VIEWS):
-        edited = [augment(image, rng) for image in images]
-        vectors: list[np.ndarray | None] = []
-        for start in range(0, len(edited), batch):
-            vectors.extend(embed(edited[start:start + batch]))
-        per_view.append(vectors)
-    kept = [i for i in range(len(images)) if all(view[i] is not None for view in per_view)]
-    return np.stack([np.stack([view[i] for view in per_view]) for i in kept]) if kept else np.zeros((0, VIEWS, 0))
+    kept: list[np.ndarray] = []
+    for start in range(0, len(images), batch):
+        chunk = images[start:start + batch]
+        per_view = [embed([augment(image, rng) for image in chunk]) for _ in range(VIEWS)]
+        kept.extend(np.stack([view[i] for view in per_view]) for i in range(len(chunk))
+                    if all(view[i] is not None for view in per_view))
+    return np.stack(kept) if kept else np.zeros((0, VIEWS, 0), np.float32)
 
 
 def train(edits: np.ndarray, *, seed: int = 0, epochs: int = EPOCHS) -> dict[str, np.ndarray]:

@@ -64,14 +64,19 @@ class DatasetIndex:
     allowed: frozenset[str] | None = None  # the digests the dataset holds now, when its index predates a change
     head: dict[str, np.ndarray] | None = None  # the vector key's copy-detection head, which queries go through
 
-    def search(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+    def mapped(self, query: np.ndarray) -> np.ndarray:
+        """``query`` as this index's rows were made from the stored vectors: through the head, when there is one
+        (``search`` takes it back, so a query searching many datasets of one head maps it once)."""
+        return query.reshape(1, -1) if self.head is None else head.apply(self.head, query)
+
+    def search(self, query: np.ndarray, k: int, *, mapped: np.ndarray | None = None) -> list[tuple[str, float]]:
         """The ``k`` nearest images to ``query``: (digest, cosine similarity of the centred vectors), best first,
         only ones in ``allowed`` when it is set: ``2k + MARGIN`` neighbours are asked for, and four times more
         while fewer than ``k`` of them are still the dataset's (a removal of most of a dataset is rare and
         short-lived: the queue's next pass builds its index)."""
         if not self.hashes:
             return []
-        vector = centred(query.reshape(1, -1) if self.head is None else head.apply(self.head, query), self.mean)
+        vector = centred(self.mapped(query) if mapped is None else mapped, self.mean)
         wanted = k if self.allowed is None else 2 * k + MARGIN
         while True:
             asked = min(wanted, len(self.hashes))

@@ -111,22 +111,29 @@ def worker_manifest(job_id: str, slot: str, request: Request, session: DbSession
                        for sha in vectors.missing_page(session, job, after=after, limit=limit)]}
 
 
-@router.put("/api/embeddings/jobs/{job_id}/{slot}/vectors", include_in_schema=False)
-async def worker_vectors(job_id: str, slot: str, request: Request, ctx: Ctx) -> dict[str, Any]:
-    """A page of vectors from the worker (``worker.pack``), stored before the worker asks for the next page."""
-    ctx.signer.require("PUT", worker_path(job_id, slot, "vectors"), request.query_params)
+async def _delivered(request: Request, ctx: Ctx, job_id: str, slot: str, *, what: str, limit: int,
+                     store: Any) -> Any:
+    """What a worker PUT to one of its signed links (``what``: ``vectors`` or ``head``), read up to ``limit``
+    bytes, then ``store(session, job, body)`` in a thread, under the attempt's job."""
+    ctx.signer.require("PUT", worker_path(job_id, slot, what), request.query_params)
     body = bytearray()
     async for chunk in request.stream():
         body.extend(chunk)
-        if len(body) > MAX_PAGE_BYTES:
-            raise PayloadTooLarge(f"a page of vectors takes at most {MAX_PAGE_BYTES} bytes")
+        if len(body) > limit:
+            raise PayloadTooLarge(f"a worker's {what} take at most {limit} bytes")
 
-    def store() -> int:
+    def in_session() -> Any:
         with ctx.db.session() as session:
-            return vectors.store_page(session, service.worker_job(session, job_id, slot), bytes(body))
+            return store(session, service.worker_job(session, job_id, slot), bytes(body))
 
-    return {"stored": await run_in_threadpool(store)}
+    return await run_in_threadpool(in_session)
 
+
+@router.put("/api/embeddings/jobs/{job_id}/{slot}/vectors", include_in_schema=False)
+async def worker_vectors(job_id: str, slot: str, request: Request, ctx: Ctx) -> dict[str, Any]:
+    """A page of vectors from the worker (``worker.pack``), stored before the worker asks for the next page."""
+    return {"stored": await _delivered(request, ctx, job_id, slot, what="vectors", limit=MAX_PAGE_BYTES,
+                                       store=vectors.store_page)}
 
 
 @router.get("/api/embeddings/jobs/{job_id}/{slot}/sample", include_in_schema=False)
@@ -142,15 +149,5 @@ def worker_sample(job_id: str, slot: str, request: Request, session: DbSession, 
 @router.put("/api/embeddings/jobs/{job_id}/{slot}/head", include_in_schema=False)
 async def worker_head(job_id: str, slot: str, request: Request, ctx: Ctx) -> dict[str, Any]:
     """The copy-detection head the worker trained (``head.to_bytes``), kept unless the key has one."""
-    ctx.signer.require("PUT", worker_path(job_id, slot, "head"), request.query_params)
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > MAX_HEAD_BYTES:
-            raise PayloadTooLarge(f"a head takes at most {MAX_HEAD_BYTES} bytes")
-
-    def store() -> bool:
-        with ctx.db.session() as session:
-            return vectors.store_head(session, service.worker_job(session, job_id, slot), bytes(body))
-
-    return {"kept": await run_in_threadpool(store)}
+    return {"kept": await _delivered(request, ctx, job_id, slot, what="head", limit=MAX_HEAD_BYTES,
+                                     store=vectors.store_head)}

@@ -80,9 +80,13 @@ def search(session: Session, ctx: AppContext, datasets: list[Dataset], model_sha
            k: int, skip_hashes: set[str]) -> list[Hit]:
     """The ``k`` best images of ``datasets`` for ``query``, without ``skip_hashes``, best first."""
     hits: list[Hit] = []
+    mapped: dict[int, np.ndarray] = {}  # the query through each head met (datasets of one key share theirs)
     for dataset in datasets:
         wanted = k + min(len(skip_hashes), 4 * k)  # room for skipped answers, never a whole training set's
-        found = [(sha, score) for sha, score in index.load(session, ctx, dataset, model_sha256).search(query, wanted)
+        searched = index.load(session, ctx, dataset, model_sha256)
+        if id(searched.head) not in mapped:
+            mapped[id(searched.head)] = searched.mapped(query)
+        found = [(sha, score) for sha, score in searched.search(query, wanted, mapped=mapped[id(searched.head)])
                  if sha not in skip_hashes][:k]
         if not found:
             continue
