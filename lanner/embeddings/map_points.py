@@ -27,7 +27,7 @@ from lanner.datasets.records import SPLITS
 from lanner.db import after_commit, iso
 from lanner.embeddings import maps, schemas
 from lanner.embeddings.models import EmbeddingLayout
-from lanner.embeddings.service import active_job
+from lanner.embeddings.service import active_job, training_head
 from lanner.errors import Conflict
 
 MAX_POINTS = 200_000
@@ -75,9 +75,13 @@ def _fields(dataset: Dataset, columns: dict[str, tuple[Any, ...]], cluster: np.n
     ]
 
 
-def _progress(session: Session, dataset: Dataset) -> dict[str, Any] | None:
+def progress(session: Session, settings: Settings, dataset: Dataset) -> dict[str, Any] | None:
+    """The dataset's job under way as the SDK shows it, and whether it is training the copy-detection head
+    (``trainingHead``: the pages' word for its minute at 100 %)."""
     job = active_job(session, dataset)
-    return schemas.active_job(job) if job is not None else None
+    if job is None:
+        return None
+    return {**schemas.active_job(job), "trainingHead": training_head(session, settings, job)}
 
 
 def _read_columns(session: Session, dataset: Dataset, row: EmbeddingLayout) -> dict[str, Any]:
@@ -129,7 +133,7 @@ def points(session: Session, principal: Principal, settings: Settings, *, owner:
     them), ``embedding`` (the job's ``progress``), ``computing`` (the layout), ``failed`` (it is computed
     again) or ``ready`` (``keys``, ``x``, ``y``, ``fields``; ``job`` when a newer analysis runs)."""
     dataset = datasets_service.get_dataset(session, principal, owner=owner, slug=slug)
-    body: dict[str, Any] = {"classes": list(dataset.class_names or []), "job": _progress(session, dataset)}
+    body: dict[str, Any] = {"classes": list(dataset.class_names or []), "job": progress(session, settings, dataset)}
     try:
         row, newer = maps._ready_layout(session, settings, dataset, owner, slug)
     except Conflict as refused:

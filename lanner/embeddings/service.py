@@ -159,6 +159,13 @@ def active_job(session: Session, dataset: Dataset) -> EmbeddingJob | None:
                           .order_by(EmbeddingJob.created_at.desc()).limit(1))
 
 
+def training_head(session: Session, settings: Settings, job: EmbeddingJob) -> bool:
+    """Whether the job's worker has embedded every image and is now training the vector key's copy-detection
+    head (``embeddings.head``): its progress stands at 100 % meanwhile, a minute or more, which pages say."""
+    return (job.status == jobs.RUNNING and job.total > 0 and job.processed >= job.total
+            and vectors.wants_head(session, job, settings.embedding_head_min_images))
+
+
 def latest_analysis(session: Session, dataset: Dataset) -> EmbeddingJob | None:
     """The dataset's latest completed analysis: its model digest is the one similar-images searches use."""
     return session.scalar(select(EmbeddingJob).where(EmbeddingJob.dataset_id == dataset.id,

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from lanner.datasets import selections
 from lanner.datasets import service as datasets_service
 from lanner.db import after_commit
-from lanner.embeddings import map_points, schemas
+from lanner.embeddings import map_points
 from lanner.embeddings.service import active_job, latest_analysis
 from lanner.errors import BadRequest
 from lanner.http.deps import Ctx, DbSession
@@ -42,7 +42,7 @@ def _base(owner: str, slug: str) -> str:
 
 
 @router.get("/datasets/{owner}/{slug}/map", response_class=HTMLResponse)
-def map_page(owner: str, slug: str, request: Request, user: PageUser, session: DbSession) -> Response:
+def map_page(owner: str, slug: str, request: Request, user: PageUser, session: DbSession, ctx: Ctx) -> Response:
     """The page; its script asks ``.../map/points`` for the map (or where it stands) and draws it."""
     dataset = datasets_service.get_dataset(session, user, owner=owner, slug=slug)
     job = active_job(session, dataset)
@@ -50,7 +50,7 @@ def map_page(owner: str, slug: str, request: Request, user: PageUser, session: D
     can_analyse = permissions.can(session, user_id=user.user_id, owner_id=dataset.owner_id, action="write")
     return render(request, "dataset_map.html", {
         "dataset": dataset, "owner": owner.lower(), "base": _base(owner, dataset.slug), "state": state,
-        "job": schemas.active_job(job) if job else None, "can_analyse": can_analyse,
+        "job": map_points.progress(session, ctx.settings, dataset), "can_analyse": can_analyse,
         "embed": similar_strip.model_choice(session, user, dataset, owner.lower(), can_analyse and job is None),
     }, user=user, active="datasets")
 

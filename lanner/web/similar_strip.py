@@ -61,7 +61,8 @@ def strip(session: Session, user: Principal, ctx: AppContext, dataset: Dataset, 
                 "dataset": f"{where['owner']}/{where['dataset']}"})
     if active is not None:
         view.update(state="running" if view["state"] == "missing" else view["state"], poll=POLL_SECONDS,
-                    progress=schemas.active_job(active)["progress"], job_status=active.status)
+                    progress=schemas.active_job(active)["progress"], job_status=active.status,
+                    training_head=embeddings_service.training_head(session, ctx.settings, active))
     return view
 
 

@@ -67,6 +67,7 @@ def test_a_worker_trains_the_keys_head_once_and_indexes_search_through_it(app, c
     assert spec["sampleUrl"] and spec["headUrl"]  # 18 images, at least the 10 asked for, and no head yet
     model = YOLO(str(tiny_weights))
     drive_worker(client, spec, model)
+    assert training_head(app, job_id)  # every image embedded: the pages say the head is being trained
 
     sample = client.get(relative(spec["sampleUrl"]))
     assert sample.status_code == 200
@@ -87,6 +88,7 @@ def test_a_worker_trains_the_keys_head_once_and_indexes_search_through_it(app, c
     assert refused.status_code == 400 and "512" in refused.json()["error"]
     assert client.put(url.replace("signature=", "signature=0"), content=head.to_bytes(trained, 18)).status_code == 403
     assert client.put(url, content=head.to_bytes(trained, 18)).json() == {"kept": True}
+    assert not training_head(app, job_id)
     other = head.to_bytes(head.train(edits, epochs=1, seed=1), 18)
     assert client.put(url, content=other).json() == {"kept": False}  # the first one stays
     with app.state.lanner.db.session() as session:
@@ -103,6 +105,18 @@ def test_a_worker_trains_the_keys_head_once_and_indexes_search_through_it(app, c
     assert len(spaces) == 1 and "-head-" in spaces[0]
     held = next(found for (_, where), (_, found) in index._cache.items() if where == spaces[0])
     assert held.head is not None and held.index.d == 512 + head.OUT
+
+
+def training_head(app: Any, job_id: str) -> bool:
+    """What the map page and the Similar strip are told about the job (``map_points.progress``)."""
+    from lanner.datasets.models import Dataset
+    from lanner.embeddings import map_points
+    from lanner.embeddings.models import EmbeddingJob
+
+    with app.state.lanner.db.session() as session:
+        dataset = session.get(Dataset, session.get(EmbeddingJob, job_id).dataset_id)
+        shown = map_points.progress(session, app.state.lanner.settings, dataset)
+        return bool(shown and shown["progress"]["percent"] == 100.0 and shown["trainingHead"])
 
 
 def launch_key(app: Any, job_id: str) -> str:

@@ -43,7 +43,9 @@
         if (body.state === 'embedding' && body.job && body.job.progress) {
           const p = body.job.progress;
           $('map-progress-bar').value = p.percent;
-          $('map-progress-text').textContent = 'Computing embeddings: ' + p.processed + ' of ' + p.total + ' images…';
+          $('map-progress-text').textContent = body.job.trainingHead
+            ? 'All ' + p.total + ' images embedded; training the copy-detection head that finds edited copies (a minute or two)…'
+            : 'Computing embeddings: ' + p.processed + ' of ' + p.total + ' images…';
         }
         if (body.state === 'failed') { $('map-failed-text').textContent = body.message; }
         if (body.state !== 'none') { window.setTimeout(load, POLL_MS); }
