@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import and_, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from lanner.datasets.models import Dataset, DatasetItem
@@ -162,27 +163,30 @@ def store_head(session: Session, job: EmbeddingJob, payload: bytes) -> bool:
                          f"{sample_vector}")
     if session.get(EmbeddingHead, job.model_sha256) is not None:
         return False
-    session.add(EmbeddingHead(model_sha256=job.model_sha256, sha256=head.digest(payload),
-                              images=head.images_of(payload), data=payload))
-    session.flush()
+    try:
+        with session.begin_nested():  # another job of the key may store its head at the same moment
+            session.add(EmbeddingHead(model_sha256=job.model_sha256, sha256=head.digest(payload),
+                                      images=head.images_of(payload), data=payload))
+    except IntegrityError:
+        return False
     return True
 
 
-_heads: dict[str, Head] = {}  # a key's head never changes once stored: kept once read
-_heads_lock = threading.Lock()
+_arrays: dict[str, dict[str, np.ndarray]] = {}  # head digest -> arrays: reading a head's 2.6 MB is paid once
+_arrays_lock = threading.Lock()
 
 
 def head_of(session: Session, model_sha256: str) -> Head | None:
-    """The vector key's head, if one was trained: (its digest, its arrays)."""
-    with _heads_lock:
-        known = _heads.get(model_sha256)
-    if known is not None:
-        return known
-    row = session.execute(select(EmbeddingHead.sha256, EmbeddingHead.data)
-                          .where(EmbeddingHead.model_sha256 == model_sha256)).first()
-    if row is None:
+    """The vector key's head, if one was trained: (its digest, its arrays). The digest is read each time (a
+    primary-key lookup: the database, not this process, says which head a key has), the arrays once per digest."""
+    digest = session.scalar(select(EmbeddingHead.sha256).where(EmbeddingHead.model_sha256 == model_sha256))
+    if digest is None:
         return None
-    found = (row.sha256, head.from_bytes(row.data))
-    with _heads_lock:
-        _heads[model_sha256] = found
-    return found
+    with _arrays_lock:
+        known = _arrays.get(digest)
+    if known is None:
+        known = head.from_bytes(session.scalar(select(EmbeddingHead.data)
+                                               .where(EmbeddingHead.model_sha256 == model_sha256)))
+        with _arrays_lock:
+            _arrays[digest] = known
+    return digest, known
