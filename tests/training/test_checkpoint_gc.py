@@ -122,5 +122,7 @@ def test_every_column_holding_a_blob_digest_is_known_to_the_collector():
     # neither usefully, and a job whose model is deleted mid-way fails to fetch the weights, as it should.
     names_only = {("embedding_jobs", "model_sha256"), ("image_embeddings", "model_sha256"),
                   ("image_embeddings", "image_sha256"), ("embedding_layouts", "model_sha256"),
-                  ("review_jobs", "model_sha256")}  # review scores name their model the same way
+                  ("review_jobs", "model_sha256"),  # review scores name their model the same way
+                  # a copy-detection head is kept in its own row (``data``): its digest names it, its key the vectors'
+                  ("embedding_heads", "sha256"), ("embedding_heads", "model_sha256")}
     assert digests - not_in_the_store - names_only == listed
