@@ -83,9 +83,14 @@ def store_page(session: Session, job: EmbeddingJob, payload: bytes) -> int:
 def count_progress(session: Session, job: EmbeddingJob) -> None:
     """``total`` and ``processed`` as the dataset is now (images may have come or gone since the job began)."""
     dataset = _dataset(session, job)
-    hashes = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id).distinct().subquery()
-    job.total = int(session.scalar(select(func.count()).select_from(hashes)) or 0)
+    job.total = image_count(session, dataset)
     job.processed = embedded_count(session, dataset, job.model_sha256)
+
+
+def image_count(session: Session, dataset: Dataset) -> int:
+    """Distinct images (by digest) of ``dataset``."""
+    hashes = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id).distinct().subquery()
+    return int(session.scalar(select(func.count()).select_from(hashes)) or 0)
 
 
 def embedded_count(session: Session, dataset: Dataset, model_sha256: str) -> int:
@@ -143,9 +148,7 @@ def wants_head(session: Session, job: EmbeddingJob, min_images: int) -> bool:
     at least ``min_images`` images (fewer teach a network nothing it can use on other images)."""
     if session.get(EmbeddingHead, job.model_sha256) is not None:
         return False
-    dataset = _dataset(session, job)
-    hashes = select(DatasetItem.sha256).where(DatasetItem.manifest_id == dataset.manifest_id).distinct().subquery()
-    return int(session.scalar(select(func.count()).select_from(hashes)) or 0) >= min_images
+    return image_count(session, _dataset(session, job)) >= min_images
 
 
 def store_head(session: Session, job: EmbeddingJob, payload: bytes) -> bool:
