@@ -85,7 +85,9 @@ def test_previous_next_arrow_keys_and_zoom_on_an_image(page: Any, boxes: WebServ
     expect(figure).not_to_have_class(re.compile(r"\bds-zoomed\b"))
 
     page.get_by_role("link", name="Back to the images").click()
-    page.locator("#ds-grid .ds-thumb").last.click()
+    thumbs = page.locator("#ds-grid .ds-thumb")
+    expect(thumbs).to_have_count(TRAIN + VAL)  # `last` of a page still being parsed is an earlier image
+    thumbs.last.click()
     expect(page.locator("h1")).to_have_text(names[-1])
     expect(page.locator("#image-next")).to_have_count(0)  # nor the last a next one
 
