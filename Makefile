@@ -51,19 +51,20 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # Two workers, each running whole test files (module fixtures once; tests that build on the one before keep their
-# order): most tests wait on servers, trainers and browsers, so two of them share two cores well.
+# order): most tests wait on servers, trainers and browsers, so two of them share two cores well. The files go out
+# longest first (tests/conftest.py orders them; xdist's reordering, most tests first, would undo that).
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, as container images often
 # set): pytest keeps there the modules it rewrites for their asserts (tests, conftests, plugins: 440), and rewriting
 # them all again cost each worker 4 s of CPU per run.
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -p no:cacheprovider
 test: $(STAMP) system-test-deps browser-test-deps lint
-	$(PYTEST) -n 2 --dist loadfile
+	$(PYTEST) -n 2 --dist loadfile --no-loadscope-reorder
 
 # The edit-run loop: SQLite only, no browser, no real server or trainer (e2e), so no PostgreSQL, chromium or Ray
 # to install, and 10 fuzz cases per API operation instead of 40 (tests/test_fuzz.py: it was the lane's longest
 # file); `make test` stays the whole suite, at full count, and is what CI runs.
 test-fast: $(STAMP)
-	$(PYTEST) -n 2 --dist loadfile -m "not e2e and not browser and not postgres" --fuzz-examples=10
+	$(PYTEST) -n 2 --dist loadfile --no-loadscope-reorder -m "not e2e and not browser and not postgres" --fuzz-examples=10
 
 bench: $(STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)

@@ -227,14 +227,15 @@ def _take_over_or_build(ctx: AppContext, dataset: Dataset, where: tuple[str, dic
 
 
 def load(session: Session, ctx: AppContext, dataset: Dataset, model_sha256: str, *,
-         build_large: bool = False) -> DatasetIndex:
+         build_large: bool = False, where: tuple[str, dict[str, np.ndarray] | None] | None = None) -> DatasetIndex:
     """The index of ``dataset`` as it is now under ``model_sha256``: from memory, else from its file, else the
     previous revision's when it holds the same images, else built now when it is exact (small) or when
     ``build_large`` (the queue, a job: never a request). Otherwise the previous index answers restricted to the
     current digests (``allowed``) until ``build_stale`` replaces it; with no previous one at all, an empty index
     (the dataset is left out until the queue's pass built it). Read in the caller's ``session`` (a second
-    session would wait for the first's SQLite write lock)."""
-    where = space(session, model_sha256)
+    session would wait for the first's SQLite write lock). ``where``: the key's ``space``, when the caller loads
+    several datasets of one key (one lookup of its head per query, not one per dataset)."""
+    where = where or space(session, model_sha256)
     key = (dataset.id, where[0])
     path = _path(ctx, dataset.id, dataset.revision, where[0])
     with _lock:

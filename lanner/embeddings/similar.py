@@ -81,9 +81,10 @@ def search(session: Session, ctx: AppContext, datasets: list[Dataset], model_sha
     """The ``k`` best images of ``datasets`` for ``query``, without ``skip_hashes``, best first."""
     hits: list[Hit] = []
     mapped: dict[int, np.ndarray] = {}  # the query through each head met (datasets of one key share theirs)
+    where = index.space(session, model_sha256)  # the key's head, read once for all its datasets
     for dataset in datasets:
         wanted = k + min(len(skip_hashes), 4 * k)  # room for skipped answers, never a whole training set's
-        searched = index.load(session, ctx, dataset, model_sha256)
+        searched = index.load(session, ctx, dataset, model_sha256, where=where)
         if id(searched.head) not in mapped:
             mapped[id(searched.head)] = searched.mapped(query)
         found = [(sha, score) for sha, score in searched.search(query, wanted, mapped=mapped[id(searched.head)])

@@ -32,20 +32,20 @@ def _model(which: str, localizer_weights: Path | None = None):
     return YOLO(str(localizer_weights))
 
 
-def _found_in_top5(model, root: Path, *, images: int, copies: int, trained_head: bool = False) -> int:
-    """How many copies are among their original's 5 nearest; with ``trained_head``, through a copy-detection
-    head trained as the worker trains one (``worker.train_head``: edits of the dataset's images, copies
-    included, as a real dataset would hold them)."""
+def _copies_embedded(model, root: Path, *, images: int, copies: int):
+    """``images`` synthetic images and augmented copies of the first ``copies``, embedded as the worker embeds:
+    (their names, their pixels, their vectors, {original: copy})."""
     pairs = make_near_duplicates(root, images=images, copies=copies, size=160)
     paths = sorted((root / "images" / "train").glob("*.jpg"))
-    names = [p.name for p in paths]
     pixels = [cv2.imread(str(p)) for p in paths]
     vectors = [v for start in range(0, len(pixels), 32) for v in encoding.embed(model, pixels[start:start + 32], IMGSZ)]
     matrix = np.stack(vectors)
     assert matrix.dtype == np.float32 and np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
-    mapping = None
-    if trained_head:
-        mapping = head.train(head.views(pixels, lambda batch: encoding.embed(model, batch, IMGSZ)))
+    return [p.name for p in paths], pixels, matrix, pairs
+
+
+def _found_in_top5(names: list[str], matrix: np.ndarray, pairs: dict[str, str], mapping=None) -> int:
+    """How many copies are among their original's 5 nearest, through the head ``mapping`` when given."""
     found = index.DatasetIndex(names, *index.build(matrix, mapping), head=mapping)
     hits = 0
     for original, copy in pairs.items():
@@ -54,10 +54,11 @@ def _found_in_top5(model, root: Path, *, images: int, copies: int, trained_head:
     return hits
 
 
-@pytest.mark.parametrize("which", ["random", "localizer"])
+@pytest.mark.parametrize("which", ["random", pytest.param("localizer", marks=pytest.mark.e2e)])
 def test_augmented_copies_are_among_their_originals_five_nearest(which, request, tmp_path):
     weights = request.getfixturevalue("localizer_weights") if which == "localizer" else None
-    hits = _found_in_top5(_model(which, weights), tmp_path, images=300, copies=20)
+    names, _, matrix, pairs = _copies_embedded(_model(which, weights), tmp_path, images=300, copies=20)
+    hits = _found_in_top5(names, matrix, pairs)
     assert hits >= 19, f"{hits}/20 augmented copies in their original's top 5"
 
 
@@ -71,15 +72,20 @@ def flushed_denormals():
     torch.set_flush_denormal(False)
 
 
+@pytest.mark.e2e  # the demo-like weights are trained by the real trainer (tests.trained)
 def test_a_copy_detection_head_finds_copies_the_backbone_alone_misses(localizer_weights, flushed_denormals,
                                                                         tmp_path):
-    """100 copies among 1,000 images, the demo-like weights: the backbone's vectors alone miss about one in ten;
-    through a head trained on edits of these images (not the copies' own edits: ``head.augment`` crops wider
-    and jitters more), at least 95 are found (the issue's bar: docs/benchmarks.md measures it at 2,000)."""
+    """60 copies among 600 images, the demo-like weights: the backbone's vectors alone miss some (55 of 60
+    found when measured); through a head trained as the worker trains one (``worker.train_head``: edits of the
+    dataset's images, copies included, as a real dataset would hold them; not the copies' own edits:
+    ``head.augment`` crops wider and jitters more), at least 57 (the issue's 95 %: docs/benchmarks.md measures it
+    at 2,000 images)."""
     model = _model("localizer", localizer_weights)
-    alone = _found_in_top5(model, tmp_path / "alone", images=1000, copies=100)
-    with_head = _found_in_top5(model, tmp_path / "head", images=1000, copies=100, trained_head=True)
-    assert with_head >= 95 and with_head > alone, f"{with_head}/100 with the head, {alone}/100 without"
+    names, pixels, matrix, pairs = _copies_embedded(model, tmp_path, images=600, copies=60)
+    alone = _found_in_top5(names, matrix, pairs)
+    mapping = head.train(head.views(pixels, lambda batch: encoding.embed(model, batch, IMGSZ)))
+    with_head = _found_in_top5(names, matrix, pairs, mapping)
+    assert with_head >= 57 and with_head > alone, f"{with_head}/60 with the head, {alone}/60 without"
 
 
 def test_a_mirror_image_has_the_same_vector_and_a_brighter_one_nearly():

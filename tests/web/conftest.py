@@ -20,6 +20,7 @@ installs it; Playwright never downloads a browser) against a real ``lanner serve
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,12 +30,15 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from ultralytics_platform import Platform
 
 from lanner.accounts import service as accounts_service
 from lanner.billing import service as billing_service
 from lanner.config import Settings
 from lanner.db import Database
+from lanner.synthetic import make_detection_dataset
 from tests.conftest import REPOSITORY, copy_of
+from tests.datasets.helpers import upload_dataset
 from tests.servers import Server, lanner_cli, start_server
 from tests.web.pages import PASSWORD
 
@@ -107,6 +111,16 @@ class WebServer:
         except httpx.TimeoutException as exc:
             tail = self.server.log.read_text(errors="replace")[-6000:]
             raise AssertionError(f"{method} {path}: no answer in 30 s ({exc}); the server's log ends:\n{tail}") from exc
+
+    def upload_shapes(self, user: User, name: str, folder: Path, *, train: int, val: int, size: int,
+                      seed: int) -> None:
+        """A synthetic detection dataset ``name`` of ``user``'s, zipped and uploaded as the SDK uploads one."""
+        root = folder / name
+        make_detection_dataset(root, train=train, val=val, size=size, seed=seed)
+        archive = Path(shutil.make_archive(str(folder / name), "zip", root))
+        with httpx.Client(timeout=60) as http:
+            upload_dataset(Platform(base_url=self.url, api_key=user.key, timeout=60), http, user.username, name,
+                           archive)
 
     def stop(self) -> None:
         if self._db is not None:

@@ -7,7 +7,6 @@ without the line it would look stuck), and the map is drawn when the job is done
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sqlite3
 import time
@@ -15,13 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import expect
-from ultralytics_platform import Platform
 
-from lanner.synthetic import make_detection_dataset
-from tests.datasets.helpers import upload_dataset
 from tests.servers import start_server
 from tests.web.conftest import WebServer, screenshot, signed_in
 
@@ -49,12 +44,7 @@ def test_the_map_says_when_the_head_is_being_trained_then_draws(page: Any, web_s
     official = tmp_path / "yolo11n.pt"
     official.write_bytes(tiny_weights.read_bytes())
     web_server.cli("models", "add-official", str(official))  # the server's model: nothing trained on the dataset
-    root = tmp_path / "shapes"
-    make_detection_dataset(root, train=IMAGES, val=0, size=64, seed=3)
-    archive = Path(shutil.make_archive(str(tmp_path / "shapes"), "zip", root))
-    with httpx.Client(timeout=60) as http:
-        upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "shapes",
-                       archive)
+    web_server.upload_shapes(alice, "shapes", tmp_path, train=IMAGES, val=0, size=64, seed=3)
     signed_in(page, alice, "/datasets/alice/shapes")
     page.locator("#map-link").click()
     page.wait_for_url("**/datasets/alice/shapes/map")

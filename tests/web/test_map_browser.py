@@ -11,24 +11,19 @@ Seven images, their vectors in three far-apart groups, stored as a worker's deli
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
-from ultralytics_platform import Platform
 
 from lanner.accounts import service as accounts_service
 from lanner.accounts.principal import Principal
 from lanner.embeddings.models import EmbeddingJob
 from lanner.errors import NotFound
 from lanner.projects import service as projects_service
-from lanner.synthetic import make_detection_dataset
-from tests.datasets.helpers import upload_dataset
 from tests.web.conftest import WebServer, screenshot, signed_in
 from tests.web.test_similar_browser import _Server
 from tests.web.test_similar_pages import DIM, embed
@@ -63,12 +58,7 @@ def test_map_hover_shows_the_thumbnail_and_a_lasso_filters_the_grid_for_a_bulk_m
                                                                                       web_server: WebServer,
                                                                                       tmp_path: Path) -> None:
     alice = web_server.user("alice")
-    root = tmp_path / "shapes"
-    make_detection_dataset(root, train=4, val=3, size=96, seed=5)
-    archive = Path(shutil.make_archive(str(tmp_path / "shapes"), "zip", root))
-    with httpx.Client(timeout=60) as http:
-        upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "shapes",
-                       archive)
+    web_server.upload_shapes(alice, "shapes", tmp_path, train=4, val=3, size=96, seed=5)
     signed_in(page, alice, "/datasets/alice/shapes")
     page.locator("#map-link").click()
     page.wait_for_url("**/datasets/alice/shapes/map")
@@ -166,12 +156,7 @@ def _relabel(web_server: WebServer, user: Any, key: str, labels: list) -> None:
 def test_label_these_from_the_lasso_walks_only_the_selection(page: Any, web_server: WebServer,
                                                               tmp_path: Path) -> None:
     alice = web_server.user("alice")
-    root = tmp_path / "picks"
-    make_detection_dataset(root, train=4, val=3, size=96, seed=5)
-    archive = Path(shutil.make_archive(str(tmp_path / "picks"), "zip", root))
-    with httpx.Client(timeout=60) as http:
-        upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "picks",
-                       archive)
+    web_server.upload_shapes(alice, "picks", tmp_path, train=4, val=3, size=96, seed=5)
     ids = embed(_Server(web_server), "alice", "picks", vector_of=grouped)
     name_of = {i.split("-", 1)[1]: name for name, i in ids.items()}
     for key in name_of:  # none labelled: "Label next" could go anywhere in the dataset

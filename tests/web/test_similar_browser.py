@@ -6,17 +6,12 @@ stores them (tests/web/test_similar_pages.py ``embed``), so no model runs here."
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import expect
-from ultralytics_platform import Platform
 
-from lanner.synthetic import make_detection_dataset
-from tests.datasets.helpers import upload_dataset
 from tests.web.conftest import WebServer, screenshot, signed_in
 from tests.web.test_similar_pages import embed
 
@@ -31,12 +26,7 @@ class _Server:  # ``embed`` reads ``app.state.lanner.db``: the server's database
 def test_image_page_similar_strip_click_opens_the_similar_image(page: Any, web_server: WebServer,
                                                                  tmp_path: Path) -> None:
     alice = web_server.user("alice")
-    root = tmp_path / "shapes"
-    make_detection_dataset(root, train=6, val=3, size=96, seed=5)
-    archive = Path(shutil.make_archive(str(tmp_path / "shapes"), "zip", root))
-    with httpx.Client(timeout=60) as http:
-        upload_dataset(Platform(base_url=web_server.url, api_key=alice.key, timeout=60), http, "alice", "shapes",
-                       archive)
+    web_server.upload_shapes(alice, "shapes", tmp_path, train=6, val=3, size=96, seed=5)
     ids = embed(_Server(web_server), "alice", "shapes")
     first = ids["train_0000.jpg"]
     signed_in(page, alice, f"/datasets/alice/shapes/images/{first}")
