@@ -7,6 +7,7 @@ placement, so no UMAP runs here (tests/embeddings/test_clustering.py covers comp
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from sqlalchemy import select
 
 from lanner.datasets.models import DatasetItem, ImageSelection
@@ -14,11 +15,21 @@ from lanner.db import utcnow
 from lanner.embeddings import jobs, maps
 from lanner.embeddings.models import EmbeddingJob, EmbeddingLayout
 from lanner.projects.models import ModelRecord
+from tests.training.fakes import FakeExecutor
 from tests.web.pages import sign_in, soup, text, token_of
 from tests.web.test_dataset_pages import TRAIN, VAL, add_dataset, thumbs
 from tests.web.test_similar_pages import DIGEST, _dataset, embed, model_of
 
 IMAGES = TRAIN + VAL + 2
+
+
+@pytest.fixture(autouse=True)
+def no_worker_processes(app) -> None:
+    """The analyses and review jobs these pages make go to fake executors. A real worker, launched by the queue the
+    new job wakes, would outlive the test (workers outlive their server by design, to be found again after a
+    restart) and retry its links to the unreachable ``testserver`` for three minutes."""
+    app.state.embeddings._executor = FakeExecutor()
+    app.state.review._executor = FakeExecutor()
 
 
 def queue_job(app, owner: str = "alice", slug: str = "shapes") -> str:
